@@ -1,0 +1,83 @@
+// View aliases, the compute mode and portability shims shared by every kernel of miniPipe.
+// Everything that differs between Kokkos 3.4 and 4.x is wrapped here, nowhere else.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
+
+namespace minipipe {
+
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using MemSpace = ExecSpace::memory_space;
+using HostSpace = Kokkos::HostSpace;
+
+// Row-major (LayoutRight) everywhere so a [B,T,C] tensor is also a [B*T, C] matrix.
+template <class T> using View1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
+template <class T> using View2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
+template <class T> using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
+template <class T> using View4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace>;
+
+// Unmanaged 2-D view of a [B,T,C] tensor as [B*T, C] (no copy).
+template <class T>
+using View2U = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T>
+View2U<T> as_rows(const View3<T>& x) {
+  return View2U<T>(x.data(), x.extent(0) * x.extent(1), x.extent(2));
+}
+
+// deterministic: bitwise reproducible by construction (DESIGN.md §4).
+// fast: vendor GEMM through Kokkos Kernels and libm; compared to deterministic within a tolerance.
+enum class Mode { deterministic, fast };
+
+inline const char* to_string(Mode m) { return m == Mode::deterministic ? "deterministic" : "fast"; }
+
+// ---- portability shims ----------------------------------------------------------------
+
+// Explicit fused multiply-add: a*b+c with one rounding. IEEE-exact on every backend, so it
+// is the only FMA the deterministic kernels use (implicit contraction is disabled).
+KOKKOS_FORCEINLINE_FUNCTION float fma_exact(float a, float b, float c) { return ::fmaf(a, b, c); }
+KOKKOS_FORCEINLINE_FUNCTION double fma_exact(double a, double b, double c) { return ::fma(a, b, c); }
+
+// Correctly rounded square root (IEEE) on every backend.
+KOKKOS_FORCEINLINE_FUNCTION float sqrt_exact(float x) { return ::sqrtf(x); }
+KOKKOS_FORCEINLINE_FUNCTION double sqrt_exact(double x) { return ::sqrt(x); }
+
+// libm functions for fast mode (Kokkos::Experimental:: before 3.7, Kokkos:: after).
+#if KOKKOS_VERSION >= 30700
+namespace kmath = ::Kokkos;
+#else
+namespace kmath = ::Kokkos::Experimental;
+#endif
+
+inline void fence(const char* label) {
+#if KOKKOS_VERSION >= 30500
+  Kokkos::fence(label);
+#else
+  (void)label;
+  Kokkos::fence();
+#endif
+}
+
+template <class Space>
+inline void fence_space(const Space& space, const char* label) {
+#if KOKKOS_VERSION >= 30500
+  space.fence(label);
+#else
+  (void)label;
+  space.fence();
+#endif
+}
+
+// RAII Kokkos profiling region, so Kokkos Tools / Nsight see each phase by name.
+class ProfileRegion {
+ public:
+  explicit ProfileRegion(const char* name) { Kokkos::Profiling::pushRegion(name); }
+  explicit ProfileRegion(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
+  ~ProfileRegion() { Kokkos::Profiling::popRegion(); }
+  ProfileRegion(const ProfileRegion&) = delete;
+  ProfileRegion& operator=(const ProfileRegion&) = delete;
+};
+
+}  // namespace minipipe
