@@ -1,0 +1,67 @@
+// Gradient accumulator of one parameter tensor across the micro-batches of a step.
+// deterministic: exact 128-bit fixed point (order-independent); fast: a plain running sum.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "exact_sum.hpp"
+
+namespace minipipe {
+
+template <class T>
+struct GradAccum {
+  Mode mode = Mode::deterministic;
+  std::string name;  // global parameter name, for error messages
+  ExactView exact;   // deterministic mode, one per element
+  View1<T> sum;      // fast mode, one per element
+  FlagView overflow;
+
+  GradAccum() = default;
+  GradAccum(const std::string& param_name, std::size_t n, Mode m) : mode(m), name(param_name) {
+    overflow = FlagView("grad_overflow::" + name);
+    if (mode == Mode::deterministic)
+      exact = ExactView("grad_exact::" + name, n);
+    else
+      sum = View1<T>("grad_sum::" + name, n);
+  }
+
+  std::size_t size() const { return mode == Mode::deterministic ? exact.extent(0) : sum.extent(0); }
+
+  void zero() {
+    Kokkos::deep_copy(overflow, 0);
+    if (mode == Mode::deterministic)
+      Kokkos::deep_copy(exact, Fixed128{});
+    else
+      Kokkos::deep_copy(sum, T(0));
+  }
+
+  // Adds one sample's partial gradient value v to element e. Called inside kernels where the
+  // calling thread owns element e (no two threads touch the same e concurrently).
+  KOKKOS_INLINE_FUNCTION void add_exact(std::size_t e, double v) const {
+    int ov = 0;
+    ExactSum::add(exact(e), v, ov);
+    if (ov) overflow() = 1;
+  }
+
+  // Writes the accumulated gradient into g (length size()). Throws if the exact
+  // accumulator overflowed, naming the parameter.
+  void finalize(const View1<T>& g) const {
+    int ov = 0;
+    Kokkos::deep_copy(ov, overflow);
+    if (ov)
+      throw std::runtime_error("gradient accumulator overflow in parameter '" + name +
+                               "': a per-sample partial or the running sum exceeded the exact "
+                               "fixed-point range (|x| < 2^47) or was not finite");
+    if (mode == Mode::deterministic) {
+      auto ex = exact;
+      Kokkos::parallel_for(
+          "GradAccum::finalize", Kokkos::RangePolicy<ExecSpace>(0, g.extent(0)),
+          KOKKOS_LAMBDA(const std::size_t e) { g(e) = static_cast<T>(ExactSum::to_double(ex(e))); });
+    } else {
+      Kokkos::deep_copy(g, sum);
+    }
+  }
+};
+
+}  // namespace minipipe
