@@ -27,6 +27,19 @@ View2U<T> as_rows(const View3<T>& x) {
   return View2U<T>(x.data(), x.extent(0) * x.extent(1), x.extent(2));
 }
 
+// Unmanaged views: the argument types of every kernel. Managed views convert to these, and
+// parameter tensors stored flat are viewed with their shape without a copy.
+template <class T>
+using Vec = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T>
+using CVec = Kokkos::View<const T*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T>
+using Mat = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T>
+using CMat = Kokkos::View<const T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using CIdx = Kokkos::View<const int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using Idx = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
 // deterministic: bitwise reproducible by construction (DESIGN.md §4).
 // fast: vendor GEMM through Kokkos Kernels and libm; compared to deterministic within a tolerance.
 enum class Mode { deterministic, fast };
