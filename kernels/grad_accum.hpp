@@ -9,6 +9,20 @@
 
 namespace minipipe {
 
+// The device-side half of a GradAccum: views only, so kernels on any backend can capture it
+// by value (GradAccum itself holds a std::string, which device code must not copy).
+struct ExactTarget {
+  ExactView exact;
+  FlagView overflow;
+  // Adds one sample's partial gradient value v to element e. Called inside kernels where the
+  // calling thread owns element e (no two threads touch the same e concurrently).
+  KOKKOS_INLINE_FUNCTION void add(std::size_t e, double v) const {
+    int ov = 0;
+    ExactSum::add(exact(e), v, ov);
+    if (ov) overflow() = 1;
+  }
+};
+
 template <class T>
 struct GradAccum {
   Mode mode = Mode::deterministic;
@@ -36,13 +50,8 @@ struct GradAccum {
       Kokkos::deep_copy(sum, T(0));
   }
 
-  // Adds one sample's partial gradient value v to element e. Called inside kernels where the
-  // calling thread owns element e (no two threads touch the same e concurrently).
-  KOKKOS_INLINE_FUNCTION void add_exact(std::size_t e, double v) const {
-    int ov = 0;
-    ExactSum::add(exact(e), v, ov);
-    if (ov) overflow() = 1;
-  }
+  // What deterministic-mode kernels capture to add per-sample partials exactly.
+  ExactTarget exact_target() const { return ExactTarget{exact, overflow}; }
 
   // Writes the accumulated gradient into g (length size()). Throws if the exact
   // accumulator overflowed, naming the parameter.

@@ -1,0 +1,155 @@
+// Cross-entropy kernels (row-sequential in deterministic mode, team-parallel in fast mode) and
+// the exact global loss normalisation; explicitly instantiated for float and double.
+#include "cross_entropy.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "detmath.hpp"
+#include "exact_sum.hpp"
+
+namespace minipipe {
+
+namespace {
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = TeamPolicy::member_type;
+
+void require(bool ok, const char* where, const std::string& what) {
+  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
+}
+}  // namespace
+
+template <class Real>
+void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec<Real> losses) {
+  const int N = static_cast<int>(logits.extent(0));
+  const int V = static_cast<int>(logits.extent(1));
+  require(targets.extent(0) == logits.extent(0) && losses.extent(0) == logits.extent(0), "CrossEntropy::forward",
+          "targets and losses must have one entry per logits row");
+  if (mode == Mode::deterministic) {
+    Kokkos::parallel_for(
+        "CrossEntropy::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,V)
+          const int tgt = targets(n);
+          if (tgt < 0) {
+            losses(n) = 0;
+            return;
+          }
+          Real mx = logits(n, 0);
+          for (int v = 1; v < V; ++v) mx = logits(n, v) > mx ? logits(n, v) : mx;
+          Real sum = 0;
+          for (int v = 0; v < V; ++v) sum += det::exp(logits(n, v) - mx);
+          losses(n) = det::log(sum) - (logits(n, tgt) - mx);
+        });
+    return;
+  }
+  Kokkos::parallel_for(
+      "CrossEntropy::forward", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {  // row n of (N,V)
+        const int n = team.league_rank();
+        const int tgt = targets(n);
+        if (tgt < 0) {
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = 0; });
+          return;
+        }
+        Real mx = logits(n, 0);
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; },
+            Kokkos::Max<Real>(mx));
+        Real sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& s) { s += kmath::exp(logits(n, v) - mx); }, sum);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = kmath::log(sum) - (logits(n, tgt) - mx); });
+      });
+}
+
+template <class Real>
+void CrossEntropy<Real>::sample_sums(int B, int T, CVec<Real> losses, CIdx targets,
+                                     Kokkos::View<double*, MemSpace> loss_sum, Kokkos::View<int*, MemSpace> valid) {
+  const std::size_t N = std::size_t(B) * std::size_t(T);
+  require(losses.extent(0) == N && targets.extent(0) == N, "CrossEntropy::sample_sums",
+          "losses and targets must have B*T = " + std::to_string(N) + " entries");
+  require(loss_sum.extent(0) == std::size_t(B) && valid.extent(0) == std::size_t(B), "CrossEntropy::sample_sums",
+          "loss_sum and valid must have B entries");
+  Kokkos::parallel_for(
+      "CrossEntropy::sample_sums", Kokkos::RangePolicy<ExecSpace>(0, B), KOKKOS_LAMBDA(const int b) {
+        double s = 0.0;
+        int count = 0;
+        for (int t = 0; t < T; ++t) {
+          const int n = b * T + t;
+          if (targets(n) < 0) continue;
+          s += static_cast<double>(losses(n));
+          ++count;
+        }
+        loss_sum(b) = s;
+        valid(b) = count;
+      });
+}
+
+template <class Real>
+void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targets, Real scale, Mat<Real> dlogits) {
+  const int N = static_cast<int>(logits.extent(0));
+  const int V = static_cast<int>(logits.extent(1));
+  require(targets.extent(0) == logits.extent(0), "CrossEntropy::backward_input", "targets must have N entries");
+  require(dlogits.extent(0) == logits.extent(0) && dlogits.extent(1) == logits.extent(1),
+          "CrossEntropy::backward_input", "dlogits must have the shape of logits");
+  if (mode == Mode::deterministic) {
+    Kokkos::parallel_for(
+        "CrossEntropy::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
+          const int tgt = targets(n);
+          if (tgt < 0) {
+            for (int v = 0; v < V; ++v) dlogits(n, v) = 0;
+            return;
+          }
+          // Same max and sum, in the same order, as forward.
+          Real mx = logits(n, 0);
+          for (int v = 1; v < V; ++v) mx = logits(n, v) > mx ? logits(n, v) : mx;
+          Real sum = 0;
+          for (int v = 0; v < V; ++v) sum += det::exp(logits(n, v) - mx);
+          for (int v = 0; v < V; ++v) {
+            const Real p = det::exp(logits(n, v) - mx) / sum;
+            dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+          }
+        });
+    return;
+  }
+  Kokkos::parallel_for(
+      "CrossEntropy::backward_input", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
+        const int n = team.league_rank();
+        const int tgt = targets(n);
+        if (tgt < 0) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) { dlogits(n, v) = 0; });
+          return;
+        }
+        Real mx = logits(n, 0);
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; },
+            Kokkos::Max<Real>(mx));
+        Real sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& s) { s += kmath::exp(logits(n, v) - mx); }, sum);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) {
+          const Real p = kmath::exp(logits(n, v) - mx) / sum;
+          dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+        });
+      });
+}
+
+template struct CrossEntropy<float>;
+template struct CrossEntropy<double>;
+
+double global_loss(const std::vector<double>& loss_sums, const std::vector<int>& counts) {
+  if (loss_sums.size() != counts.size())
+    throw std::invalid_argument("global_loss: " + std::to_string(loss_sums.size()) + " loss sums but " +
+                                std::to_string(counts.size()) + " token counts");
+  Fixed128 total_loss;
+  int overflow = 0;
+  long long total_tokens = 0;
+  for (std::size_t i = 0; i < loss_sums.size(); ++i) {
+    ExactSum::add(total_loss, loss_sums[i], overflow);
+    if (counts[i] < 0) throw std::invalid_argument("global_loss: negative token count at sample " + std::to_string(i));
+    total_tokens += counts[i];
+  }
+  if (overflow) throw std::runtime_error("global_loss: a loss sum is not finite or exceeds the exact range");
+  if (total_tokens == 0) throw std::invalid_argument("global_loss: the global batch has no valid target token");
+  return ExactSum::to_double(total_loss) / static_cast<double>(total_tokens);
+}
+
+}  // namespace minipipe

@@ -1,0 +1,81 @@
+// Embedding kernels (token + position lookup and their weight gradients), explicitly
+// instantiated for float and double.
+#include "embedding.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace minipipe {
+
+namespace {
+void require(bool ok, const char* where, const std::string& what) {
+  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
+}
+}  // namespace
+
+template <class Real>
+void Embedding<Real>::forward(int B, int T, CIdx tokens, CMat<Real> wte, CMat<Real> wpe, Mat<Real> out) {
+  const int C = static_cast<int>(wte.extent(1));
+  const std::size_t N = std::size_t(B) * std::size_t(T);
+  require(tokens.extent(0) == N, "Embedding::forward", "tokens must have B*T = " + std::to_string(N) + " entries");
+  require(wpe.extent(1) == std::size_t(C) && wpe.extent(0) >= std::size_t(T), "Embedding::forward",
+          "wpe must be (Tmax >= T, C)");
+  require(out.extent(0) == N && out.extent(1) == std::size_t(C), "Embedding::forward", "out must be (B*T, C)");
+  Kokkos::parallel_for(
+      "Embedding::forward", Kokkos::RangePolicy<ExecSpace>(0, N * std::size_t(C)),
+      KOKKOS_LAMBDA(const std::size_t i) {  // element (n, c) of out (B*T, C)
+        const int n = static_cast<int>(i / std::size_t(C));
+        const int c = static_cast<int>(i % std::size_t(C));
+        out(n, c) = wte(tokens(n), c) + wpe(n % T, c);
+      });
+}
+
+template <class Real>
+void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat<Real> dout, GradAccum<Real>& dwte,
+                                      GradAccum<Real>& dwpe) {
+  const int C = static_cast<int>(dout.extent(1));
+  const int N = B * T;
+  require(tokens.extent(0) == std::size_t(N) && dout.extent(0) == std::size_t(N), "Embedding::backward_weight",
+          "tokens and dout must have B*T rows");
+  require(C > 0 && dwte.size() % std::size_t(C) == 0, "Embedding::backward_weight", "dwte must be V*C");
+  require(dwpe.size() >= std::size_t(T) * std::size_t(C), "Embedding::backward_weight",
+          "dwpe must be Tmax*C, Tmax >= T");
+  require(dwte.mode == mode && dwpe.mode == mode, "Embedding::backward_weight", "accumulator mode != kernel mode");
+  const ExactTarget gte = dwte.exact_target();
+  const ExactTarget gpe = dwpe.exact_target();
+  const bool det = mode == Mode::deterministic;
+
+  // dwte: the thread of channel c owns column c of dwte, whatever token a row carries, so
+  // repeated tokens need no atomics. Rows are visited in order n = 0..N-1.
+  Kokkos::parallel_for(
+      "Embedding::backward_weight_wte", Kokkos::RangePolicy<ExecSpace>(0, C),
+      KOKKOS_LAMBDA(const int c) {  // column c of dwte (V, C)
+        for (int n = 0; n < N; ++n) {
+          const std::size_t e = std::size_t(tokens(n)) * std::size_t(C) + std::size_t(c);
+          if (det)
+            gte.add(e, static_cast<double>(dout(n, c)));
+          else
+            gte.sum(e) += dout(n, c);
+        }
+      });
+
+  // dwpe: element (t, c) receives exactly one row per sample.
+  Kokkos::parallel_for(
+      "Embedding::backward_weight_wpe", Kokkos::RangePolicy<ExecSpace>(0, std::size_t(T) * std::size_t(C)),
+      KOKKOS_LAMBDA(const std::size_t e) {  // element (t, c) of dwpe (Tmax, C)
+        const int t = static_cast<int>(e / std::size_t(C));
+        const int c = static_cast<int>(e % std::size_t(C));
+        if (det) {
+          for (int b = 0; b < B; ++b) gpe.add(e, static_cast<double>(dout(b * T + t, c)));
+        } else {
+          Real s = 0;
+          for (int b = 0; b < B; ++b) s += dout(b * T + t, c);
+          gpe.sum(e) += s;
+        }
+      });
+}
+
+template struct Embedding<float>;
+template struct Embedding<double>;
+
+}  // namespace minipipe

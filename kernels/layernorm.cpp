@@ -1,0 +1,175 @@
+// LayerNorm kernels: row-sequential in deterministic mode, team-parallel row reductions in fast
+// mode; explicitly instantiated for float and double.
+#include "layernorm.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace minipipe {
+
+namespace {
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = TeamPolicy::member_type;
+
+void require(bool ok, const char* where, const std::string& what) {
+  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
+}
+}  // namespace
+
+template <class T>
+void LayerNorm<T>::forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> out, Vec<T> mean, Vec<T> rstd) {
+  const int N = static_cast<int>(x.extent(0));
+  const int C = static_cast<int>(x.extent(1));
+  require(w.extent(0) == std::size_t(C) && b.extent(0) == std::size_t(C), "LayerNorm::forward",
+          "w and b must have C = " + std::to_string(C) + " entries");
+  require(out.extent(0) == x.extent(0) && out.extent(1) == x.extent(1), "LayerNorm::forward", "out shape != x shape");
+  require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), "LayerNorm::forward",
+          "mean and rstd must have N entries");
+  const T Cf = static_cast<T>(C);
+  const T eps = static_cast<T>(kEps);
+  if (mode == Mode::deterministic) {
+    Kokkos::parallel_for(
+        "LayerNorm::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,C)
+          T s = 0;
+          for (int c = 0; c < C; ++c) s += x(n, c);
+          const T m = s / Cf;
+          T v = 0;
+          for (int c = 0; c < C; ++c) {
+            const T d = x(n, c) - m;
+            v = fma_exact(d, d, v);
+          }
+          const T r = T(1) / sqrt_exact(v / Cf + eps);
+          for (int c = 0; c < C; ++c) out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c);
+          mean(n) = m;
+          rstd(n) = r;
+        });
+    return;
+  }
+  Kokkos::parallel_for(
+      "LayerNorm::forward", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {  // row n of (N,C)
+        const int n = team.league_rank();
+        T s = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, C), [&](const int c, T& acc) { acc += x(n, c); }, s);
+        const T m = s / Cf;
+        T v = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, C),
+            [&](const int c, T& acc) {
+              const T d = x(n, c) - m;
+              acc += d * d;
+            },
+            v);
+        const T r = T(1) / sqrt_exact(v / Cf + eps);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
+                             [&](const int c) { out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          mean(n) = m;
+          rstd(n) = r;
+        });
+      });
+}
+
+template <class T>
+void LayerNorm<T>::backward_input(Mode mode, CMat<T> x, CVec<T> w, CVec<T> mean, CVec<T> rstd, CMat<T> dout,
+                                  Mat<T> dx) {
+  const int N = static_cast<int>(x.extent(0));
+  const int C = static_cast<int>(x.extent(1));
+  require(w.extent(0) == std::size_t(C), "LayerNorm::backward_input", "w must have C entries");
+  require(dout.extent(0) == x.extent(0) && dout.extent(1) == x.extent(1) && dx.extent(0) == x.extent(0) &&
+              dx.extent(1) == x.extent(1),
+          "LayerNorm::backward_input", "dout and dx must have the shape of x");
+  require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), "LayerNorm::backward_input",
+          "mean and rstd must have N entries");
+  const T Cf = static_cast<T>(C);
+  if (mode == Mode::deterministic) {
+    Kokkos::parallel_for(
+        "LayerNorm::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
+          const T m = mean(n);
+          const T r = rstd(n);
+          T sg = 0;   // sum of g = dout * w
+          T sgx = 0;  // sum of g * xhat
+          for (int c = 0; c < C; ++c) {
+            const T g = dout(n, c) * w(c);
+            sg += g;
+            sgx = fma_exact(g, (x(n, c) - m) * r, sgx);
+          }
+          const T mg = sg / Cf;
+          const T mgx = sgx / Cf;
+          for (int c = 0; c < C; ++c) {
+            const T xhat = (x(n, c) - m) * r;
+            dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
+          }
+        });
+    return;
+  }
+  Kokkos::parallel_for(
+      "LayerNorm::backward_input", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
+        const int n = team.league_rank();
+        const T m = mean(n);
+        const T r = rstd(n);
+        T sg = 0, sgx = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, C), [&](const int c, T& acc) { acc += dout(n, c) * w(c); }, sg);
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, C),
+            [&](const int c, T& acc) { acc += dout(n, c) * w(c) * ((x(n, c) - m) * r); }, sgx);
+        const T mg = sg / Cf;
+        const T mgx = sgx / Cf;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
+          const T xhat = (x(n, c) - m) * r;
+          dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
+        });
+      });
+}
+
+template <class T>
+void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> rstd, CMat<T> dout, int rows_per_sample,
+                                   GradAccum<T>& dw, GradAccum<T>& db) {
+  const int N = static_cast<int>(x.extent(0));
+  const int C = static_cast<int>(x.extent(1));
+  require(rows_per_sample > 0 && N % rows_per_sample == 0, "LayerNorm::backward_weight",
+          "rows_per_sample = " + std::to_string(rows_per_sample) + " must divide N = " + std::to_string(N));
+  require(dw.size() == std::size_t(C) && db.size() == std::size_t(C), "LayerNorm::backward_weight",
+          "dw and db must have C entries");
+  require(dw.mode == mode && db.mode == mode, "LayerNorm::backward_weight", "accumulator mode != kernel mode");
+  require(dout.extent(0) == x.extent(0) && dout.extent(1) == x.extent(1), "LayerNorm::backward_weight",
+          "dout must have the shape of x");
+  const int R = rows_per_sample;
+  const int S = N / R;
+  const ExactTarget gw = dw.exact_target();
+  const ExactTarget gb = db.exact_target();
+  if (mode == Mode::deterministic) {
+    // One thread per channel c owns dw(c) and db(c): no two threads add to the same element.
+    Kokkos::parallel_for(
+        "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, C), KOKKOS_LAMBDA(const int c) {
+          for (int s = 0; s < S; ++s) {
+            T pw = 0, pb = 0;
+            for (int n = s * R; n < (s + 1) * R; ++n) {
+              const T g = dout(n, c);
+              pw = fma_exact(g, (x(n, c) - mean(n)) * rstd(n), pw);
+              pb += g;
+            }
+            gw.add(c, static_cast<double>(pw));
+            gb.add(c, static_cast<double>(pb));
+          }
+        });
+    return;
+  }
+  Kokkos::parallel_for(
+      "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, C), KOKKOS_LAMBDA(const int c) {
+        T pw = 0, pb = 0;
+        for (int n = 0; n < N; ++n) {
+          const T g = dout(n, c);
+          pw += g * ((x(n, c) - mean(n)) * rstd(n));
+          pb += g;
+        }
+        gw.sum(c) += pw;
+        gb.sum(c) += pb;
+      });
+}
+
+template struct LayerNorm<float>;
+template struct LayerNorm<double>;
+
+}  // namespace minipipe

@@ -1,0 +1,181 @@
+// Deterministic mode, float: weight gradients are bitwise identical whatever the split of the
+// samples into calls (1, 2, 3 uneven calls) and their order; row kernels are split-invariant.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/layernorm.hpp"
+#include "test_util.hpp"
+
+namespace minipipe {
+namespace {
+
+using test::Tensor;
+constexpr Mode kDet = Mode::deterministic;
+
+// Sample counts of the calls: one call, two even, three uneven, and the uneven ones reversed.
+struct Split {
+  const char* name;
+  std::vector<int> samples;
+  bool reverse;
+};
+const std::vector<Split> kSplits = {{"1 call", {6}, false},
+                                    {"2 calls", {3, 3}, false},
+                                    {"3 uneven calls", {1, 2, 3}, false},
+                                    {"3 uneven calls reversed", {1, 2, 3}, true},
+                                    {"3 uneven calls other", {3, 1, 2}, true}};
+
+// Runs fn(first_sample, n_samples) once per call of the split, in call order or reversed.
+template <class F>
+void for_each_call(const Split& split, F&& fn) {
+  std::vector<std::pair<int, int>> calls;
+  int s0 = 0;
+  for (int k : split.samples) {
+    calls.push_back({s0, k});
+    s0 += k;
+  }
+  if (split.reverse) std::reverse(calls.begin(), calls.end());
+  for (auto [first, count] : calls) fn(first, count);
+}
+
+// The exact accumulator words and the finalized float gradient of one parameter.
+struct GradBits {
+  std::vector<Fixed128> exact;
+  std::vector<float> value;
+};
+GradBits grad_bits(const GradAccum<float>& acc) {
+  GradBits g;
+  auto ex = Kokkos::create_mirror_view(acc.exact);
+  Kokkos::deep_copy(ex, acc.exact);
+  View1<float> v("grad", acc.size());
+  acc.finalize(v);
+  auto vh = Kokkos::create_mirror_view(v);
+  Kokkos::deep_copy(vh, v);
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    g.exact.push_back(ex(i));
+    g.value.push_back(vh(i));
+  }
+  return g;
+}
+void expect_same_bits(const GradBits& a, const GradBits& b, const char* what, const char* split) {
+  ASSERT_EQ(a.value.size(), b.value.size());
+  for (std::size_t i = 0; i < a.value.size(); ++i) {
+    EXPECT_TRUE(a.exact[i].hi == b.exact[i].hi && a.exact[i].lo == b.exact[i].lo)
+        << what << " accumulator word " << i << " differs for split '" << split << "'";
+    EXPECT_EQ(0, std::memcmp(&a.value[i], &b.value[i], sizeof(float)))
+        << what << " element " << i << " differs for split '" << split << "': " << a.value[i] << " vs " << b.value[i];
+  }
+}
+
+TEST(Determinism, LayerNormWeightGradSplitAndOrderInvariant) {
+  const int S = 6, R = 4, N = S * R, C = 16;
+  Tensor<float> x("x", N, C), w("w", C), b("b", C), out("out", N, C), mean("mean", N), rstd("rstd", N),
+      dout("dout", N, C);
+  test::fill_uniform(x, 21, -3.0, 3.0);
+  test::fill_uniform(w, 22);
+  test::fill_uniform(b, 23);
+  test::fill_uniform(dout, 24);
+  LayerNorm<float>::forward(kDet, x.cmat(), w.cvec(), b.cvec(), out.mat(), mean.vec(), rstd.vec());
+
+  std::vector<GradBits> dws, dbs;
+  for (const Split& split : kSplits) {
+    GradAccum<float> dw("ln_w", C, kDet), db("ln_b", C, kDet);
+    dw.zero();
+    db.zero();
+    for_each_call(split, [&](int s0, int k) {
+      const int r0 = s0 * R, nr = k * R;
+      LayerNorm<float>::backward_weight(kDet, x.rows_cmat(r0, nr), mean.slice(r0, nr), rstd.slice(r0, nr),
+                                        dout.rows_cmat(r0, nr), R, dw, db);
+    });
+    dws.push_back(grad_bits(dw));
+    dbs.push_back(grad_bits(db));
+  }
+  for (std::size_t i = 1; i < kSplits.size(); ++i) {
+    expect_same_bits(dws[0], dws[i], "LayerNorm dw", kSplits[i].name);
+    expect_same_bits(dbs[0], dbs[i], "LayerNorm db", kSplits[i].name);
+  }
+
+  // Control: plain float accumulation (fast mode) does change bits with the split on this data,
+  // so the bitwise comparison above is a real test of the exact accumulation.
+  std::vector<std::vector<double>> fast;
+  for (const Split& split : kSplits) {
+    GradAccum<float> dw("ln_w", C, Mode::fast), db("ln_b", C, Mode::fast);
+    dw.zero();
+    db.zero();
+    for_each_call(split, [&](int s0, int k) {
+      const int r0 = s0 * R, nr = k * R;
+      LayerNorm<float>::backward_weight(Mode::fast, x.rows_cmat(r0, nr), mean.slice(r0, nr), rstd.slice(r0, nr),
+                                        dout.rows_cmat(r0, nr), R, dw, db);
+    });
+    Tensor<float> g("g", C);
+    dw.finalize(g.d);
+    fast.push_back(g.host_values());
+  }
+  bool any_differs = false;
+  for (std::size_t i = 1; i < fast.size(); ++i) any_differs = any_differs || fast[i] != fast[0];
+  EXPECT_TRUE(any_differs) << "control: float accumulation happened to be split invariant on this data";
+}
+
+TEST(Determinism, EmbeddingWeightGradSplitAndOrderInvariant) {
+  const int S = 6, T = 4, V = 5, C = 8, N = S * T;
+  std::vector<int> tok(N);
+  for (int n = 0; n < N; ++n) tok[n] = (n * 7 + n / 3) % V;  // every token repeats, across samples too
+  test::IntTensor tokens(tok);
+  Tensor<float> dout("dout", N, C);
+  test::fill_uniform(dout, 25);
+
+  std::vector<GradBits> tes, pes;
+  for (const Split& split : kSplits) {
+    GradAccum<float> dwte("wte", V * C, kDet), dwpe("wpe", T * C, kDet);
+    dwte.zero();
+    dwpe.zero();
+    for_each_call(split, [&](int s0, int k) {
+      Embedding<float>::backward_weight(kDet, k, T, tokens.slice(s0 * T, k * T), dout.rows_cmat(s0 * T, k * T), dwte,
+                                        dwpe);
+    });
+    tes.push_back(grad_bits(dwte));
+    pes.push_back(grad_bits(dwpe));
+  }
+  for (std::size_t i = 1; i < kSplits.size(); ++i) {
+    expect_same_bits(tes[0], tes[i], "Embedding dwte", kSplits[i].name);
+    expect_same_bits(pes[0], pes[i], "Embedding dwpe", kSplits[i].name);
+  }
+}
+
+// Row kernels never mix samples: running a micro-batch alone gives the rows of the full batch.
+TEST(Determinism, AttentionAndLossRowsSplitInvariant) {
+  const int S = 6, T = 5, C = 8, H = 2, N = S * T, V = 11;
+  Tensor<float> qkv("qkv", N, 3 * C), att("att", S * H * T, T), out("out", N, C), dout("dout", N, C),
+      dqkv("dqkv", N, 3 * C), logits("logits", N, V), losses("losses", N);
+  test::fill_uniform(qkv, 26, -2.0, 2.0);
+  test::fill_uniform(dout, 27);
+  test::fill_uniform(logits, 28, -4.0, 4.0);
+  std::vector<int> tg(N);
+  for (int n = 0; n < N; ++n) tg[n] = (n % T) >= 3 + (n / T) % 2 ? -1 : (n * 5) % V;
+  test::IntTensor targets(tg);
+  Attention<float>::forward(kDet, S, T, C, H, qkv.cmat(), att.mat(), out.mat());
+  Attention<float>::backward_input(kDet, S, T, C, H, qkv.cmat(), att.cmat(), dout.cmat(), dqkv.mat());
+  CrossEntropy<float>::forward(kDet, logits.cmat(), targets.all(), losses.vec());
+
+  Tensor<float> att2("att2", S * H * T, T), out2("out2", N, C), dqkv2("dqkv2", N, 3 * C), losses2("losses2", N);
+  for_each_call(kSplits[4], [&](int s0, int k) {
+    const int r0 = s0 * T, nr = k * T;
+    Mat<float> a(att2.d.data() + std::size_t(s0) * H * T * T, k * H * T, T);
+    Attention<float>::forward(kDet, k, T, C, H, qkv.rows_cmat(r0, nr), a, out2.rows_mat(r0, nr));
+    Attention<float>::backward_input(kDet, k, T, C, H, qkv.rows_cmat(r0, nr), a, dout.rows_cmat(r0, nr),
+                                     dqkv2.rows_mat(r0, nr));
+    CrossEntropy<float>::forward(kDet, logits.rows_cmat(r0, nr), targets.slice(r0, nr), losses2.slice_mut(r0, nr));
+  });
+  EXPECT_TRUE(test::bitwise_equal(att, att2));
+  EXPECT_TRUE(test::bitwise_equal(out, out2));
+  EXPECT_TRUE(test::bitwise_equal(dqkv, dqkv2));
+  EXPECT_TRUE(test::bitwise_equal(losses, losses2));
+}
+
+}  // namespace
+}  // namespace minipipe

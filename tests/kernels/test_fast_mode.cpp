@@ -1,0 +1,121 @@
+// Fast mode (libm, team-parallel row reductions, plain float gradient sums) against
+// deterministic mode, float: every forward, I and W output within 1e-4 relative.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/layernorm.hpp"
+#include "test_util.hpp"
+
+namespace minipipe {
+namespace {
+
+using test::expect_close;
+using test::Tensor;
+constexpr double kFastTol = 1e-4;
+
+std::vector<double> finalized(const GradAccum<float>& acc) {
+  Tensor<float> g("g", static_cast<int>(acc.size()));
+  acc.finalize(g.d);
+  return g.host_values();
+}
+
+TEST(FastMode, LayerNorm) {
+  const int B = 4, T = 16, N = B * T, C = 96;
+  Tensor<float> x("x", N, C), w("w", C), b("b", C), dout("dout", N, C);
+  test::fill_uniform(x, 31, -3.0, 3.0);
+  test::fill_uniform(w, 32, 0.5, 1.5);
+  test::fill_uniform(b, 33);
+  test::fill_uniform(dout, 34);
+  std::vector<std::vector<double>> res[2];
+  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+    Tensor<float> out("out", N, C), mean("mean", N), rstd("rstd", N), dx("dx", N, C);
+    LayerNorm<float>::forward(mode, x.cmat(), w.cvec(), b.cvec(), out.mat(), mean.vec(), rstd.vec());
+    LayerNorm<float>::backward_input(mode, x.cmat(), w.cvec(), mean.cvec(), rstd.cvec(), dout.cmat(), dx.mat());
+    GradAccum<float> dw("w", C, mode), db("b", C, mode);
+    dw.zero();
+    db.zero();
+    LayerNorm<float>::backward_weight(mode, x.cmat(), mean.cvec(), rstd.cvec(), dout.cmat(), T, dw, db);
+    res[mode == Mode::fast] = {out.host_values(), rstd.host_values(), dx.host_values(), finalized(dw), finalized(db)};
+  }
+  const char* names[] = {"LayerNorm fast out", "LayerNorm fast rstd", "LayerNorm fast dx (I)", "LayerNorm fast dw (W)",
+                         "LayerNorm fast db (W)"};
+  for (int i = 0; i < 5; ++i) expect_close(names[i], res[1][i], res[0][i], kFastTol);
+}
+
+TEST(FastMode, Attention) {
+  const int B = 2, T = 24, C = 32, H = 4, N = B * T;
+  Tensor<float> qkv("qkv", N, 3 * C), dout("dout", N, C);
+  test::fill_uniform(qkv, 35, -2.0, 2.0);
+  test::fill_uniform(dout, 36);
+  std::vector<std::vector<double>> res[2];
+  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+    Tensor<float> att("att", B * H * T, T), out("out", N, C), dqkv("dqkv", N, 3 * C);
+    Attention<float>::forward(mode, B, T, C, H, qkv.cmat(), att.mat(), out.mat());
+    Attention<float>::backward_input(mode, B, T, C, H, qkv.cmat(), att.cmat(), dout.cmat(), dqkv.mat());
+    res[mode == Mode::fast] = {att.host_values(), out.host_values(), dqkv.host_values()};
+  }
+  expect_close("Attention fast att", res[1][0], res[0][0], kFastTol);
+  expect_close("Attention fast out", res[1][1], res[0][1], kFastTol);
+  expect_close("Attention fast dqkv (I)", res[1][2], res[0][2], kFastTol);
+}
+
+TEST(FastMode, Gelu) {
+  const int n = 4096;
+  Tensor<float> x("x", n), dy("dy", n);
+  test::fill_uniform(x, 37, -6.0, 6.0);
+  test::fill_uniform(dy, 38);
+  std::vector<std::vector<double>> res[2];
+  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+    Tensor<float> y("y", n), dx("dx", n);
+    Gelu<float>::forward(mode, x.cvec(), y.vec());
+    Gelu<float>::backward_input(mode, x.cvec(), dy.cvec(), dx.vec());
+    res[mode == Mode::fast] = {y.host_values(), dx.host_values()};
+  }
+  expect_close("Gelu fast y", res[1][0], res[0][0], kFastTol);
+  expect_close("Gelu fast dx (I)", res[1][1], res[0][1], kFastTol);
+}
+
+TEST(FastMode, CrossEntropy) {
+  const int N = 40, V = 300;
+  Tensor<float> logits("logits", N, V);
+  test::fill_uniform(logits, 39, -8.0, 8.0);
+  std::vector<int> tg(N);
+  for (int n = 0; n < N; ++n) tg[n] = n % 7 == 6 ? -1 : (n * 37) % V;
+  test::IntTensor targets(tg);
+  std::vector<std::vector<double>> res[2];
+  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+    Tensor<float> losses("losses", N), dlogits("dlogits", N, V);
+    CrossEntropy<float>::forward(mode, logits.cmat(), targets.all(), losses.vec());
+    CrossEntropy<float>::backward_input(mode, logits.cmat(), targets.all(), 1.0f / 34.0f, dlogits.mat());
+    res[mode == Mode::fast] = {losses.host_values(), dlogits.host_values()};
+  }
+  expect_close("CrossEntropy fast losses", res[1][0], res[0][0], kFastTol);
+  expect_close("CrossEntropy fast dlogits (I)", res[1][1], res[0][1], kFastTol);
+}
+
+TEST(FastMode, EmbeddingWeights) {
+  const int B = 4, T = 16, V = 20, C = 24, N = B * T;
+  std::vector<int> tok(N);
+  for (int n = 0; n < N; ++n) tok[n] = (n * 13 + 5) % V;
+  test::IntTensor tokens(tok);
+  Tensor<float> dout("dout", N, C);
+  test::fill_uniform(dout, 40);
+  std::vector<std::vector<double>> res[2];
+  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+    GradAccum<float> dwte("wte", V * C, mode), dwpe("wpe", T * C, mode);
+    dwte.zero();
+    dwpe.zero();
+    Embedding<float>::backward_weight(mode, B, T, tokens.all(), dout.cmat(), dwte, dwpe);
+    res[mode == Mode::fast] = {finalized(dwte), finalized(dwpe)};
+  }
+  expect_close("Embedding fast dwte (W)", res[1][0], res[0][0], kFastTol);
+  expect_close("Embedding fast dwpe (W)", res[1][1], res[0][1], kFastTol);
+}
+
+}  // namespace
+}  // namespace minipipe
