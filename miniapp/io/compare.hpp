@@ -1,0 +1,79 @@
+// Dataset-by-dataset comparison of two HDF5 dumps (`minipipe compare`): bitwise equality plus
+// max abs / rel error and ULP distance, with h5diff's exit codes (0 same, 1 differ, 2 error).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace minipipe::io {
+
+struct CompareOptions {
+  bool include_meta = false;  // also compare /meta (datasets and every object's attributes)
+  bool verbose = false;       // a line for every dataset, not only the ones that differ
+  // Tolerance mode (either set): a differing element is "within tolerance" when
+  // |a-b| <= atol or |a-b| / max(|a|,|b|) <= rtol; NaN against anything else never is.
+  // A dataset whose differing elements are all within tolerance counts as same for the exit code.
+  std::optional<double> rtol;
+  std::optional<double> atol;
+};
+
+enum class DiffStatus {
+  identical,         // same shape, type and bytes
+  within_tolerance,  // differs, but every element within rtol/atol (tolerance mode only)
+  differ,            // values differ beyond tolerance (or at all, without tolerance)
+  only_in_a,
+  only_in_b,
+  shape_mismatch,
+  type_mismatch,
+  not_comparable,  // variable-length data: no fixed bytes to compare
+};
+const char* to_string(DiffStatus s);
+
+struct DatasetDiff {
+  std::string path;
+  DiffStatus status = DiffStatus::identical;
+  std::string type_a, type_b;
+  std::vector<std::uint64_t> dims_a, dims_b;
+  std::uint64_t elements = 0;
+  std::uint64_t differing = 0;         // elements whose bits differ
+  std::uint64_t out_of_tolerance = 0;  // of those, beyond rtol/atol (all of them without tolerance)
+  std::uint64_t nan_mismatches = 0;    // NaN in one file, something else in the other
+  double max_abs = 0.0;                // +inf when a NaN or inf is involved
+  double max_rel = 0.0;                // |a-b| / max(|a|,|b|)
+  std::uint64_t max_ulp = 0;           // integers: |a-b|; floats: distance in the ordered bit space
+  std::uint64_t first_index = 0;       // flat index of the first differing element
+  std::string first_a, first_b;        // its values, printed to round-trip precision
+};
+
+struct AttributeDiff {
+  std::string object, name;
+  bool in_a = true, in_b = true;
+  std::string value_a, value_b;
+  bool same = true;
+};
+
+struct CompareReport {
+  std::vector<DatasetDiff> datasets;                               // union of both files' datasets, sorted by path
+  std::vector<AttributeDiff> attributes;                           // only with include_meta
+  std::size_t identical = 0, within_tolerance = 0, differing = 0;  // differing includes below
+  std::size_t missing = 0, mismatched = 0;                         // only in one file; shape/type/not comparable
+  std::size_t attributes_differing = 0;
+  double max_abs = 0.0, max_rel = 0.0;
+  std::uint64_t max_ulp = 0;
+  int exit_code = 0;  // 0 same (within tolerance in tolerance mode), 1 differ
+};
+
+// Compares and returns the structured result; throws ReadError when a file cannot be read.
+CompareReport compare_dumps(const std::string& a, const std::string& b, const CompareOptions& opt);
+
+// Writes the per-dataset lines and the final one-line summary.
+void print_report(const CompareReport& report, const CompareOptions& opt, std::ostream& out);
+
+// compare_dumps + print_report; returns 0 / 1, or 2 after printing "error: ..." when a file
+// is missing, unreadable or not HDF5 (like h5diff).
+int compare_files(const std::string& a, const std::string& b, const CompareOptions& opt, std::ostream& out);
+
+}  // namespace minipipe::io
