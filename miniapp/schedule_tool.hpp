@@ -1,0 +1,41 @@
+// `minipipe schedule`: generate or load a pipeline schedule, validate, simulate and draw it.
+// The command-line face of the schedules library; main.cpp only attaches, parses and runs it.
+#pragma once
+
+#include <iostream>
+#include <ostream>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace minipipe {
+
+struct ScheduleTool {
+  CLI::App* sub = nullptr;  // the "schedule" subcommand, set by attach()
+
+  // Options (defaults shown by --help).
+  std::string schedule = "1f1b";
+  int p = 4;
+  int m = 8;
+  int v = 0;  // 0 = the schedule's own default
+  std::string cost = "F=1,I=1,W=1";
+  double comm = 0;
+  std::string csv_out, csv_layout = "compact";
+  std::string svg_out, trace_out, json_out;
+  std::string load_csv, placement = "auto";
+  std::string grid = "auto";
+  bool list = false;
+
+  std::ostream* err = &std::cerr;  // where error messages go (tests redirect it)
+
+  // Adds the subcommand "schedule" with all flags to `parent`.
+  void attach(CLI::App& parent);
+
+  // After parsing: prints the grid and the numbers to `out`, writes the requested files.
+  // Returns 0, or 1 after printing one error message to *err.
+  int run(std::ostream& out);
+};
+
+}  // namespace minipipe

@@ -1,0 +1,375 @@
+// Warm-up / steady / cool-down construction of each schedule variant, rank by rank.
+// Each follows the structure of its paper so the closed-form bubbles in the tests hold exactly.
+#include "schedules/schedule.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+namespace minipipe::sched {
+
+namespace {
+
+// Appends actions to one rank's list, numbering micro-batches per (stage, kind) in issue order,
+// which is how every variant below walks through its micro-batches.
+class RankBuilder {
+ public:
+  explicit RankBuilder(std::vector<Action>& out) : out_(out) {}
+
+  void forward(int stage) { out_.push_back(Action::make(Op::F, stage, next(fwd_, stage))); }
+  void full_backward(int stage) { out_.push_back(Action::make(Op::B, stage, next(bwd_, stage))); }
+  // Backward-input; its weight pass joins a FIFO that weight() drains oldest first.
+  void input_backward(int stage) {
+    const int mb = next(bwd_, stage);
+    out_.push_back(Action::make(Op::I, stage, mb));
+    pending_w_.push_back(Action::make(Op::W, stage, mb));
+  }
+  void backward(int stage, bool split) {
+    if (split)
+      input_backward(stage);
+    else
+      full_backward(stage);
+  }
+  bool weight() {
+    if (pending_w_.empty()) return false;
+    out_.push_back(pending_w_.front());
+    pending_w_.pop_front();
+    return true;
+  }
+  void overlapped(int fwd_stage, int bwd_stage) {
+    Action f = Action::make(Op::F, fwd_stage, next(fwd_, fwd_stage));
+    Action b = Action::make(Op::B, bwd_stage, next(bwd_, bwd_stage));
+    out_.push_back(Action::overlap(f, b));
+  }
+  int forwards_done(int stage) const { return count(fwd_, stage); }
+  int backwards_done(int stage) const { return count(bwd_, stage); }
+  std::size_t pending_weights() const { return pending_w_.size(); }
+
+ private:
+  static int next(std::map<int, int>& c, int stage) { return c[stage]++; }
+  static int count(const std::map<int, int>& c, int stage) {
+    auto it = c.find(stage);
+    return it == c.end() ? 0 : it->second;
+  }
+  std::vector<Action>& out_;
+  std::map<int, int> fwd_, bwd_;
+  std::deque<Action> pending_w_;
+};
+
+Schedule empty_schedule(const std::string& name, int p, int m, int v, Placement pl) {
+  Schedule s;
+  s.name = name;
+  s.p = p;
+  s.v = v;
+  s.m = m;
+  s.stage_to_rank = pl == Placement::v ? v_placement(p, v) : looped_placement(p, v);
+  s.ranks.resize(p);
+  // Up to three actions (F, I, W) per stage and micro-batch; reserving avoids regrowth.
+  for (auto& row : s.ranks) row.reserve(static_cast<std::size_t>(3) * v * m);
+  return s;
+}
+
+// No pipelining: a micro-batch runs forward through every stage and back before the next one
+// starts, so at any time exactly one rank is busy.
+Schedule gen_sequential(int p, int m) {
+  Schedule s = empty_schedule("sequential", p, m, 1, Placement::loop);
+  for (int r = 0; r < p; ++r)
+    for (int mb = 0; mb < m; ++mb) {
+      s.ranks[r].push_back(Action::make(Op::F, r, mb));
+      s.ranks[r].push_back(Action::make(Op::B, r, mb));
+    }
+  return s;
+}
+
+// GPipe (fill-drain): all forwards, then all backwards, last micro-batch first because it is
+// the one whose forward finished most recently on the last stage.
+Schedule gen_gpipe(int p, int m) {
+  Schedule s = empty_schedule("gpipe", p, m, 1, Placement::loop);
+  for (int r = 0; r < p; ++r) {
+    for (int mb = 0; mb < m; ++mb) s.ranks[r].push_back(Action::make(Op::F, r, mb));
+    for (int mb = m - 1; mb >= 0; --mb) s.ranks[r].push_back(Action::make(Op::B, r, mb));
+  }
+  return s;
+}
+
+// 1F1B (PipeDream-Flush): p-1-r warm-up forwards, then one forward and one backward at a time,
+// then the remaining backwards; at most p-r micro-batches are in flight on rank r.
+Schedule gen_1f1b(int p, int m) {
+  Schedule s = empty_schedule("1f1b", p, m, 1, Placement::loop);
+  for (int r = 0; r < p; ++r) {
+    RankBuilder rb(s.ranks[r]);
+    const int warmup = std::min(p - 1 - r, m);
+    for (int k = 0; k < warmup; ++k) rb.forward(r);
+    while (rb.forwards_done(r) < m) {
+      rb.forward(r);
+      rb.full_backward(r);
+    }
+    while (rb.backwards_done(r) < m) rb.full_backward(r);
+  }
+  return s;
+}
+
+// Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM): forwards walk micro-batches in
+// groups of p through chunk 0, 1, ..., v-1; backwards walk the chunks in reverse. Warm-up is
+// 2(p-1-r) + (v-1)p forwards so each rank's first backward arrives just as warm-up ends.
+Schedule gen_interleaved(int p, int m, int v) {
+  Schedule s = empty_schedule("interleaved-1f1b", p, m, v, Placement::loop);
+  const int total = m * v, group = p * v;
+  for (int r = 0; r < p; ++r) {
+    auto fwd = [&](int k) {
+      const int chunk = (k % group) / p, mb = (k / group) * p + k % p;
+      return Action::make(Op::F, chunk * p + r, mb);
+    };
+    auto bwd = [&](int k) {
+      const int chunk = v - 1 - (k % group) / p, mb = (k / group) * p + k % p;
+      return Action::make(Op::B, chunk * p + r, mb);
+    };
+    auto& row = s.ranks[r];
+    const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * p, total);
+    for (int k = 0; k < warmup; ++k) row.push_back(fwd(k));
+    for (int k = 0; k < total - warmup; ++k) {
+      row.push_back(fwd(warmup + k));
+      row.push_back(bwd(k));
+    }
+    for (int k = total - warmup; k < total; ++k) row.push_back(bwd(k));
+  }
+  return s;
+}
+
+// Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism"): every micro-batch
+// through chunk 0, then chunk 1, ...; backwards chunk v-1 first. Memory grows with m like GPipe.
+Schedule gen_looped_bfs(int p, int m, int v) {
+  Schedule s = empty_schedule("looped-bfs", p, m, v, Placement::loop);
+  for (int r = 0; r < p; ++r) {
+    auto& row = s.ranks[r];
+    for (int c = 0; c < v; ++c)
+      for (int mb = 0; mb < m; ++mb) row.push_back(Action::make(Op::F, c * p + r, mb));
+    for (int c = v - 1; c >= 0; --c)
+      for (int mb = 0; mb < m; ++mb) row.push_back(Action::make(Op::B, c * p + r, mb));
+  }
+  return s;
+}
+
+// ZB-H1 and ZB-H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", section 2): backward is
+// split into I and W; rank r keeps up to `deferred` weight passes pending so its I passes run
+// earlier, and the postponed W passes fill the cool-down. ZB-H1 keeps 1F1B's warm-up (p-r
+// forwards) and defers r; ZB-H2 warms up with 2(p-r)-1 forwards and defers 2r, which turns
+// the pipeline into a parallelogram with no idle time between a rank's first and last action.
+Schedule gen_zero_bubble_h(const std::string& name, int p, int m, bool h2) {
+  Schedule s = empty_schedule(name, p, m, 1, Placement::loop);
+  for (int r = 0; r < p; ++r) {
+    RankBuilder rb(s.ranks[r]);
+    const int warmup = std::min(h2 ? 2 * (p - r) - 1 : p - r, m);
+    const std::size_t deferred = static_cast<std::size_t>(h2 ? 2 * r : r);
+    for (int k = 0; k < warmup; ++k) rb.forward(r);
+    while (rb.backwards_done(r) < m) {
+      rb.input_backward(r);
+      if (rb.pending_weights() > deferred) rb.weight();
+      if (rb.forwards_done(r) < m) rb.forward(r);
+    }
+    while (rb.weight()) {
+    }
+  }
+  return s;
+}
+
+// ZB-V (same paper, section 6): two chunks per rank in V placement (rank r holds stages r and
+// 2p-1-r), F = I = W assumed; warm-up fills chunk 0 with 2(p-r)-1 forwards, then mixes in chunk 1,
+// steady state alternates F/I/W on both chunks, cool-down runs the remaining I's and drains W's.
+Schedule gen_zbv(int p, int m) {
+  Schedule s = empty_schedule("zb-v", p, m, 2, Placement::v);
+  for (int r = 0; r < p; ++r) {
+    const int s0 = r, s1 = 2 * p - 1 - r;
+    std::vector<Action>& row = s.ranks[r];
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    auto F = [&](int st, int& c) { row.push_back(Action::make(Op::F, st, c++)); };
+    auto IW = [&](int st, int& c) {
+      row.push_back(Action::make(Op::I, st, c));
+      row.push_back(Action::make(Op::W, st, c));
+      ++c;
+    };
+    for (int k = 0; k < 2 * (p - r) - 1; ++k) F(s0, f0);
+    for (int k = 0; k < r; ++k) {
+      F(s1, f1);
+      F(s0, f0);
+    }
+    for (int k = 0; k < p - r; ++k) {
+      F(s1, f1);
+      IW(s1, b1);
+    }
+    while (f1 < f0 || f0 < m) {
+      if (f0 < m) F(s0, f0);
+      IW(s0, b0);
+      F(s1, f1);
+      IW(s1, b1);
+    }
+    // Cool-down: input gradients first (they are on the critical path), weights after.
+    int w0 = b0, w1 = b1;
+    for (int k = 0; k < r; ++k) {
+      row.push_back(Action::make(Op::I, s0, b0++));
+      row.push_back(Action::make(Op::I, s1, b1++));
+    }
+    for (int k = 0; k < p - r; ++k) {
+      row.push_back(Action::make(Op::I, s0, b0++));
+      row.push_back(Action::make(Op::W, s0, w0++));
+    }
+    while (w1 < b1) row.push_back(Action::make(Op::W, s1, w1++));
+    while (w0 < b0) row.push_back(Action::make(Op::W, s0, w0++));
+  }
+  return s;
+}
+
+// DualPipeV (DeepSeek-V3 report; the V-shaped "cut-in-half" DualPipe of deepseek-ai/DualPipe):
+// V placement, eight phases per rank. Steady state pairs a forward of one chunk with a full
+// backward of the other in OVERLAP_F_B units; the warm-up tail and the cool-down use I/W
+// splitting so deferred weight passes fill the drain.
+Schedule gen_dualpipev(int p, int m) {
+  Schedule s = empty_schedule("dualpipev", p, m, 2, Placement::v);
+  for (int r = 0; r < p; ++r) {
+    const int s0 = r, s1 = 2 * p - 1 - r;
+    RankBuilder rb(s.ranks[r]);
+    // 1: chunk-0 forwards that fill the pipe ahead of this rank.
+    for (int k = 0; k < 2 * (p - r - 1); ++k) rb.forward(s0);
+    // 2: forwards alternating between the chunks.
+    for (int k = 0; k < r + 1; ++k) {
+      rb.forward(s0);
+      rb.forward(s1);
+    }
+    // 3: chunk-1 input backward, its weight pass, next chunk-1 forward (zero-bubble style).
+    for (int k = 0; k < p - r - 1; ++k) {
+      rb.input_backward(s1);
+      rb.weight();
+      rb.forward(s1);
+    }
+    // 4: steady state, two overlapped pairs per step. The last rank runs its very first pair
+    // unoverlapped: its backward can start only once its own forward has finished.
+    for (int k = 0; k < m - 2 * p + r + 1; ++k) {
+      if (k == 0 && r == p - 1) {
+        rb.forward(s0);
+        rb.full_backward(s1);
+      } else {
+        rb.overlapped(s0, s1);
+      }
+      rb.overlapped(s1, s0);
+    }
+    // 5: chunk-1 backwards with overlapped chunk-1 forward / chunk-0 backward.
+    for (int k = 0; k < p - r - 1; ++k) {
+      rb.full_backward(s1);
+      rb.overlapped(s1, s0);
+    }
+    // 6: backward pairs; the second half switches to I so its W's can fill the tail.
+    bool split = false;
+    const int n6 = r + 1;
+    for (int k = 0; k < n6; ++k) {
+      if (k == n6 / 2 && r % 2 == 1) split = true;
+      rb.backward(s1, split);
+      if (k == n6 / 2 && r % 2 == 0) split = true;
+      rb.backward(s0, split);
+    }
+    // 7: one deferred weight pass per remaining chunk-0 backward.
+    for (int k = 0; k < p - r - 1; ++k) {
+      rb.weight();
+      rb.backward(s0, split);
+    }
+    // 8: drain the weight passes.
+    while (rb.weight()) {
+    }
+  }
+  return s;
+}
+
+struct Variant {
+  const char* name;
+  int default_v;
+  const char* limits;
+};
+
+const Variant kVariants[] = {
+    {"sequential", 1, "v = 1; any p >= 1, m >= 1; no pipelining: one micro-batch in the pipe at a time"},
+    {"gpipe", 1, "v = 1; any p >= 1, m >= 1; all forwards then all backwards (holds m micro-batches)"},
+    {"1f1b", 1, "v = 1; any p >= 1, m >= 1; warm-up p-1-r forwards on rank r"},
+    {"interleaved-1f1b", 2,
+     "v >= 2 chunks, looped placement (stage s on rank s%p); m must be a multiple of p "
+     "(Megatron's micro-batch groups of p)"},
+    {"looped-bfs", 2,
+     "v >= 1 chunks, looped placement; any m >= 1 (bubble closed form needs m >= p); holds "
+     "m micro-batches like GPipe"},
+    {"zb-h1", 1, "v = 1, split backward (I/W); m >= p (1F1B's warm-up of p-r forwards must fit)"},
+    {"zb-h2", 1, "v = 1, split backward (I/W); m >= 2p-1 (warm-up keeps 2p-1 micro-batches in flight on rank 0)"},
+    {"zb-v", 2, "v = 2, V placement (rank r holds stages r and 2p-1-r), split backward; m >= 2p-1"},
+    {"dualpipev", 2,
+     "v = 2, V placement (rank r holds stages r and 2p-1-r), OVERLAP_F_B pairs in steady state, "
+     "I/W split in the tail; m >= 2p"},
+};
+
+const Variant& find_variant(const std::string& name) {
+  for (const auto& var : kVariants)
+    if (name == var.name) return var;
+  std::string allowed;
+  for (const auto& var : kVariants) allowed += std::string(allowed.empty() ? "" : ", ") + var.name;
+  throw ScheduleError("schedule = '" + name + "' is not allowed; allowed: " + allowed);
+}
+
+[[noreturn]] void reject(const std::string& name, const std::string& key, long long value, const std::string& allowed) {
+  throw ScheduleError("schedule '" + name + "': " + key + " = " + std::to_string(value) + " is not allowed; " +
+                      allowed + " (" + constraints(name) + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> schedule_names() {
+  std::vector<std::string> out;
+  for (const auto& var : kVariants) out.emplace_back(var.name);
+  return out;
+}
+
+std::string constraints(const std::string& name) {
+  return find_variant(name).limits;
+}
+
+int default_v(const std::string& name) {
+  return find_variant(name).default_v;
+}
+
+Schedule make_schedule(const std::string& name, int p, int m, int v) {
+  const Variant& var = find_variant(name);
+  if (v == 0) v = var.default_v;
+  if (p < 1) reject(name, "p", p, "need p >= 1");
+  if (m < 1) reject(name, "m", m, "need m >= 1");
+  if (v < 1) reject(name, "v", v, "need v >= 1");
+  // Bounds the memory a schedule takes (a few actions per stage and micro-batch).
+  const long long cells = 1LL * p * v * m;
+  if (cells > (1LL << 22)) reject(name, "p*v*m", cells, "need p*v*m <= 4194304");
+
+  if (name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "zb-h2") {
+    if (v != 1) reject(name, "v", v, "need v = 1");
+  }
+  if (name == "sequential") return gen_sequential(p, m);
+  if (name == "gpipe") return gen_gpipe(p, m);
+  if (name == "1f1b") return gen_1f1b(p, m);
+  if (name == "interleaved-1f1b") {
+    if (v < 2) reject(name, "v", v, "need v >= 2 (v = 1 is plain 1f1b)");
+    if (m % p != 0) reject(name, "m", m, "need m a multiple of p = " + std::to_string(p));
+    return gen_interleaved(p, m, v);
+  }
+  if (name == "looped-bfs") return gen_looped_bfs(p, m, v);
+  if (name == "zb-h1") {
+    if (m < p) reject(name, "m", m, "need m >= p = " + std::to_string(p));
+    return gen_zero_bubble_h(name, p, m, false);
+  }
+  if (name == "zb-h2") {
+    if (m < 2 * p - 1) reject(name, "m", m, "need m >= 2p-1 = " + std::to_string(2 * p - 1));
+    return gen_zero_bubble_h(name, p, m, true);
+  }
+  if (name == "zb-v") {
+    if (v != 2) reject(name, "v", v, "need v = 2");
+    if (m < 2 * p - 1) reject(name, "m", m, "need m >= 2p-1 = " + std::to_string(2 * p - 1));
+    return gen_zbv(p, m);
+  }
+  // dualpipev: the only variant left after find_variant.
+  if (v != 2) reject(name, "v", v, "need v = 2");
+  if (m < 2 * p) reject(name, "m", m, "need m >= 2p = " + std::to_string(2 * p));
+  return gen_dualpipev(p, m);
+}
+
+}  // namespace minipipe::sched

@@ -1,0 +1,54 @@
+// A pipeline schedule as data: for each of p ranks, the ordered list of actions it runs.
+// Stages are global (p*v of them) with an explicit stage-to-rank map; generators build one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/action.hpp"
+
+namespace minipipe::sched {
+
+// loop: stage s on rank s % p (Megatron's interleaving). v: chunk c runs down the ranks
+// when c is even and back up when c is odd, so rank r holds stages r and 2p-1-r for v = 2
+// (ZB-V, DualPipeV) and the last stage sits on rank 0 next to the first.
+// inferred: only for CSV import, where the file itself says which rank runs each stage.
+enum class Placement { loop, v, inferred };
+
+const char* placement_name(Placement pl);            // "loop", "v", "inferred"
+Placement parse_placement(const std::string& text);  // throws ScheduleError naming the allowed
+
+std::vector<int> looped_placement(int p, int v);
+std::vector<int> v_placement(int p, int v);
+
+struct Schedule {
+  std::string name;                        // generator name, or "csv:<source>" for an imported schedule
+  int p = 0;                               // ranks
+  int v = 1;                               // stages (model chunks) per rank
+  int m = 0;                               // micro-batches per optimizer step
+  std::vector<int> stage_to_rank;          // size p*v
+  std::vector<std::vector<Action>> ranks;  // per rank, in execution order
+
+  int num_stages() const { return p * v; }
+  bool uses_split_backward() const;                 // any I or W (also inside OVERLAP_F_B)
+  bool is_lowered() const;                          // holds SEND/RECV actions
+  bool uses_overlap() const;                        // any OVERLAP_F_B
+  std::vector<int> stages_of_rank(int rank) const;  // ascending
+  std::size_t num_actions() const;
+};
+
+// Generators of every variant (generators.cpp). Names are the same everywhere (CLI, decks,
+// reports): "sequential gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-h2 zb-v dualpipev".
+std::vector<std::string> schedule_names();
+
+// One line per variant: placement, allowed v and m, and why. Throws for an unknown name.
+std::string constraints(const std::string& name);
+
+// The v a variant uses when none is given: 2 for the multi-chunk variants, else 1.
+int default_v(const std::string& name);
+
+// Builds the compute-only schedule (no SEND/RECV; see lower_communication). v = 0 means
+// default_v(name). Throws ScheduleError naming the key, its value and what is allowed.
+Schedule make_schedule(const std::string& name, int p, int m, int v = 0);
+
+}  // namespace minipipe::sched

@@ -1,0 +1,11 @@
+// Umbrella header of the schedules library: IR, generators, validator, simulator, CSV, pictures.
+// Plain C++17 with no Kokkos and no MPI, so any tool (or the MPI runtime) can include it.
+#pragma once
+
+#include "schedules/action.hpp"
+#include "schedules/csv.hpp"
+#include "schedules/report.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/simulator.hpp"
+#include "schedules/timeline.hpp"
+#include "schedules/validator.hpp"

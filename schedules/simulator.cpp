@@ -1,0 +1,344 @@
+// Costs, the event simulation on top of execute(), per-rank memory accounting and the closed
+// forms. Memory depends only on each rank's order, so it is counted by walking that order.
+#include "schedules/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "schedules/execute.hpp"
+#include "schedules/validator.hpp"
+
+namespace minipipe::sched {
+
+namespace {
+
+[[noreturn]] void bad_cost(const std::string& key, const std::string& value, const std::string& allowed) {
+  throw ScheduleError("cost " + key + " = '" + value + "' is not allowed; " + allowed);
+}
+
+std::vector<double> expand(const std::vector<double>& v, int stages, const char* key) {
+  if (v.size() == 1) return std::vector<double>(stages, v[0]);
+  if (static_cast<int>(v.size()) == stages) return v;
+  throw ScheduleError("cost " + std::string(key) + " has " + std::to_string(v.size()) +
+                      " entries; allowed: 1 (all stages) or p*v = " + std::to_string(stages));
+}
+
+bool all_equal(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); });
+}
+
+}  // namespace
+
+CostModel CostModel::uniform(int stages, double f, double b, double i, double w, double comm) {
+  CostModel c;
+  if (b <= 0 && (i > 0 || w > 0)) b = i + w;
+  if (i <= 0 && w <= 0) i = w = b / 2;
+  c.F.assign(stages, f);
+  c.B.assign(stages, b);
+  c.I.assign(stages, i);
+  c.W.assign(stages, w);
+  c.comm = comm;
+  return c;
+}
+
+CostModel CostModel::resolved(int stages, int v) const {
+  CostModel c = *this;
+  if (F.empty()) throw ScheduleError("cost F is missing; give F=<time> (per stage: F=a:b:c)");
+  c.F = expand(F, stages, "F");
+  if (!I.empty() || !W.empty()) {
+    if (I.empty() || W.empty())
+      throw ScheduleError("cost: give both I and W (or only B, which splits into I = W = B/2)");
+    c.I = expand(I, stages, "I");
+    c.W = expand(W, stages, "W");
+  }
+  if (!B.empty()) c.B = expand(B, stages, "B");
+  if (c.B.empty() && c.I.empty()) {  // only F: the usual rule of thumb, backward = 2 forward
+    c.B.resize(stages);
+    c.I = c.F;
+    c.W = c.F;
+    for (int s = 0; s < stages; ++s) c.B[s] = 2 * c.F[s];
+  } else if (c.B.empty()) {
+    c.B.resize(stages);
+    for (int s = 0; s < stages; ++s) c.B[s] = c.I[s] + c.W[s];
+  } else if (c.I.empty()) {
+    c.I.resize(stages);
+    c.W.resize(stages);
+    for (int s = 0; s < stages; ++s) c.I[s] = c.W[s] = c.B[s] / 2;
+  }
+  c.act = act.empty() ? std::vector<double>(stages, 1.0 / v) : expand(act, stages, "act");
+  auto check = [](const std::vector<double>& list, const char* key) {
+    for (double x : list)
+      if (!std::isfinite(x) || x < 0) bad_cost(key, std::to_string(x), "costs must be finite and >= 0");
+  };
+  check(c.F, "F");
+  check(c.B, "B");
+  check(c.I, "I");
+  check(c.W, "W");
+  check(c.act, "act");
+  if (!std::isfinite(comm) || comm < 0) bad_cost("comm", std::to_string(comm), "latency must be finite and >= 0");
+  if (!std::isfinite(overlap_fb) || overlap_fb <= 0)
+    bad_cost("overlap", std::to_string(overlap_fb), "factor must be finite and > 0");
+  if (!std::isfinite(w_act) || w_act < 0 || w_act > 1)
+    bad_cost("w_act", std::to_string(w_act), "fraction must be in [0, 1]");
+  return c;
+}
+
+CostModel parse_costs(const std::string& spec, int stages, double comm) {
+  CostModel c;
+  c.comm = comm;
+  std::stringstream items(spec);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string allowed_keys =
+        "allowed keys: F, B, I, W (time per micro-batch, ':'-separated for per-stage values) "
+        "and overlap (OVERLAP_F_B time over F+B), e.g. F=1,B=2 or F=1,I=1,W=1 or F=8:20:10";
+    if (eq == std::string::npos) bad_cost(item, "", "expected key=value; " + allowed_keys);
+    const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
+    std::vector<double> values;
+    std::stringstream parts(text);
+    std::string part;
+    while (std::getline(parts, part, ':')) {
+      char* end = nullptr;
+      const double x = std::strtod(part.c_str(), &end);
+      if (part.empty() || end != part.c_str() + part.size() || !std::isfinite(x) || x < 0)
+        bad_cost(key, text, "values must be numbers >= 0");
+      values.push_back(x);
+    }
+    if (values.empty()) bad_cost(key, text, "a value is required");
+    if (key == "F") {
+      if (std::any_of(values.begin(), values.end(), [](double x) { return x <= 0; }))
+        bad_cost(key, text, "forward time must be > 0");
+      c.F = values;
+    } else if (key == "B") {
+      c.B = values;
+    } else if (key == "I") {
+      c.I = values;
+    } else if (key == "W") {
+      c.W = values;
+    } else if (key == "overlap") {
+      if (values.size() != 1 || values[0] <= 0) bad_cost(key, text, "one factor > 0");
+      c.overlap_fb = values[0];
+    } else {
+      bad_cost(key, text, allowed_keys);
+    }
+  }
+  if (c.F.empty()) c.F = {1.0};
+  // resolved() reports list-length and pairing errors with the same wording as here.
+  (void)c.resolved(stages, 1);
+  return c;
+}
+
+SimResult simulate(const Schedule& s, const CostModel& cost) {
+  validate_structure(s);
+  const CostModel c = cost.resolved(s.num_stages(), s.v);
+  std::function<double(const Action&)> duration = [&](const Action& a) -> double {
+    switch (a.op) {
+      case Op::F:
+        return c.F[a.stage];
+      case Op::B:
+        return c.B[a.stage];
+      case Op::I:
+        return c.I[a.stage];
+      case Op::W:
+        return c.W[a.stage];
+      case Op::OVERLAP_F_B:
+        return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]));
+      default:
+        return 0.0;
+    }
+  };
+  const Execution ex = execute(s, duration, c.comm);
+  if (!ex.complete) {
+    validate(s);  // reports the deadlock with the grid
+    throw ScheduleError("internal error: schedule '" + s.name + "' stalls but validates");
+  }
+
+  const int p = s.p;
+  SimResult res;
+  res.busy.assign(p, 0.0);
+  res.idle.assign(p, 0.0);
+  res.start.assign(p, 0.0);
+  res.end.assign(p, 0.0);
+  res.interior_idle.assign(p, 0.0);
+  res.peak_inflight.assign(p, 0);
+  res.peak_waiting_w.assign(p, 0);
+  res.peak_held.assign(p, 0);
+  res.activation_mem.assign(p, 0.0);
+  res.timeline.p = p;
+  res.timeline.events.reserve(s.num_actions() + 16);
+  res.timeline.title = s.name + "  p=" + std::to_string(p) + " v=" + std::to_string(s.v) + " m=" + std::to_string(s.m);
+
+  for (int r = 0; r < p; ++r) {
+    bool seen = false;
+    int inflight = 0, waiting = 0;
+    double held = 0;
+    const auto& row = s.ranks[r];
+    for (std::size_t k = 0; k < row.size(); ++k) {
+      const Action& a = row[k];
+      if (!is_compute(a.op)) continue;
+      const double st = ex.start[r][k], en = ex.end[r][k];
+      res.busy[r] += en - st;
+      res.start[r] = seen ? std::min(res.start[r], st) : st;
+      res.end[r] = seen ? std::max(res.end[r], en) : en;
+      seen = true;
+      const Action* parts[2] = {&a, nullptr};
+      if (a.op == Op::OVERLAP_F_B) parts[0] = &a.sub[0], parts[1] = &a.sub[1];
+      double t = st;
+      const double whole = a.op == Op::OVERLAP_F_B ? duration(a.sub[0]) + duration(a.sub[1]) : 0;
+      for (const Action* part : parts) {
+        if (!part) continue;
+        const Action& x = *part;
+        // An overlapped pair is drawn as its two halves in proportion to their own costs.
+        const double d = a.op == Op::OVERLAP_F_B ? (whole > 0 ? (en - st) * duration(x) / whole : 0.0) : en - st;
+        res.timeline.events.push_back(TimelineEvent{r, t, t + d, x.op, x.stage, x.microbatch, a.op == Op::OVERLAP_F_B});
+        t += d;
+        const double size = c.act[x.stage];
+        switch (x.op) {
+          case Op::F:
+            ++inflight;
+            held += size;
+            break;
+          case Op::B:
+            --inflight;
+            held -= size;
+            break;
+          case Op::I:
+            --inflight;
+            ++waiting;
+            held -= size * (1 - c.w_act);
+            break;
+          case Op::W:
+            --waiting;
+            held -= size * c.w_act;
+            break;
+          default:
+            break;
+        }
+        res.peak_inflight[r] = std::max(res.peak_inflight[r], inflight);
+        res.peak_waiting_w[r] = std::max(res.peak_waiting_w[r], waiting);
+        res.peak_held[r] = std::max(res.peak_held[r], inflight + waiting);
+        res.activation_mem[r] = std::max(res.activation_mem[r], held);
+      }
+    }
+    res.makespan = std::max(res.makespan, res.end[r]);
+  }
+  double idle_sum = 0, interior_sum = 0, span_sum = 0;
+  for (int r = 0; r < p; ++r) {
+    res.idle[r] = res.makespan - res.busy[r];
+    res.interior_idle[r] = (res.end[r] - res.start[r]) - res.busy[r];
+    idle_sum += res.idle[r];
+    interior_sum += res.interior_idle[r];
+    span_sum += res.end[r] - res.start[r];
+  }
+  res.bubble_fraction = res.makespan > 0 ? idle_sum / (p * res.makespan) : 0.0;
+  res.interior_bubble_fraction = span_sum > 0 ? interior_sum / span_sum : 0.0;
+  return res;
+}
+
+std::string analytic_formula(const std::string& name) {
+  const std::string base = "  [uniform stage costs, comm = 0";
+  if (name == "sequential") return "(p-1)/p" + base + "]";
+  if (name == "gpipe" || name == "1f1b") return "(p-1)/(m+p-1)" + base + "]";
+  if (name == "interleaved-1f1b") return "(p-1)/(v*m+p-1)" + base + "]";
+  if (name == "looped-bfs") return "(p-1)/(v*m+p-1)" + base + ", m >= p]";
+  if (name == "zb-h1") return "b/(m(F+B)+b), b = (p-1)(F+B-2W), B = I+W" + base + ", W <= F, W <= I]";
+  if (name == "zb-h2")
+    return "b/(m(F+B)+b), b = (p-1)F: only the fill of the first forward; interior bubble 0" + base + ", F = I = W]";
+  if (name == "zb-v")
+    return "b/(2m(F+B)+b), b = (p-1)F per chunk: only the fill; interior bubble 0" + base + ", F = I = W]";
+  if (name == "dualpipev")
+    return "b/(2m(F+B)+b), b = (p-1)(F&B+B-3W) with F&B = F+B (DualPipe's claim)" + base + ", F = I = W, overlap = 1]";
+  return "";
+}
+
+std::optional<double> analytic_bubble(const Schedule& s, const CostModel& cost) {
+  const int S = s.num_stages();
+  const CostModel c = cost.resolved(S, s.v);
+  if (c.comm != 0 || !all_equal(c.F) || !all_equal(c.B) || !all_equal(c.I) || !all_equal(c.W)) return std::nullopt;
+  const double p = s.p, m = s.m, v = s.v;
+  const double F = c.F[0], I = c.I[0], W = c.W[0];
+  const double Bfull = c.B[0];  // the B action's cost
+  const double Bsplit = I + W;  // what I + W cost together
+  const std::string& n = s.name;
+  if (n == "sequential") return (p - 1) / p;
+  if (n == "gpipe" || n == "1f1b") return (p - 1) / (m + p - 1);
+  if (n == "interleaved-1f1b") return (p - 1) / (v * m + p - 1);
+  if (n == "looped-bfs") {
+    if (s.m < s.p) return std::nullopt;
+    return (p - 1) / (v * m + p - 1);
+  }
+  if (n == "zb-h1") {
+    if (W > F || W > I) return std::nullopt;
+    const double b = (p - 1) * (F + Bsplit - 2 * W);
+    return b / (m * (F + Bsplit) + b);
+  }
+  if (F != I || F != W) return std::nullopt;
+  if (n == "zb-h2") {
+    const double b = (p - 1) * F;
+    return b / (m * (F + Bsplit) + b);
+  }
+  if (n == "zb-v") {
+    const double b = (p - 1) * F;
+    return b / (2 * m * (F + Bsplit) + b);
+  }
+  if (n == "dualpipev") {
+    if (c.overlap_fb != 1.0) return std::nullopt;
+    // Full backwards cost Bfull, split ones I + W; the claim is stated for B = I + W.
+    if (Bfull != Bsplit) return std::nullopt;
+    const double b = (p - 1) * ((F + Bfull) + Bfull - 3 * W);
+    return b / (2 * m * (F + Bfull) + b);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::vector<std::optional<Action>>> step_grid(const Schedule& s) {
+  const Schedule low = strip_communication(s);
+  const Execution ex = execute(
+      low, [](const Action&) { return 1.0; }, 0.0);
+  if (!ex.complete)
+    throw ScheduleError("step grid of '" + s.name + "': the schedule deadlocks; run validate() for details");
+  std::vector<std::vector<std::optional<Action>>> grid(s.p);
+  for (int r = 0; r < s.p; ++r) {
+    for (std::size_t k = 0; k < low.ranks[r].size(); ++k) {
+      const Action& a = low.ranks[r][k];
+      if (!is_compute(a.op)) continue;
+      const auto step = static_cast<std::size_t>(std::llround(ex.start[r][k]));
+      if (grid[r].size() <= step) grid[r].resize(step + 1);
+      grid[r][step] = a;
+    }
+  }
+  return grid;
+}
+
+std::string format_step_grid(const Schedule& s, int max_columns) {
+  const auto grid = step_grid(s);
+  std::size_t n = 0;
+  for (const auto& row : grid) n = std::max(n, row.size());
+  const std::size_t shown = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, max_columns)));
+  auto text = [&](int r, std::size_t k) {
+    return k < grid[r].size() && grid[r][k] ? to_string(*grid[r][k]) : std::string(".");
+  };
+  std::vector<std::size_t> width(shown, 1);
+  for (int r = 0; r < s.p; ++r)
+    for (std::size_t k = 0; k < shown; ++k) width[k] = std::max(width[k], text(r, k).size());
+  std::ostringstream os;
+  const std::string label = "rank " + std::to_string(s.p - 1);
+  for (int r = 0; r < s.p; ++r) {
+    const std::string name = "rank " + std::to_string(r);
+    os << std::string(label.size() - name.size(), ' ') << name << " |";
+    for (std::size_t k = 0; k < shown; ++k) {
+      const std::string t = text(r, k);
+      os << ' ' << std::string(width[k] - t.size(), ' ') << t;
+    }
+    if (shown < n) os << " ...";
+    os << '\n';
+  }
+  if (shown < n) os << "(first " << shown << " of " << n << " steps shown)\n";
+  return os.str();
+}
+
+}  // namespace minipipe::sched

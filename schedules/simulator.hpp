@@ -1,0 +1,75 @@
+// Event simulator of a schedule under a cost model: makespan, bubble, memory, timeline.
+// Also the analytic bubble of each variant where the literature gives a closed form.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedules/schedule.hpp"
+#include "schedules/timeline.hpp"
+
+namespace minipipe::sched {
+
+struct CostModel {
+  // Per stage (size p*v), in any time unit (the CLI says ms). An empty B means I + W; empty I
+  // and W mean B/2 each. A list of size 1 applies to every stage.
+  std::vector<double> F, B, I, W;
+  double comm = 0;  // latency of one transfer between two ranks (same-rank hand-over is free)
+  // An OVERLAP_F_B pair takes overlap_fb * (F + B): 1 = no overlap gain (the conservative
+  // default), below 1 = DualPipe's computation-communication overlap pays off.
+  double overlap_fb = 1.0;
+  // Activation one micro-batch leaves on a stage, in micro-batch units; empty means 1/v so a
+  // rank's whole share of the model counts 1. w_act: fraction still held while only W is left.
+  std::vector<double> act;
+  double w_act = 1.0;
+
+  // Same costs on every stage; b <= 0 means i + w, and i, w both <= 0 mean b/2 each.
+  static CostModel uniform(int stages, double f, double b, double i, double w, double comm);
+
+  // Defaults filled in, every list of size `stages`; throws ScheduleError on a bad entry.
+  CostModel resolved(int stages, int v) const;
+};
+
+// "F=1,B=2", "F=1,I=1,W=1", per stage "F=8:20:10" (one value per stage, ':'-separated),
+// optional "overlap=0.8". Missing backward costs: B = 2F, I = W = F. Throws ScheduleError
+// naming the key, the value and what is allowed.
+CostModel parse_costs(const std::string& spec, int stages, double comm);
+
+struct SimResult {
+  double makespan = 0;                 // last end over all ranks (everything starts at 0)
+  std::vector<double> busy, idle;      // per rank; idle = makespan - busy
+  double bubble_fraction = 0;          // sum(idle) / (p * makespan)
+  std::vector<int> peak_inflight;      // (stage, mb) with F done and B/I not done
+  std::vector<int> peak_waiting_w;     // (stage, mb) with I done and W not done
+  std::vector<double> activation_mem;  // peak held activations, micro-batch units (see act)
+  Timeline timeline;
+  // Per rank: first start, last end and the idle time between them. A rank that starts late
+  // only because the first forward has not reached it yet has no interior idle from that.
+  std::vector<double> start, end, interior_idle;
+  std::vector<int> peak_held;           // (stage, mb) with F done and B or W not done
+  double interior_bubble_fraction = 0;  // sum(interior_idle) / sum(end - start)
+};
+
+// Validates, lowers communication when needed and runs the schedule. comm latency applies to
+// each transfer between ranks; SEND never blocks, RECV waits for the data.
+SimResult simulate(const Schedule& schedule, const CostModel& cost);
+
+// Closed-form bubble fraction (idle over p x makespan) where the literature gives one and it
+// is exact for this schedule: uniform stage costs, no communication latency, no overlap gain,
+// and the variant's own domain (see analytic_formula). nullopt elsewhere.
+std::optional<double> analytic_bubble(const Schedule& schedule, const CostModel& cost);
+
+// The formula and its domain as text, e.g. "(p-1)/(m+p-1)  [uniform costs, comm = 0]";
+// empty for a schedule without one (a CSV import).
+std::string analytic_formula(const std::string& name);
+
+// Unit-step placement: every compute action takes one step, communication none, and each
+// action starts as early as its rank order and inputs allow. This is the time-aligned grid the
+// CLI prints and the aligned CSV layout writes (an empty cell is an idle step).
+std::vector<std::vector<std::optional<Action>>> step_grid(const Schedule& schedule);
+
+// The step grid as text (rows = ranks), cut after max_columns steps.
+std::string format_step_grid(const Schedule& schedule, int max_columns = 80);
+
+}  // namespace minipipe::sched

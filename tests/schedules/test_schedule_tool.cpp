@@ -1,0 +1,174 @@
+// `minipipe schedule` driven through CLI11 exactly as main.cpp does: printed numbers, the
+// SVG / Chrome-trace / JSON / CSV files, --list, --load-csv and error paths.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "miniapp/schedule_tool.hpp"
+#include "schedules/schedules.hpp"
+
+namespace fs = std::filesystem;
+namespace ms = minipipe::sched;
+
+namespace {
+
+struct Outcome {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Parses argv after "minipipe" with a fresh app; CLI::ParseError propagates to the caller.
+Outcome run_tool(const std::vector<std::string>& args) {
+  CLI::App app{"minipipe"};
+  minipipe::ScheduleTool tool;
+  tool.attach(app);
+  std::vector<const char*> argv = {"minipipe"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  EXPECT_TRUE(tool.sub->parsed());
+  std::ostringstream out, err;
+  tool.err = &err;
+  Outcome o;
+  o.rc = tool.run(out);
+  o.out = out.str();
+  o.err = err.str();
+  return o;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + what.size())) ++n;
+  return n;
+}
+
+// The number after "key": in a JSON text.
+double json_number(const std::string& json, const std::string& key) {
+  const auto pos = json.find("\"" + key + "\": ");
+  EXPECT_NE(pos, std::string::npos) << key;
+  if (pos == std::string::npos) return -1;
+  return std::strtod(json.c_str() + pos + key.size() + 4, nullptr);
+}
+
+class ScheduleToolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("minipipe_schedule_tool_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(ScheduleToolTest, OneF1BNumbersAndAllFiles) {
+  const auto o = run_tool({"schedule", "--schedule", "1f1b", "-p", "4", "-m", "8", "--json", path("r.json"), "--svg",
+                           path("t.svg"), "--trace", path("t.json"), "--csv", path("s.csv")});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  // (p-1)/(m+p-1) = 3/11, printed next to the simulated value.
+  EXPECT_NE(o.out.find("bubble fraction 0.272727 simulated"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("0.272727 analytic (p-1)/(m+p-1)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("rank 0 | 0F0 0F1 0F2 0F3"), std::string::npos) << o.out;
+
+  const std::string json = slurp(path("r.json"));
+  EXPECT_DOUBLE_EQ(json_number(json, "bubble_fraction"), 3.0 / 11);
+  EXPECT_DOUBLE_EQ(json_number(json, "analytic_bubble_fraction"), 3.0 / 11);
+  EXPECT_DOUBLE_EQ(json_number(json, "makespan"), 33);  // (m+p-1)(F+B) with F=1, B=2
+  EXPECT_EQ(count(json, "\"rank\": "), 4u);
+  EXPECT_EQ(count(json, "\"peak_inflight\": "), 4u);
+
+  const std::string svg = slurp(path("t.svg"));
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("rank 3"), std::string::npos);
+  EXPECT_EQ(count(svg, "<title>"), 64u);  // one box per F and B of 4 ranks x 8 micro-batches
+
+  const std::string trace = slurp(path("t.json"));
+  EXPECT_NE(trace.find("\"traceEvents\""), std::string::npos);
+  EXPECT_EQ(count(trace, "\"ph\":\"X\""), 64u);
+
+  std::ifstream csv(path("s.csv"));
+  EXPECT_EQ(ms::read_csv(csv).ranks, ms::make_schedule("1f1b", 4, 8).ranks);
+  EXPECT_FALSE(fs::exists(path("r.json.tmp")));
+}
+
+TEST_F(ScheduleToolTest, WorkedCaseThroughTheCommandLine) {
+  const auto o = run_tool({"schedule", "--schedule", "1f1b", "-p", "3", "-m", "8", "--cost", "F=8:20:10", "--comm", "3",
+                           "--json", path("r.json"), "--csv", path("s.csv"), "--csv-layout", "comms"});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const std::string json = slurp(path("r.json"));
+  EXPECT_DOUBLE_EQ(json_number(json, "makespan"), 526);
+  EXPECT_DOUBLE_EQ(json_number(json, "stage_imbalance"), 60.0 / 38);  // slowest F+B over the mean
+  EXPECT_NE(o.out.find("does not apply to these costs"), std::string::npos) << o.out;
+  EXPECT_NE(slurp(path("s.csv")).find("0SEND_F0"), std::string::npos);
+}
+
+TEST_F(ScheduleToolTest, ListNamesEveryVariantWithItsConstraints) {
+  const auto o = run_tool({"schedule", "--list"});
+  ASSERT_EQ(o.rc, 0);
+  for (const auto& n : ms::schedule_names()) {
+    EXPECT_NE(o.out.find(n + "\n"), std::string::npos) << n;
+    EXPECT_NE(o.out.find(ms::constraints(n)), std::string::npos) << n;
+  }
+}
+
+TEST_F(ScheduleToolTest, LoadCsvInsteadOfAGenerator) {
+  const std::string file = std::string(MINIPIPE_SOURCE_DIR) + "/inputs/schedules/dualpipev_p2_m4.csv";
+  const auto o = run_tool({"schedule", "--load-csv", file, "--placement", "v", "--svg", path("t.svg")});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("csv:"), std::string::npos);
+  EXPECT_NE(o.out.find("p=2 v=2 m=4"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("OVERLAP_F_B"), std::string::npos);
+  EXPECT_NE(slurp(path("t.svg")).find("#6a3d9a"), std::string::npos);  // overlapped halves outlined
+
+  const auto bad = run_tool({"schedule", "--load-csv", file, "--placement", "loop"});
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.err.find("belongs to rank"), std::string::npos) << bad.err;
+  EXPECT_THROW(run_tool({"schedule", "--load-csv", file, "-p", "3"}), CLI::ParseError);
+}
+
+TEST_F(ScheduleToolTest, BadInputIsOneClearMessageAndNonZero) {
+  const auto o = run_tool({"schedule", "--schedule", "zb-h2", "-p", "4", "-m", "5"});
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("m = 5 is not allowed"), std::string::npos) << o.err;
+  EXPECT_EQ(count(o.err, "\n"), 1u);
+
+  const auto c = run_tool({"schedule", "--cost", "F=1,Q=2"});
+  EXPECT_EQ(c.rc, 1);
+  EXPECT_NE(c.err.find("cost Q = '2' is not allowed"), std::string::npos) << c.err;
+
+  const auto f = run_tool({"schedule", "--load-csv", path("missing.csv")});
+  EXPECT_EQ(f.rc, 1);
+  EXPECT_NE(f.err.find("cannot open"), std::string::npos);
+
+  try {
+    run_tool({"schedule", "--schedule", "pipedream"});
+    FAIL() << "an unknown schedule must be a parse error";
+  } catch (const CLI::ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("pipedream"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run_tool({"schedule", "-p", "0"}), CLI::ParseError);
+}
+
+TEST_F(ScheduleToolTest, HelpPrintsDefaults) {
+  CLI::App app{"minipipe"};
+  minipipe::ScheduleTool tool;
+  tool.attach(app);
+  const std::string help = tool.sub->help();
+  for (const char* expected : {"--schedule", "1f1b", "F=1,I=1,W=1", "--load-csv", "--placement", "auto", "--trace"})
+    EXPECT_NE(help.find(expected), std::string::npos) << expected << "\n" << help;
+}
