@@ -43,6 +43,7 @@ void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat
   require(dwte.mode == mode && dwpe.mode == mode, "Embedding::backward_weight", "accumulator mode != kernel mode");
   const ExactTarget gte = dwte.exact_target();
   const ExactTarget gpe = dwpe.exact_target();
+  const View1<Real> ste = dwte.sum, spe = dwpe.sum;  // fast mode
   const bool det = mode == Mode::deterministic;
 
   // dwte: the thread of channel c owns column c of dwte, whatever token a row carries, so
@@ -55,7 +56,7 @@ void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat
           if (det)
             gte.add(e, static_cast<double>(dout(n, c)));
           else
-            gte.sum(e) += dout(n, c);
+            ste(e) += dout(n, c);
         }
       });
 
@@ -70,7 +71,7 @@ void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat
         } else {
           Real s = 0;
           for (int b = 0; b < B; ++b) s += dout(b * T + t, c);
-          gpe.sum(e) += s;
+          spe(e) += s;
         }
       });
 }

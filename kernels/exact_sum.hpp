@@ -32,7 +32,12 @@ struct ExactSum {
     const double h = ::floor(n * 5.421010862427522e-20);  // floor(n / 2^64), exact
     const double l = n - h * 18446744073709551616.0;      // in [0, 2^64), exact
     r.hi = static_cast<std::int64_t>(h);
-    r.lo = static_cast<std::uint64_t>(l);
+    // l < 2^64 does not fit int64; converting it to uint64 directly compiles to a data-dependent
+    // branch on x86. Two exact 32-bit halves through int64 are branch-free and give the same bits.
+    const double lh = ::floor(l * 2.3283064365386963e-10);  // floor(l / 2^32), exact
+    const double ll = l - lh * 4294967296.0;                 // in [0, 2^32), exact
+    r.lo = (static_cast<std::uint64_t>(static_cast<std::int64_t>(lh)) << 32) |
+           static_cast<std::uint64_t>(static_cast<std::int64_t>(ll));
     return r;
   }
 

@@ -139,6 +139,7 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
   const int S = N / R;
   const ExactTarget gw = dw.exact_target();
   const ExactTarget gb = db.exact_target();
+  const View1<T> sw = dw.sum, sb = db.sum;  // fast mode
   if (mode == Mode::deterministic) {
     // One thread per channel c owns dw(c) and db(c): no two threads add to the same element.
     Kokkos::parallel_for(
@@ -164,8 +165,8 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
           pw += g * ((x(n, c) - mean(n)) * rstd(n));
           pb += g;
         }
-        gw.sum(c) += pw;
-        gb.sum(c) += pb;
+        sw(c) += pw;
+        sb(c) += pb;
       });
 }
 

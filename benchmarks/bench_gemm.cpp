@@ -1,0 +1,191 @@
+// GEMM benchmarks on the model's shapes: gemm_det vs KokkosBlas::gemm vs cblas directly (the
+// last two must match if Kokkos Kernels really takes the BLAS TPL), and Linear in both modes.
+#include <KokkosBlas3_gemm.hpp>
+
+#include <string>
+
+#include "bench_common.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/linear.hpp"
+
+#ifdef MINIPIPE_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace minipipe::bench {
+namespace {
+
+enum class Impl { det, kokkosblas, cblas };
+enum class Phase { forward, backward_input, backward_weight };
+
+const char* name(Impl i) {
+  return i == Impl::det ? "det" : i == Impl::kokkosblas ? "kokkosblas" : "cblas";
+}
+const char* name(Phase p) {
+  return p == Phase::forward ? "fwd" : p == Phase::backward_input ? "bwd_input" : "bwd_weight";
+}
+
+// One linear layer W (O, I) applied to `tokens` rows.
+struct LayerShape {
+  const char* layer;
+  int O, I;
+};
+
+// GEMM extents of a phase: forward y = x W^T, backward-input dx = dy W, backward-weight
+// dW = dy^T x (the whole token batch at once, K = tokens).
+struct Extents {
+  int M, N, K;
+};
+Extents extents(Phase p, const LayerShape& l, int tokens) {
+  switch (p) {
+    case Phase::forward:
+      return {tokens, l.O, l.I};
+    case Phase::backward_input:
+      return {tokens, l.I, l.O};
+    default:
+      return {l.O, l.I, tokens};
+  }
+}
+
+#ifdef MINIPIPE_HAVE_CBLAS
+void cblas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float* A, int lda, const float* B,
+                int ldb, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+}
+void cblas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const double* A, int lda, const double* B,
+                int ldb, double* C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, ldc);
+}
+#endif
+
+template <class T>
+void bench_gemm(benchmark::State& st, Impl impl, Phase phase, LayerShape l, int tokens) {
+  const int O = l.O, I = l.I;
+  const auto x = filled<T>(static_cast<std::size_t>(tokens) * I, 1);
+  const auto W = filled<T>(static_cast<std::size_t>(O) * I, 2);
+  const auto dy = filled<T>(static_cast<std::size_t>(tokens) * O, 3);
+  View1<T> out("gemm_out", static_cast<std::size_t>(std::max(tokens, O)) * std::max(O, I));
+  const CMat<T> xm(x.data(), tokens, I), Wm(W.data(), O, I), dym(dy.data(), tokens, O);
+  const Extents e = extents(phase, l, tokens);
+  const Mat<T> cm(out.data(), e.M, e.N);
+
+  auto run = [&] {
+    switch (impl) {
+      case Impl::det:
+        if (phase == Phase::forward)
+          gemm_det<T>(e.M, e.N, e.K, row_major(x.data(), I), transposed(W.data(), I), out.data(), e.N);
+        else if (phase == Phase::backward_input)
+          gemm_det<T>(e.M, e.N, e.K, row_major(dy.data(), O), row_major(W.data(), I), out.data(), e.N);
+        else
+          gemm_det<T>(e.M, e.N, e.K, transposed(dy.data(), O), row_major(x.data(), I), out.data(), e.N);
+        break;
+      case Impl::kokkosblas:
+        if (phase == Phase::forward)
+          KokkosBlas::gemm("N", "T", T(1), xm, Wm, T(0), cm);
+        else if (phase == Phase::backward_input)
+          KokkosBlas::gemm("N", "N", T(1), dym, Wm, T(0), cm);
+        else
+          KokkosBlas::gemm("T", "N", T(1), dym, xm, T(0), cm);
+        fence("bench::kokkosblas");
+        break;
+      case Impl::cblas:
+#ifdef MINIPIPE_HAVE_CBLAS
+        if (phase == Phase::forward)
+          cblas_gemm(CblasNoTrans, CblasTrans, e.M, e.N, e.K, x.data(), I, W.data(), I, out.data(), e.N);
+        else if (phase == Phase::backward_input)
+          cblas_gemm(CblasNoTrans, CblasNoTrans, e.M, e.N, e.K, dy.data(), O, W.data(), I, out.data(), e.N);
+        else
+          cblas_gemm(CblasTrans, CblasNoTrans, e.M, e.N, e.K, dy.data(), O, x.data(), I, out.data(), e.N);
+#endif
+        break;
+    }
+  };
+  if (impl == Impl::cblas) {
+#ifndef MINIPIPE_HAVE_CBLAS
+    st.SkipWithError("built without cblas");
+    return;
+#endif
+    if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible) {
+      st.SkipWithError("cblas needs host-accessible memory");
+      return;
+    }
+  }
+  run();  // warm-up: packing buffers, BLAS thread pool, page faults
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, 2.0 * e.M * e.N * e.K, 0);
+}
+
+// Linear layer as the stage calls it. backward_weight accumulates into GradAccum with samples
+// of seq_len rows: in deterministic mode that is one gemm_det (K = seq_len) per sample plus the
+// exact fixed-point add of each partial, which is what the mode costs over fast.
+template <class T>
+void bench_linear(benchmark::State& st, Mode mode, Phase phase, LayerShape l, int tokens, int seq_len) {
+  const int O = l.O, I = l.I;
+  const auto x = filled<T>(static_cast<std::size_t>(tokens) * I, 1);
+  const auto W = filled<T>(static_cast<std::size_t>(O) * I, 2);
+  const auto b = filled<T>(static_cast<std::size_t>(O), 3);
+  const auto dy = filled<T>(static_cast<std::size_t>(tokens) * O, 4);
+  View2<T> y("y", tokens, O), dx("dx", tokens, I);
+  const CMat<T> xm(x.data(), tokens, I), Wm(W.data(), O, I), dym(dy.data(), tokens, O);
+  GradAccum<T> gW("bench_w", static_cast<std::size_t>(O) * I, mode), gb("bench_b", O, mode);
+  auto run = [&] {
+    if (phase == Phase::forward)
+      Linear<T>::forward(mode, xm, Wm, b, y);
+    else if (phase == Phase::backward_input)
+      Linear<T>::backward_input(mode, dym, Wm, dx);
+    else
+      Linear<T>::backward_weight(mode, xm, dym, seq_len, gW, &gb);
+    fence("bench::linear");
+  };
+  run();
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, 2.0 * tokens * O * I, 0);
+}
+
+}  // namespace
+
+void register_gemm_benchmarks(const ModelShape& s) {
+  const int C = s.channels;
+  const LayerShape layers[] = {{"qkv", 3 * C, C}, {"attn_proj", C, C}, {"fc", 4 * C, C}, {"fc_proj", C, 4 * C}};
+  const Phase phases[] = {Phase::forward, Phase::backward_input, Phase::backward_weight};
+  const Impl impls[] = {Impl::det, Impl::kokkosblas, Impl::cblas};
+  for (const LayerShape& l : layers)
+    for (Phase p : phases) {
+      const Extents e = extents(p, l, s.tokens);
+      const std::string shape = std::string(l.layer) + "_" + name(p) + "/" + std::to_string(e.M) + "x" +
+                                std::to_string(e.N) + "x" + std::to_string(e.K);
+      for (Impl i : impls)
+        benchmark::RegisterBenchmark(("gemm_f32/" + shape + "/" + name(i)).c_str(),
+                                     [=](benchmark::State& st) { bench_gemm<float>(st, i, p, l, s.tokens); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+  // Double precision (the test/reference build) on one shape.
+  const LayerShape qkv = layers[0];
+  const Extents e = extents(Phase::forward, qkv, s.tokens);
+  for (Impl i : impls)
+    benchmark::RegisterBenchmark(
+        ("gemm_f64/qkv_fwd/" + std::to_string(e.M) + "x" + std::to_string(e.N) + "x" + std::to_string(e.K) + "/" +
+         name(i))
+            .c_str(),
+        [=](benchmark::State& st) { bench_gemm<double>(st, i, Phase::forward, qkv, s.tokens); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+
+  for (const LayerShape& l : {layers[0], layers[2]})
+    for (Phase p : phases)
+      for (Mode m : {Mode::deterministic, Mode::fast})
+        benchmark::RegisterBenchmark(
+            ("linear_f32/" + std::string(l.layer) + "_" + name(p) + "/" + to_string(m)).c_str(),
+            [=](benchmark::State& st) { bench_linear<float>(st, m, p, l, s.tokens, s.seq_len); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace minipipe::bench

@@ -1,0 +1,113 @@
+// LayerNorm (GB/s) and causal attention (GFLOP/s) forward/backward benchmarks on the model
+// shape, both modes. Compiled in only once kernels/layernorm.hpp / attention.hpp exist.
+#include <string>
+
+#include "bench_common.hpp"
+
+#if __has_include("kernels/layernorm.hpp")
+#include "kernels/layernorm.hpp"
+#define MINIPIPE_BENCH_LAYERNORM 1
+#endif
+#if __has_include("kernels/attention.hpp")
+#include "kernels/attention.hpp"
+#define MINIPIPE_BENCH_ATTENTION 1
+#endif
+
+namespace minipipe::bench {
+namespace {
+
+const Mode kModes[] = {Mode::deterministic, Mode::fast};
+
+#ifdef MINIPIPE_BENCH_LAYERNORM
+// Bytes are the compulsory traffic: forward reads x and writes out; backward-input reads x and
+// dout and writes dx (weights, mean and rstd are O(N + C) and left out).
+template <class T>
+void bench_layernorm(benchmark::State& st, Mode mode, bool backward, int N, int C) {
+  const auto x = filled<T>(static_cast<std::size_t>(N) * C, 1);
+  const auto w = filled<T>(static_cast<std::size_t>(C), 2);
+  const auto b = filled<T>(static_cast<std::size_t>(C), 3);
+  const auto dout = filled<T>(static_cast<std::size_t>(N) * C, 4);
+  View2<T> out("ln_out", N, C), dx("ln_dx", N, C);
+  View1<T> mean("ln_mean", N), rstd("ln_rstd", N);
+  const CMat<T> xm(x.data(), N, C), doutm(dout.data(), N, C);
+  LayerNorm<T>::forward(mode, xm, w, b, out, mean, rstd);  // mean/rstd for the backward, warm-up
+  fence("bench::layernorm");
+  for (auto _ : st) {
+    if (backward)
+      LayerNorm<T>::backward_input(mode, xm, w, mean, rstd, doutm, dx);
+    else
+      LayerNorm<T>::forward(mode, xm, w, b, out, mean, rstd);
+    fence("bench::layernorm");
+  }
+  set_rates(st, 0, (backward ? 3.0 : 2.0) * N * C * sizeof(T));
+}
+#endif
+
+#ifdef MINIPIPE_BENCH_ATTENTION
+// Causal FLOPs: per (sample, head) the T(T+1)/2 allowed pairs each cost hd multiply-adds in
+// q·k and hd in att·v, i.e. 2·hd·T(T+1) flops forward; backward has four such products
+// (d_att, d_v, d_q, d_k), twice the forward. Softmax work is not counted.
+template <class T>
+void bench_attention(benchmark::State& st, Mode mode, bool backward, const ModelShape& s) {
+  const int Tn = s.seq_len, C = s.channels, H = s.heads, B = s.tokens / s.seq_len;
+  const std::size_t rows = static_cast<std::size_t>(B) * Tn;
+  const auto qkv = filled<T>(rows * 3 * C, 1);
+  const auto dout = filled<T>(rows * C, 2);
+  View2<T> att("att", static_cast<std::size_t>(B) * H * Tn, Tn), out("att_out", rows, C), dqkv("dqkv", rows, 3 * C);
+  const CMat<T> qkvm(qkv.data(), rows, 3 * C), doutm(dout.data(), rows, C);
+  Attention<T>::forward(mode, B, Tn, C, H, qkvm, att, out);
+  fence("bench::attention");
+  for (auto _ : st) {
+    if (backward)
+      Attention<T>::backward_input(mode, B, Tn, C, H, qkvm, att, doutm, dqkv);
+    else
+      Attention<T>::forward(mode, B, Tn, C, H, qkvm, att, out);
+    fence("bench::attention");
+  }
+  const double hd = static_cast<double>(C) / H;
+  const double fwd = 2.0 * hd * Tn * (Tn + 1.0) * B * H;
+  set_rates(st, backward ? 2.0 * fwd : fwd, 0);
+}
+#endif
+
+}  // namespace
+
+void register_layer_benchmarks(const ModelShape& s) {
+#ifdef MINIPIPE_BENCH_LAYERNORM
+  for (Mode m : kModes)
+    for (bool bwd : {false, true})
+      benchmark::RegisterBenchmark(
+          (std::string("layernorm_f32/") + (bwd ? "bwd_input/" : "fwd/") + std::to_string(s.tokens) + "x" +
+           std::to_string(s.channels) + "/" + to_string(m))
+              .c_str(),
+          [=](benchmark::State& st) { bench_layernorm<float>(st, m, bwd, s.tokens, s.channels); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+#endif
+#ifdef MINIPIPE_BENCH_ATTENTION
+  for (Mode m : kModes)
+    for (bool bwd : {false, true})
+      benchmark::RegisterBenchmark((std::string("attention_f32/") + (bwd ? "bwd_input/" : "fwd/") + "B" +
+                                    std::to_string(s.tokens / s.seq_len) + "_T" + std::to_string(s.seq_len) + "_C" +
+                                    std::to_string(s.channels) + "_H" + std::to_string(s.heads) + "/" + to_string(m))
+                                       .c_str(),
+                                   [=](benchmark::State& st) { bench_attention<float>(st, m, bwd, s); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+#endif
+#if !defined(MINIPIPE_BENCH_LAYERNORM) || !defined(MINIPIPE_BENCH_ATTENTION)
+  benchmark::AddCustomContext("layer_benchmarks",
+#ifdef MINIPIPE_BENCH_LAYERNORM
+                              "attention.hpp missing at build time: attention not benchmarked"
+#elif defined(MINIPIPE_BENCH_ATTENTION)
+                              "layernorm.hpp missing at build time: layernorm not benchmarked"
+#else
+                              "layernorm.hpp and attention.hpp missing at build time: not benchmarked"
+#endif
+  );
+#endif
+  (void)kModes;
+  (void)s;
+}
+
+}  // namespace minipipe::bench

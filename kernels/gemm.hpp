@@ -1,0 +1,77 @@
+// Deterministic GEMM of miniPipe: C[M,N] = A[M,K]·B[K,N] where every element is one strictly
+// sequential chain of explicit FMAs in k, so the bits depend on the inputs and K only.
+#pragma once
+
+#include <cstddef>
+
+#include "types.hpp"
+
+namespace minipipe {
+
+// Read-only strided operand living in MemSpace: element (r, c) is data[r*rs + c*cs].
+// A transpose is a swap of the two strides, so no operand is ever copied to be transposed.
+template <class T>
+struct StridedMat {
+  const T* data = nullptr;
+  std::ptrdiff_t rs = 0;  // distance between rows
+  std::ptrdiff_t cs = 0;  // distance between columns
+};
+
+// Row-major matrix with leading dimension ld, read as is.
+template <class T>
+StridedMat<T> row_major(const T* data, std::ptrdiff_t ld) {
+  return StridedMat<T>{data, ld, 1};
+}
+// Row-major matrix with leading dimension ld, read as its transpose: element (r, c) = data[c*ld + r].
+template <class T>
+StridedMat<T> transposed(const T* data, std::ptrdiff_t ld) {
+  return StridedMat<T>{data, 1, ld};
+}
+
+// What happens to C once acc = sum_k A(m,k)·B(k,n) is formed:
+//   overwrite:  C(m,n) = acc, or acc + bias[n] (one separate add) when bias is given;
+//   accumulate: C(m,n) = C(m,n) + acc (one separate add; bias must be null).
+enum class GemmOut { overwrite, accumulate };
+
+// Which implementation runs. All give bitwise identical results (tests assert it); `automatic`
+// takes the packed host path when MemSpace is host-accessible and the generic kernel otherwise.
+enum class GemmPath { automatic, packed_simd, packed_scalar, generic };
+
+// Cache blocking of the packed host path; zero means the tuned default. Tests shrink these to
+// exercise k-blocking and edge tiles on small shapes. mc/nc are rounded up to the register tile.
+struct GemmOptions {
+  GemmPath path = GemmPath::automatic;
+  int mc = 0;  // rows of A kept in L2 per work unit
+  int kc = 0;  // depth of one k-block (acc is carried through C between k-blocks)
+  int nc = 0;  // columns of B packed per outer block
+};
+
+// C (M,N) row-major with leading dimension ldc  =  A (M,K) · B (K,N)  [+ bias (N) | + C].
+// Contract, for every (m, n):
+//   acc = 0; for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc);   then the GemmOut step.
+// All pointers are in MemSpace. Call from host code, not from inside a kernel. C must not
+// alias A, B or bias.
+template <class T>
+void gemm_det(int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias = nullptr,
+              GemmOut out = GemmOut::overwrite);
+
+// The same with an explicit implementation and blocking (tests and benchmarks).
+template <class T>
+void gemm_det(const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
+              const T* bias = nullptr, GemmOut out = GemmOut::overwrite);
+
+// Whether this build's packed host path uses the AVX2+FMA register microkernel (else the
+// scalar fma_exact microkernel, same bits), and a one-line description for reports.
+bool gemm_det_has_simd();
+const char* gemm_det_microkernel();
+
+extern template void gemm_det<float>(int, int, int, StridedMat<float>, StridedMat<float>, float*, std::ptrdiff_t,
+                                     const float*, GemmOut);
+extern template void gemm_det<double>(int, int, int, StridedMat<double>, StridedMat<double>, double*, std::ptrdiff_t,
+                                      const double*, GemmOut);
+extern template void gemm_det<float>(const GemmOptions&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
+                                     std::ptrdiff_t, const float*, GemmOut);
+extern template void gemm_det<double>(const GemmOptions&, int, int, int, StridedMat<double>, StridedMat<double>,
+                                      double*, std::ptrdiff_t, const double*, GemmOut);
+
+}  // namespace minipipe

@@ -1,0 +1,184 @@
+// Linear layer kernels: deterministic mode on gemm_det plus exact per-sample accumulation of the
+// weight gradient, fast mode on KokkosBlas::gemm (BLAS / cuBLAS through Kokkos Kernels).
+#include "linear.hpp"
+
+#include <KokkosBlas3_gemm.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "gemm.hpp"
+
+namespace minipipe {
+namespace {
+
+std::string shape(const char* name, std::size_t r, std::size_t c) {
+  return std::string(name) + " (" + std::to_string(r) + "," + std::to_string(c) + ")";
+}
+
+[[noreturn]] void shape_error(const char* fn, const std::string& what) {
+  throw std::invalid_argument(std::string("Linear::") + fn + ": shape mismatch: " + what);
+}
+
+// Upper bound on the per-sample partials held at once (more samples per pass over the exact
+// accumulators, bounded memory).
+constexpr std::size_t kPartialBytes = std::size_t(64) << 20;
+
+// Per-sample partials of dW (a batch of O*I elements each). Grow-only and kept between calls
+// because a stage calls backward_weight once per micro-batch; released by a Kokkos finalize
+// hook so no View outlives Kokkos.
+template <class T>
+struct PartialWorkspace {
+  static View1<T>& view() {
+    static View1<T> ws;
+    return ws;
+  }
+  static bool& hooked() {
+    static bool h = false;
+    return h;
+  }
+  static View1<T> get(std::size_t n) {
+    View1<T>& ws = view();
+    if (ws.extent(0) < n) {
+      ws = View1<T>();  // free the old buffer before allocating the larger one
+      ws = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("Linear::dW_partial")), n);
+      if (!hooked()) {
+        hooked() = true;
+        Kokkos::push_finalize_hook([] {
+          view() = View1<T>();
+          hooked() = false;
+        });
+      }
+    }
+    return ws;
+  }
+};
+
+template <class T>
+void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t n) {
+  if (g.mode != mode)
+    throw std::invalid_argument(std::string("Linear::backward_weight: ") + what + " accumulator '" + g.name +
+                                "' is in " + to_string(g.mode) + " mode but the call is " + to_string(mode));
+  if (g.size() != n)
+    throw std::invalid_argument(std::string("Linear::backward_weight: ") + what + " accumulator '" + g.name + "' has " +
+                                std::to_string(g.size()) + " elements, expected " + std::to_string(n));
+}
+
+}  // namespace
+
+template <class T>
+void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y) {
+  const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
+  const int O = static_cast<int>(W.extent(0));
+  if (W.extent(1) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != W.extent(0) ||
+      (b.extent(0) != 0 && b.extent(0) != W.extent(0)))
+    shape_error("forward", shape("x", N, I) + ", " + shape("W", W.extent(0), W.extent(1)) + ", b (" +
+                               std::to_string(b.extent(0)) + "), " + shape("y", y.extent(0), y.extent(1)));
+  ProfileRegion region("Linear::forward");
+  const bool has_bias = b.extent(0) != 0;
+  if (mode == Mode::deterministic) {
+    // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed.
+    gemm_det<T>(N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
+                has_bias ? b.data() : nullptr);
+    return;
+  }
+  if (has_bias) {  // y = b, then y += x W^T in the BLAS call (beta = 1)
+    Kokkos::parallel_for(
+        "Linear::bias_fill", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(N) * O),
+        KOKKOS_LAMBDA(const std::int64_t e) { y(e / O, e % O) = b(e % O); });
+  }
+  if (I == 0 && !has_bias) Kokkos::deep_copy(y, T(0));  // KokkosBlas::gemm skips K = 0 entirely
+  KokkosBlas::gemm("N", "T", T(1), x, W, has_bias ? T(1) : T(0), y);
+}
+
+template <class T>
+void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx) {
+  const int N = static_cast<int>(dy.extent(0)), O = static_cast<int>(dy.extent(1));
+  const int I = static_cast<int>(W.extent(1));
+  if (W.extent(0) != dy.extent(1) || dx.extent(0) != dy.extent(0) || dx.extent(1) != W.extent(1))
+    shape_error("backward_input",
+                shape("dy", N, O) + ", " + shape("W", W.extent(0), I) + ", " + shape("dx", dx.extent(0), dx.extent(1)));
+  ProfileRegion region("Linear::backward_input");
+  if (mode == Mode::deterministic) {
+    // dx(n,i) = sum_o dy(n,o) W(o,i), o in order.
+    gemm_det<T>(N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(), dx.stride(0));
+    return;
+  }
+  if (O == 0) Kokkos::deep_copy(dx, T(0));  // KokkosBlas::gemm skips K = 0 entirely
+  KokkosBlas::gemm("N", "N", T(1), dy, W, T(0), dx);
+}
+
+template <class T>
+void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_sample, GradAccum<T>& dW,
+                                GradAccum<T>* db) {
+  const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
+  const int O = static_cast<int>(dy.extent(1));
+  if (dy.extent(0) != x.extent(0))
+    shape_error("backward_weight", shape("x", N, I) + ", " + shape("dy", dy.extent(0), O));
+  if (rows_per_sample <= 0 || N % rows_per_sample != 0)
+    throw std::invalid_argument("Linear::backward_weight: rows_per_sample=" + std::to_string(rows_per_sample) +
+                                " must be positive and divide the row count " + std::to_string(N));
+  check_accum("weight", dW, mode, static_cast<std::size_t>(O) * I);
+  if (db) check_accum("bias", *db, mode, static_cast<std::size_t>(O));
+  if (N == 0) return;
+  ProfileRegion region("Linear::backward_weight");
+  const int Tr = rows_per_sample;
+  const int S = N / Tr;
+  const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
+
+  if (mode == Mode::fast) {
+    Mat<T> dWm(dW.sum.data(), O, I);
+    KokkosBlas::gemm("T", "N", T(1), dy, x, T(1), dWm);
+    if (db) {
+      auto s = db->sum;
+      Kokkos::parallel_for(
+          "Linear::db_fast", Kokkos::RangePolicy<ExecSpace>(0, O), KOKKOS_LAMBDA(const int o) {
+            T acc = T(0);
+            for (int n = 0; n < N; ++n) acc += dy(n, o);
+            s(o) += acc;
+          });
+    }
+    return;
+  }
+
+  // Deterministic. Partials of a batch of samples are formed first and then added in one pass
+  // over the 16-byte exact accumulators (the memory-bound part); integer addition is
+  // associative, so batching changes no bit.
+  const std::size_t OI = static_cast<std::size_t>(O) * I;
+  const int batch = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(S), std::max<std::size_t>(1, kPartialBytes / (OI * sizeof(T)))));
+  const View1<T> ws = PartialWorkspace<T>::get(static_cast<std::size_t>(batch) * OI);
+  const ExactTarget wt = dW.exact_target();
+  for (int s0 = 0; s0 < S; s0 += batch) {
+    const int nb = std::min(batch, S - s0);
+    for (int b = 0; b < nb; ++b) {
+      const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0 + b) * Tr;
+      // partial(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i): A = this sample's dy read transposed.
+      gemm_det<T>(O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), row_major(x.data() + row0 * ldx, ldx),
+                  ws.data() + b * OI, I);
+    }
+    Kokkos::parallel_for(
+        "Linear::dW_add_exact", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(OI)),
+        KOKKOS_LAMBDA(const std::int64_t e) {
+          for (int b = 0; b < nb; ++b) wt.add(e, static_cast<double>(ws(b * OI + e)));
+        });
+  }
+  if (db) {
+    const ExactTarget bt = db->exact_target();
+    Kokkos::parallel_for(
+        "Linear::db_add_exact", Kokkos::RangePolicy<ExecSpace>(0, O), KOKKOS_LAMBDA(const int o) {
+          for (int s = 0; s < S; ++s) {
+            T acc = T(0);  // this sample's partial, t in order
+            for (int t = 0; t < Tr; ++t) acc = acc + dy(s * Tr + t, o);
+            bt.add(o, static_cast<double>(acc));
+          }
+        });
+  }
+  fence_space(ExecSpace(), "Linear::backward_weight");
+}
+
+template struct Linear<float>;
+template struct Linear<double>;
+
+}  // namespace minipipe
