@@ -28,16 +28,29 @@ struct ExactSum {
       overflow = 1;
       return r;
     }
-    const double n = ::rint(s);                           // integer-valued, |n| < 2^126
-    const double h = ::floor(n * 5.421010862427522e-20);  // floor(n / 2^64), exact
-    const double l = n - h * 18446744073709551616.0;      // in [0, 2^64), exact
-    r.hi = static_cast<std::int64_t>(h);
+    const double n = ::rint(s);  // integer-valued, |n| < 2^126
+    // Split |n| into two 64-bit words. For a non-negative integer-valued double every step is
+    // exact: its 53 significant bits lie either above 2^64 or are kept whole in the remainder.
+    // (A negative n would make the remainder 2^64 - |n|, which a double cannot hold exactly.)
+    const double a = ::fabs(n);
+    const double h = ::floor(a * 5.421010862427522e-20);  // floor(a / 2^64)
+    const double l = a - h * 18446744073709551616.0;      // in [0, 2^64)
     // l < 2^64 does not fit int64; converting it to uint64 directly compiles to a data-dependent
     // branch on x86. Two exact 32-bit halves through int64 are branch-free and give the same bits.
-    const double lh = ::floor(l * 2.3283064365386963e-10);  // floor(l / 2^32), exact
-    const double ll = l - lh * 4294967296.0;                 // in [0, 2^32), exact
-    r.lo = (static_cast<std::uint64_t>(static_cast<std::int64_t>(lh)) << 32) |
-           static_cast<std::uint64_t>(static_cast<std::int64_t>(ll));
+    const double lh = ::floor(l * 2.3283064365386963e-10);  // floor(l / 2^32)
+    const double ll = l - lh * 4294967296.0;                 // in [0, 2^32)
+    std::uint64_t lo = (static_cast<std::uint64_t>(static_cast<std::int64_t>(lh)) << 32) |
+                       static_cast<std::uint64_t>(static_cast<std::int64_t>(ll));
+    std::uint64_t hi = static_cast<std::uint64_t>(static_cast<std::int64_t>(h));
+    // Two's-complement negation when n < 0, without a branch: flip every bit, add one.
+    const std::uint64_t neg = n < 0 ? ~std::uint64_t(0) : 0;
+    lo ^= neg;
+    hi ^= neg;
+    const std::uint64_t inc = neg & 1u;
+    const std::uint64_t lo2 = lo + inc;
+    hi += (lo2 < lo) ? 1u : 0u;
+    r.lo = lo2;
+    r.hi = static_cast<std::int64_t>(hi);
     return r;
   }
 
@@ -59,10 +72,18 @@ struct ExactSum {
     add(acc, from_double(v, overflow), overflow);
   }
 
-  // Nearest-ish double of the fixed-point value; a function of the integer alone.
+  // The fixed-point value as a double (within an ulp; a function of the integer alone). The
+  // magnitude is converted and the sign applied after, because hi * 2^64 + lo in doubles
+  // cancels catastrophically for small negative values.
   KOKKOS_INLINE_FUNCTION static double to_double(const Fixed128& a) {
-    const double v = static_cast<double>(a.hi) * 18446744073709551616.0 + static_cast<double>(a.lo);
-    return v * 8.271806125530277e-25;  // 2^-80
+    const bool neg = a.hi < 0;
+    std::uint64_t lo = a.lo, hi = static_cast<std::uint64_t>(a.hi);
+    if (neg) {
+      lo = ~lo + 1u;
+      hi = ~hi + (lo == 0 ? 1u : 0u);
+    }
+    const double mag = static_cast<double>(hi) * 18446744073709551616.0 + static_cast<double>(lo);
+    return (neg ? -mag : mag) * 8.271806125530277e-25;  // 2^-80
   }
 };
 

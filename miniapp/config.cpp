@@ -25,7 +25,7 @@ const std::vector<DeckKey>& deck_keys() {
       {"train.seed", 1234LL, "seed of parameter init and synthetic data"},
       {"train.mode", std::string("deterministic"), "deterministic | fast"},
       {"train.optimizer", std::string("adamw"), "adamw | sgd"},
-      {"train.lr", 1e-2, "learning rate"},
+      {"train.lr", 5e-3, "learning rate"},
       {"train.beta1", 0.9, "AdamW beta1"},
       {"train.beta2", 0.95, "AdamW beta2"},
       {"train.eps", 1e-8, "AdamW epsilon"},

@@ -81,7 +81,7 @@ std::string value_text(T v) {
 
 struct Tolerance {
   bool active = false;
-  double rtol = -1.0, atol = -1.0;  // negative: not set
+  double rtol = -1.0, atol = -1.0, norm_rtol = -1.0;  // negative: not set
   bool within(double abs, double rel) const { return (atol >= 0.0 && abs <= atol) || (rtol >= 0.0 && rel <= rtol); }
 };
 
@@ -89,6 +89,10 @@ struct Tolerance {
 template <typename T>
 void compare_block(const T* a, const T* b, std::uint64_t n, std::uint64_t base, const Tolerance& tol, DatasetDiff& d) {
   for (std::uint64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const double m = std::max(std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])));
+      if (std::isfinite(m)) d.max_magnitude = std::max(d.max_magnitude, m);
+    }
     if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
     if (d.differing++ == 0) {
       d.first_index = base + i;
@@ -223,9 +227,11 @@ DatasetDiff compare_dataset(const DumpReader& ra, const DumpReader& rb, const Da
       compare_raw(ra, rb, ia, ib, d);
       break;
   }
+  if (d.max_magnitude > 0) d.norm_rel = d.max_abs / d.max_magnitude;
   if (d.differing == 0)
     d.status = DiffStatus::identical;
-  else if (d.out_of_tolerance == 0)
+  else if (d.out_of_tolerance == 0 ||
+           (tol.norm_rtol >= 0.0 && d.nan_mismatches == 0 && d.max_abs <= tol.norm_rtol * d.max_magnitude))
     d.status = DiffStatus::within_tolerance;
   else
     d.status = DiffStatus::differ;
@@ -277,6 +283,7 @@ CompareReport compare_dumps(const std::string& a, const std::string& b, const Co
   const DumpReader ra(a), rb(b);
   Tolerance tol;
   tol.active = opt.rtol.has_value() || opt.atol.has_value();
+  if (opt.norm_rtol) tol.norm_rtol = *opt.norm_rtol;
   if (opt.rtol) tol.rtol = *opt.rtol;
   if (opt.atol) tol.atol = *opt.atol;
 
@@ -330,6 +337,7 @@ CompareReport compare_dumps(const std::string& a, const std::string& b, const Co
     }
     rep.max_abs = std::max(rep.max_abs, d.max_abs);
     rep.max_rel = std::max(rep.max_rel, d.max_rel);
+    rep.max_norm_rel = std::max(rep.max_norm_rel, d.norm_rel);
     rep.max_ulp = std::max(rep.max_ulp, d.max_ulp);
     rep.datasets.push_back(std::move(d));
   }
@@ -374,7 +382,8 @@ void print_report(const CompareReport& rep, const CompareOptions& opt, std::ostr
            << " elements differ";
         if (d.status == DiffStatus::differ && d.out_of_tolerance != d.differing)
           os << " (" << d.out_of_tolerance << " beyond tolerance)";
-        os << "; max abs " << num(d.max_abs) << ", max rel " << num(d.max_rel) << ", max ulp " << d.max_ulp;
+        os << "; max abs " << num(d.max_abs) << ", max rel " << num(d.max_rel) << ", normwise rel "
+           << num(d.norm_rel) << ", max ulp " << d.max_ulp;
         if (d.nan_mismatches) os << ", NaN mismatches " << d.nan_mismatches;
         if (!d.first_a.empty())
           os << "; first at " << index_text(d.first_index, d.dims_a) << ": " << d.first_a << " vs " << d.first_b;
@@ -401,13 +410,15 @@ void print_report(const CompareReport& rep, const CompareOptions& opt, std::ostr
     os << "\n";
   }
   os << "summary: " << rep.datasets.size() << " datasets compared, " << rep.identical << " identical, ";
-  if (opt.rtol || opt.atol) os << rep.within_tolerance << " within tolerance, ";
+  if (opt.rtol || opt.atol || opt.norm_rtol) os << rep.within_tolerance << " within tolerance, ";
   os << rep.differing << " differing";
   if (rep.missing || rep.mismatched)
     os << " (" << rep.missing << " in one file only, " << rep.mismatched << " shape/type mismatches)";
   if (opt.include_meta)
     os << ", " << rep.attributes.size() << " attributes compared, " << rep.attributes_differing << " differing";
-  os << "; max abs " << num(rep.max_abs) << ", max rel " << num(rep.max_rel) << ", max ulp " << rep.max_ulp;
+  os << "; max abs " << num(rep.max_abs) << ", max rel " << num(rep.max_rel) << ", max normwise rel "
+     << num(rep.max_norm_rel) << ", max ulp " << rep.max_ulp;
+  if (opt.norm_rtol) os << " (normwise rtol " << num(*opt.norm_rtol) << ")";
   if (opt.rtol) os << " (rtol " << num(*opt.rtol) << ")";
   if (opt.atol) os << " (atol " << num(*opt.atol) << ")";
   os << "\n";

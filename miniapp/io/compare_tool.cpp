@@ -19,12 +19,17 @@ void CompareTool::attach(CLI::App& parent) {
   atol_opt_ =
       sub->add_option("--atol", atol_, "absolute tolerance: elements with |a-b| <= X count as same (default: off)")
           ->check(CLI::NonNegativeNumber);
+  norm_opt_ = sub->add_option("--norm-rtol", norm_rtol_,
+                               "normwise tolerance: a dataset with max|a-b| <= X * max(|a|,|b|) counts as same "
+                               "(default: off)")
+                  ->check(CLI::NonNegativeNumber);
   sub->add_flag("-v,--verbose", options.verbose, "a line for every dataset, not only the differing ones");
 }
 
 int CompareTool::run(std::ostream& out) {
   if (rtol_opt_ != nullptr && rtol_opt_->count() > 0) options.rtol = rtol_;
   if (atol_opt_ != nullptr && atol_opt_->count() > 0) options.atol = atol_;
+  if (norm_opt_ != nullptr && norm_opt_->count() > 0) options.norm_rtol = norm_rtol_;
   return compare_files(file_a, file_b, options, out);
 }
 

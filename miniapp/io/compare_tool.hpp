@@ -14,7 +14,7 @@ namespace minipipe::io {
 struct CompareTool {
   CLI::App* sub = nullptr;
 
-  // Adds "compare A B [--include-meta] [--rtol X] [--atol X] [-v]" to `parent`.
+  // Adds "compare A B [--include-meta] [--rtol X] [--atol X] [--norm-rtol X] [-v]" to `parent`.
   void attach(CLI::App& parent);
   // Call after parsing when sub->parsed(); prints the report (or "error: ...") to `out`.
   int run(std::ostream& out);
@@ -23,9 +23,10 @@ struct CompareTool {
   CompareOptions options;
 
  private:
-  double rtol_ = 0.0, atol_ = 0.0;
+  double rtol_ = 0.0, atol_ = 0.0, norm_rtol_ = 0.0;
   CLI::Option* rtol_opt_ = nullptr;
   CLI::Option* atol_opt_ = nullptr;
+  CLI::Option* norm_opt_ = nullptr;
 };
 
 }  // namespace minipipe::io

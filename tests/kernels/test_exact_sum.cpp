@@ -81,3 +81,13 @@ TEST(ExactSum, OverflowAndNonFiniteAreFlagged) {
   for (int i = 0; i < 4; ++i) ExactSum::add(a, std::ldexp(1.0, 45), ov);  // 2^47 overflows the sum
   EXPECT_EQ(ov, 1);
 }
+
+TEST(ExactSum, ToDoubleOfSmallNegativeValues) {
+  int ov = 0;
+  for (double v : {-1e-20, -3.5e-12, -1.0, -2.5e10, 7e-21}) {
+    Fixed128 a;
+    ExactSum::add(a, v, ov);
+    EXPECT_NEAR(ExactSum::to_double(a), v, std::abs(v) * 1e-15 + 1e-24) << v;
+  }
+  EXPECT_EQ(ov, 0);
+}

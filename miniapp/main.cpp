@@ -1,0 +1,122 @@
+// The minipipe driver: parses the command line, initializes MPI and Kokkos, runs a command.
+// Every error becomes one clear message and a non-zero exit on every rank.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <iostream>
+
+#include "config.hpp"
+#include "io/compare_tool.hpp"
+#include "io/dump_writer.hpp"
+#include "run.hpp"
+#include "schedule_tool.hpp"
+#include "schedules/schedule.hpp"
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// Setup errors are detected by every rank alike; agree on failure so no rank waits for a peer.
+bool any_rank_failed(bool failed) {
+  int f = failed ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &f, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return f != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Kokkos::initialize(argc, argv);
+  int rc = 0;
+  {
+    CLI::App app{"miniPipe: pipeline-parallel GPT-2 training mini-app (Kokkos + MPI + HDF5)"};
+    app.require_subcommand(1);
+    app.fallthrough();
+    app.footer(
+        "Every deck key can be overridden after the subcommand, e.g.\n"
+        "  mpiexec -n 2 minipipe run --deck inputs/tiny.toml --train.steps 5 --pipeline.schedule 1f1b,gpipe\n"
+        "Kokkos options (--kokkos-...) are read by Kokkos::initialize.");
+    std::map<std::string, std::string> overrides;
+    for (const auto& k : minipipe::deck_keys()) {
+      auto* o = app.add_option_function<std::string>(
+          "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; },
+          k.help);
+      o->default_str(minipipe::to_text(k.def));
+      o->group("Deck keys (default shown)");
+    }
+    auto* run = app.add_subcommand("run", "train the model with a pipeline schedule (launch with mpiexec -n P)");
+    std::string deck_path, schedule, dump, json;
+    int m = 0, v = -1;
+    bool force = false;
+    run->add_option("--deck", deck_path, "TOML input deck (defaults apply to missing keys)");
+    run->add_option("--schedule", schedule, "schedule name or comma list (= --pipeline.schedule)");
+    run->add_option("-m", m, "micro-batches (= --pipeline.microbatches)");
+    run->add_option("-v", v, "model chunks per rank (= --pipeline.chunks)");
+    run->add_option("--dump", dump, "HDF5 dump file (= --output.dump)");
+    run->add_option("--json", json, "JSON report (= --output.json)");
+    run->add_flag("--force", force, "overwrite existing output files (= --output.force)");
+
+    minipipe::ScheduleTool schedule_tool;
+    schedule_tool.attach(app);
+    minipipe::io::CompareTool compare_tool;
+    compare_tool.attach(app);
+
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (world_rank() == 0) rc = app.exit(e);
+      else rc = e.get_exit_code();
+      Kokkos::finalize();
+      MPI_Finalize();
+      return rc;
+    }
+
+    if (schedule_tool.sub->parsed()) {
+      rc = world_rank() == 0 ? schedule_tool.run(std::cout) : 0;
+    } else if (compare_tool.sub->parsed()) {
+      rc = world_rank() == 0 ? compare_tool.run(std::cout) : 0;
+    } else {
+      minipipe::Deck deck;
+      bool failed = false;
+      std::string message;
+      try {
+        if (!deck_path.empty()) deck = minipipe::Deck::from_file(deck_path);
+        for (const auto& [k, val] : overrides) deck.set_from_text(k, val);
+        if (!schedule.empty()) deck.set_from_text("pipeline.schedule", schedule);
+        if (m != 0) deck.set_from_text("pipeline.microbatches", std::to_string(m));
+        if (v >= 0) deck.set_from_text("pipeline.chunks", std::to_string(v));
+        if (!dump.empty()) deck.set_from_text("output.dump", dump);
+        if (!json.empty()) deck.set_from_text("output.json", json);
+        if (force) deck.set_from_text("output.force", "true");
+      } catch (const std::exception& e) {
+        failed = true;
+        message = e.what();
+      }
+      if (any_rank_failed(failed)) {
+        if (failed && world_rank() == 0) std::cerr << "minipipe: error: " << message << "\n";
+        rc = 2;
+      } else {
+        try {
+          rc = minipipe::run_command(deck, MPI_COMM_WORLD, std::cout);
+        } catch (const std::exception& e) {
+          // Input was validated on every rank before anything ran, so this is a failure on one
+          // rank while its peers may be waiting for it: report it and abort them all.
+          std::cerr << "minipipe: error on rank " << world_rank() << ": " << e.what() << "\n" << std::flush;
+          int world = 1;
+          MPI_Comm_size(MPI_COMM_WORLD, &world);
+          if (world > 1) MPI_Abort(MPI_COMM_WORLD, 3);
+          rc = 3;
+        }
+      }
+    }
+  }
+  Kokkos::finalize();
+  MPI_Finalize();
+  return rc;
+}

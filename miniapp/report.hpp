@@ -1,0 +1,43 @@
+// What a pipeline run reports (DESIGN.md §6): per-rank time split, measured bubble next to the
+// simulated and analytic ones, imbalance, peak stored activations, throughput; JSON output.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace minipipe {
+
+struct RankReport {
+  int rank = 0;
+  std::vector<int> stages;
+  double time_F = 0, time_I = 0, time_W = 0, time_B = 0;  // seconds, last measured step
+  double comm_wait = 0, idle = 0, busy = 0;
+  int peak_stored_mb = 0;
+  double peak_stored_bytes = 0;
+};
+
+struct RunReport {
+  std::string schedule;
+  int p = 1, v = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
+  std::string mode, backend, blas, comm_path;
+  std::vector<double> losses;           // per step
+  std::vector<double> step_seconds;     // per step (max over ranks)
+  double step_seconds_mean = 0;         // steps after the first (warm-up) when there are several
+  double tokens_per_second = 0;
+  double makespan = 0;                  // the timed step
+  double bubble_measured = 0, bubble_simulated = 0;
+  std::optional<double> bubble_analytic;
+  double imbalance = 0;                 // max/mean per-stage compute time
+  std::vector<double> stage_compute;    // per stage: F + I + W + B seconds in the timed step
+  std::vector<RankReport> ranks;
+  std::string dump_path;
+  std::string dump_vs_reference;        // "identical", "differs", "reference", "-" (no dump)
+};
+
+void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml, std::ostream& out);
+// One table row per run, the header first (rank 0 prints it at the end of a launch).
+void print_table(const std::vector<RunReport>& runs, std::ostream& out);
+
+}  // namespace minipipe

@@ -1,0 +1,399 @@
+// Stage: forward, backward-input and backward-weight of its layers for one micro-batch.
+// Block math follows GPT-2 pre-LN; what W needs is kept in a per-micro-batch store until W runs.
+#include "stage.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/linear.hpp"
+
+namespace minipipe {
+
+namespace {
+constexpr int kBlockParams = 12;
+enum BlockParam { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCP_W, FCP_B };
+
+template <class T>
+CMat<T> cmat(const Param<T>& p) {
+  return CMat<T>(p.value.data(), p.spec.shape[0], p.spec.shape[1]);
+}
+template <class T>
+CVec<T> cvec(const View1<T>& v) {
+  return CVec<T>(v.data(), v.extent(0));
+}
+template <class T>
+CVec<T> flat(const View2<T>& v) {
+  return CVec<T>(v.data(), v.size());
+}
+template <class T>
+Vec<T> flat_mut(const View2<T>& v) {
+  return Vec<T>(v.data(), v.size());
+}
+template <class T>
+Mat<T> rows(const View2<T>& v, std::size_t n) {
+  return Mat<T>(v.data(), n, v.extent(1));
+}
+}  // namespace
+
+template <class T>
+struct Stage<T>::Saved {
+  struct Block {
+    // Forward values kept for I and W.  All (N, .) with N = n*T rows.
+    View2<T> x_in, ln1, qkv, att, atty, res1, ln2, fc, gelu;  // (N,C) (N,C) (N,3C) (n*H*T,T) ... (N,4C)
+    View1<T> mean1, rstd1, mean2, rstd2;                     // (N)
+    // Gradients made by I and consumed by W.
+    View2<T> dout, d_res1, d_qkv, d_ln1, d_fc, d_ln2;
+  };
+  int n = 0;
+  bool input_grad_done = false;
+  std::vector<Block> blocks;
+  View2<T> emb_dout;                                   // (N,C) first stage
+  View2<T> h_x, lnf, logits, dlogits, d_lnf;           // head: (N,C) (N,C) (N,V) (N,V) (N,C)
+  View1<T> h_mean, h_rstd, losses;                     // (N)
+  std::size_t bytes = 0;
+
+  Saved(const ModelShape& s, int n_samples, int num_blocks, bool first, bool last) : n(n_samples) {
+    const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels, Tl = s.seq_len;
+    auto m2 = [&](const char* name, std::size_t r, std::size_t c) {
+      bytes += r * c * sizeof(T);
+      return View2<T>(Kokkos::view_alloc(std::string("Stage::saved::") + name, Kokkos::WithoutInitializing), r, c);
+    };
+    auto m1 = [&](const char* name, std::size_t r) {
+      bytes += r * sizeof(T);
+      return View1<T>(Kokkos::view_alloc(std::string("Stage::saved::") + name, Kokkos::WithoutInitializing), r);
+    };
+    for (int b = 0; b < num_blocks; ++b) {
+      Block k;
+      k.x_in = m2("x_in", N, C);
+      k.ln1 = m2("ln1", N, C);
+      k.qkv = m2("qkv", N, 3 * C);
+      k.att = m2("att", static_cast<std::size_t>(n) * s.n_head * Tl, Tl);
+      k.atty = m2("atty", N, C);
+      k.res1 = m2("res1", N, C);
+      k.ln2 = m2("ln2", N, C);
+      k.fc = m2("fc", N, 4 * C);
+      k.gelu = m2("gelu", N, 4 * C);
+      k.mean1 = m1("mean1", N);
+      k.rstd1 = m1("rstd1", N);
+      k.mean2 = m1("mean2", N);
+      k.rstd2 = m1("rstd2", N);
+      k.dout = m2("dout", N, C);
+      k.d_res1 = m2("d_res1", N, C);
+      k.d_qkv = m2("d_qkv", N, 3 * C);
+      k.d_ln1 = m2("d_ln1", N, C);
+      k.d_fc = m2("d_fc", N, 4 * C);
+      k.d_ln2 = m2("d_ln2", N, C);
+      blocks.push_back(k);
+    }
+    if (first) emb_dout = m2("emb_dout", N, C);
+    if (last) {
+      h_x = m2("h_x", N, C);
+      lnf = m2("lnf", N, C);
+      logits = m2("logits", N, s.vocab);
+      dlogits = m2("dlogits", N, s.vocab);
+      d_lnf = m2("d_lnf", N, C);
+      h_mean = m1("h_mean", N);
+      h_rstd = m1("h_rstd", N);
+      losses = m1("losses", N);
+    }
+  }
+};
+
+// Scratch buffers shared by all micro-batches of a stage (not kept between actions).
+template <class T>
+struct Stage<T>::Workspace {
+  View2<T> c1, c2, c3, d4;
+  std::size_t rows = 0;
+  void ensure(std::size_t N, std::size_t C) {
+    if (N <= rows) return;
+    rows = N;
+    c1 = View2<T>(Kokkos::view_alloc("Stage::ws::c1", Kokkos::WithoutInitializing), N, C);
+    c2 = View2<T>(Kokkos::view_alloc("Stage::ws::c2", Kokkos::WithoutInitializing), N, C);
+    c3 = View2<T>(Kokkos::view_alloc("Stage::ws::c3", Kokkos::WithoutInitializing), N, C);
+    d4 = View2<T>(Kokkos::view_alloc("Stage::ws::d4", Kokkos::WithoutInitializing), N, 4 * C);
+  }
+};
+
+template <class T>
+Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed)
+    : shape_(shape),
+      id_(stage_id),
+      first_layer_(layout.first.at(stage_id)),
+      num_layers_(layout.count.at(stage_id)),
+      first_(stage_id == 0),
+      last_(stage_id == layout.num_stages() - 1),
+      mode_(mode),
+      ws_(std::make_unique<Workspace>()) {
+  std::vector<ParamSpec> specs;
+  if (first_) specs = embedding_params(shape);
+  for (int l = first_layer_; l < first_layer_ + num_layers_; ++l) {
+    auto b = block_params(shape, l);
+    specs.insert(specs.end(), b.begin(), b.end());
+  }
+  if (last_) {
+    auto h = head_params(shape);
+    specs.insert(specs.end(), h.begin(), h.end());
+  }
+  for (auto& spec : specs) {
+    Param<T> p;
+    const std::size_t n = spec.numel();
+    p.spec = spec;
+    p.value = View1<T>("param::" + spec.name, n);
+    p.grad = View1<T>("grad::" + spec.name, n);
+    p.m = View1<T>("opt_m::" + spec.name, n);
+    p.v = View1<T>("opt_v::" + spec.name, n);
+    p.acc = GradAccum<T>(spec.name, n, mode);
+    auto host = Kokkos::create_mirror_view(p.value);
+    for (std::size_t i = 0; i < n; ++i) host(i) = static_cast<T>(init_value(seed, spec, i));
+    Kokkos::deep_copy(p.value, host);
+    params_.push_back(std::move(p));
+  }
+}
+
+template <class T>
+Stage<T>::~Stage() = default;
+template <class T>
+Stage<T>::Stage(Stage&&) noexcept = default;
+
+template <class T>
+std::string Stage<T>::describe() const {
+  std::ostringstream os;
+  os << "stage " << id_ << ":";
+  if (first_) os << " embedding";
+  if (num_layers_ > 0)
+    os << " " << block_name(first_layer_) << ".." << block_name(first_layer_ + num_layers_ - 1);
+  if (last_) os << " lnf+lm_head+loss";
+  if (!first_ && !last_ && num_layers_ == 0) os << " (pass-through)";
+  return os.str();
+}
+
+template <class T>
+std::size_t Stage<T>::stored_bytes() const {
+  std::size_t b = 0;
+  for (const auto& kv : store_) b += kv.second->bytes;
+  return b;
+}
+
+template <class T>
+void Stage<T>::note_peak() {
+  peak_count_ = std::max(peak_count_, stored_microbatches());
+  peak_bytes_ = std::max(peak_bytes_, stored_bytes());
+}
+
+template <class T>
+typename Stage<T>::Saved& Stage<T>::saved(const MicroBatch& mb, const char* action) {
+  auto it = store_.find(mb.index);
+  if (it == store_.end()) {
+    std::ostringstream os;
+    os << action << " on stage " << id_ << ", micro-batch " << mb.index
+       << ": no stored forward activations (F of this micro-batch has not run on this stage)";
+    throw std::logic_error(os.str());
+  }
+  return *it->second;
+}
+
+template <class T>
+void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_in, Mat<T> y_out) {
+  if (store_.count(mb.index)) {
+    std::ostringstream os;
+    os << "F on stage " << id_ << ", micro-batch " << mb.index << " ran twice in one step";
+    throw std::logic_error(os.str());
+  }
+  const int n = mb.nsamples, T_ = shape_.seq_len, C = shape_.channels, H = shape_.n_head;
+  const std::size_t N = static_cast<std::size_t>(n) * T_;
+  std::unique_ptr<Saved> sp;
+  for (auto it = pool_.begin(); it != pool_.end(); ++it)
+    if ((*it)->n == n) {
+      sp = std::move(*it);
+      pool_.erase(it);
+      break;
+    }
+  if (!sp) sp = std::make_unique<Saved>(shape_, n, num_layers_, first_, last_);
+  Saved& s = *sp;
+  s.input_grad_done = false;
+  auto& ws = *ws_;
+  ws.ensure(N, C);
+  const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
+  const CIdx targets(in.targets.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
+
+  // Where the stage's running activation lives before the first block.
+  auto entry = [&]() -> Mat<T> {
+    if (num_layers_ > 0) return rows(s.blocks[0].x_in, N);
+    if (last_) return rows(s.h_x, N);
+    return y_out;
+  }();
+  if (first_) {
+    const auto& wte = params_[0];
+    const auto& wpe = params_[1];
+    Embedding<T>::forward(n, T_, tokens, cmat(wte), cmat(wpe), entry);
+    if (on_activation) on_activation("embedding", mb, entry);
+  } else if (entry.data() != x_in.data()) {
+    Kokkos::deep_copy(entry, x_in);
+  }
+
+  const std::size_t boff = first_ ? 2 : 0;
+  for (int b = 0; b < num_layers_; ++b) {
+    auto& k = s.blocks[b];
+    const Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
+    LayerNorm<T>::forward(mode_, k.x_in, cvec(P[LN1_W].value), cvec(P[LN1_B].value), k.ln1, k.mean1, k.rstd1);
+    Linear<T>::forward(mode_, k.ln1, cmat(P[QKV_W]), cvec(P[QKV_B].value), k.qkv);
+    Attention<T>::forward(mode_, n, T_, C, H, k.qkv, k.att, k.atty);
+    auto tmp = rows(ws.c1, N);
+    Linear<T>::forward(mode_, k.atty, cmat(P[PROJ_W]), cvec(P[PROJ_B].value), tmp);
+    Elementwise<T>::add(flat(k.x_in), CVec<T>(tmp.data(), tmp.size()), flat_mut(k.res1));
+    LayerNorm<T>::forward(mode_, k.res1, cvec(P[LN2_W].value), cvec(P[LN2_B].value), k.ln2, k.mean2, k.rstd2);
+    Linear<T>::forward(mode_, k.ln2, cmat(P[FC_W]), cvec(P[FC_B].value), k.fc);
+    Gelu<T>::forward(mode_, flat(k.fc), flat_mut(k.gelu));
+    Linear<T>::forward(mode_, k.gelu, cmat(P[FCP_W]), cvec(P[FCP_B].value), tmp);
+    Mat<T> out = b + 1 < num_layers_ ? rows(s.blocks[b + 1].x_in, N) : (last_ ? rows(s.h_x, N) : y_out);
+    Elementwise<T>::add(flat(k.res1), CVec<T>(tmp.data(), tmp.size()), Vec<T>(out.data(), out.size()));
+    if (on_activation) on_activation(block_name(first_layer_ + b), mb, out);
+  }
+
+  if (last_) {
+    const std::size_t h = params_.size() - 3;
+    LayerNorm<T>::forward(mode_, s.h_x, cvec(params_[h].value), cvec(params_[h + 1].value), s.lnf, s.h_mean,
+                          s.h_rstd);
+    if (on_activation) on_activation("lnf", mb, s.lnf);
+    Linear<T>::forward(mode_, s.lnf, cmat(params_[h + 2]), CVec<T>(), s.logits);
+    CrossEntropy<T>::forward(mode_, s.logits, targets, s.losses);
+    Kokkos::View<double*, MemSpace> loss_sum("Stage::loss_sum", n);
+    Kokkos::View<int*, MemSpace> valid("Stage::valid", n);
+    CrossEntropy<T>::sample_sums(n, T_, cvec(s.losses), targets, loss_sum, valid);
+    auto hl = Kokkos::create_mirror_view_and_copy(HostSpace(), loss_sum);
+    auto hv = Kokkos::create_mirror_view_and_copy(HostSpace(), valid);
+    std::vector<double> ls(hl.data(), hl.data() + n);
+    std::vector<int> vs(hv.data(), hv.data() + n);
+    if (on_loss) on_loss(mb, ls, vs);
+  }
+  store_[mb.index] = std::move(sp);
+  note_peak();
+}
+
+template <class T>
+void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx) {
+  Saved& s = saved(mb, "I");
+  if (s.input_grad_done) {
+    std::ostringstream os;
+    os << "I on stage " << id_ << ", micro-batch " << mb.index << " ran twice in one step";
+    throw std::logic_error(os.str());
+  }
+  const int n = mb.nsamples, T_ = shape_.seq_len, C = shape_.channels, H = shape_.n_head;
+  const std::size_t N = static_cast<std::size_t>(n) * T_;
+  auto& ws = *ws_;
+  ws.ensure(N, C);
+  const CIdx targets(in.targets.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
+
+  // Where the gradient flowing out of the stage's layers goes (input of the stage).
+  auto exit_grad = [&]() -> Mat<T> { return first_ ? rows(s.emb_dout, N) : dx; };
+  // Gradient arriving at the top of the blocks.
+  Mat<T> top = num_layers_ > 0 ? rows(s.blocks[num_layers_ - 1].dout, N) : exit_grad();
+
+  if (last_) {
+    const std::size_t h = params_.size() - 3;
+    const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
+    CrossEntropy<T>::backward_input(mode_, s.logits, targets, scale, s.dlogits);
+    Linear<T>::backward_input(mode_, s.dlogits, cmat(params_[h + 2]), s.d_lnf);
+    LayerNorm<T>::backward_input(mode_, s.h_x, cvec(params_[h].value), cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, top);
+    if (on_input_grad) on_input_grad("lnf", mb, top);
+  } else if (top.data() != dy.data()) {
+    Kokkos::deep_copy(top, dy);
+  }
+
+  const std::size_t boff = first_ ? 2 : 0;
+  for (int b = num_layers_ - 1; b >= 0; --b) {
+    auto& k = s.blocks[b];
+    const Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
+    auto d4 = rows(ws.d4, N);
+    auto c1 = rows(ws.c1, N);
+    auto c2 = rows(ws.c2, N);
+    Linear<T>::backward_input(mode_, k.dout, cmat(P[FCP_W]), d4);                             // d gelu (N,4C)
+    Gelu<T>::backward_input(mode_, flat(k.fc), CVec<T>(d4.data(), d4.size()), flat_mut(k.d_fc));
+    Linear<T>::backward_input(mode_, k.d_fc, cmat(P[FC_W]), k.d_ln2);                         // (N,C)
+    LayerNorm<T>::backward_input(mode_, k.res1, cvec(P[LN2_W].value), cvec(k.mean2), cvec(k.rstd2), k.d_ln2, c1);
+    Elementwise<T>::add(flat(k.dout), CVec<T>(c1.data(), c1.size()), flat_mut(k.d_res1));
+    Linear<T>::backward_input(mode_, k.d_res1, cmat(P[PROJ_W]), c2);                          // d atty (N,C)
+    Attention<T>::backward_input(mode_, n, T_, C, H, k.qkv, k.att, c2, k.d_qkv);
+    Linear<T>::backward_input(mode_, k.d_qkv, cmat(P[QKV_W]), k.d_ln1);
+    LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P[LN1_W].value), cvec(k.mean1), cvec(k.rstd1), k.d_ln1, c1);
+    Mat<T> out = b > 0 ? rows(s.blocks[b - 1].dout, N) : exit_grad();
+    Elementwise<T>::add(flat(k.d_res1), CVec<T>(c1.data(), c1.size()), Vec<T>(out.data(), out.size()));
+    if (on_input_grad) on_input_grad(block_name(first_layer_ + b), mb, out);
+  }
+  s.input_grad_done = true;
+}
+
+template <class T>
+void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
+  Saved& s = saved(mb, "W");
+  if (!s.input_grad_done) {
+    std::ostringstream os;
+    os << "W on stage " << id_ << ", micro-batch " << mb.index << " ran before its I";
+    throw std::logic_error(os.str());
+  }
+  const int n = mb.nsamples, T_ = shape_.seq_len;
+  const std::size_t N = static_cast<std::size_t>(n) * T_;
+  if (last_) {
+    const std::size_t h = params_.size() - 3;
+    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, params_[h + 2].acc, nullptr);
+    LayerNorm<T>::backward_weight(mode_, s.h_x, cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, T_, params_[h].acc,
+                                  params_[h + 1].acc);
+  }
+  const std::size_t boff = first_ ? 2 : 0;
+  for (int b = num_layers_ - 1; b >= 0; --b) {
+    auto& k = s.blocks[b];
+    Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
+    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P[FCP_W].acc, &P[FCP_B].acc);
+    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P[FC_W].acc, &P[FC_B].acc);
+    LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P[LN2_W].acc,
+                                  P[LN2_B].acc);
+    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P[PROJ_W].acc, &P[PROJ_B].acc);
+    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P[QKV_W].acc, &P[QKV_B].acc);
+    LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P[LN1_W].acc,
+                                  P[LN1_B].acc);
+  }
+  if (first_) {
+    const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
+    Embedding<T>::backward_weight(mode_, n, T_, tokens, s.emb_dout, params_[0].acc, params_[1].acc);
+  }
+  auto it = store_.find(mb.index);
+  pool_.push_back(std::move(it->second));
+  store_.erase(it);
+}
+
+template <class T>
+void Stage<T>::zero_grads() {
+  for (auto& p : params_) p.acc.zero();
+}
+
+template <class T>
+void Stage<T>::finalize_grads() {
+  if (!store_.empty()) {
+    std::ostringstream os;
+    os << "stage " << id_ << ": step ended with " << store_.size()
+       << " micro-batch(es) whose W never ran (first: micro-batch " << store_.begin()->first << ")";
+    throw std::logic_error(os.str());
+  }
+  for (auto& p : params_) p.acc.finalize(p.grad);
+}
+
+template <class T>
+void Stage<T>::optimizer_step(const OptimizerConfig& cfg, int step) {
+  for (auto& p : params_) {
+    if (cfg.kind == "adamw")
+      AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v);
+    else
+      Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m);
+  }
+}
+
+template class Stage<float>;
+template class Stage<double>;
+
+}  // namespace minipipe

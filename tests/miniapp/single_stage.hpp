@@ -1,0 +1,112 @@
+// Test helper: the whole model as one Stage driven by hand (no MPI), with any micro-batch split
+// and any order of the W calls, so tests can compare splits bit for bit.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "data.hpp"
+#include "kernels/exact_sum.hpp"
+#include "runtime.hpp"
+#include "stage.hpp"
+
+namespace minipipe::testing {
+
+inline ModelShape tiny_shape() {
+  ModelShape s;
+  s.vocab = 16;
+  s.seq_len = 6;
+  s.block_size = 8;
+  s.channels = 8;
+  s.n_head = 2;
+  s.n_layer = 2;
+  return s;
+}
+
+template <class T>
+struct SingleStage {
+  ModelShape shape;
+  StageLayout layout;
+  Stage<T> stage;
+
+  SingleStage(const ModelShape& s, Mode mode, std::uint64_t seed = 7)
+      : shape(s), layout(make_stage_layout(s.n_layer, 1, {})), stage(s, layout, 0, mode, seed) {}
+
+  StepInputs<T> inputs(const Batch& b) const {
+    StepInputs<T> in;
+    in.tokens = Kokkos::View<int*, MemSpace>("tokens", b.tokens.size());
+    in.targets = Kokkos::View<int*, MemSpace>("targets", b.targets.size());
+    auto ht = Kokkos::create_mirror_view(in.tokens);
+    auto hg = Kokkos::create_mirror_view(in.targets);
+    for (std::size_t i = 0; i < b.tokens.size(); ++i) ht(i) = b.tokens[i], hg(i) = b.targets[i];
+    Kokkos::deep_copy(in.tokens, ht);
+    Kokkos::deep_copy(in.targets, hg);
+    in.global_valid_tokens = b.valid_tokens();
+    return in;
+  }
+
+  // Forward only; returns the global loss (exact sum of per-sample sums / valid tokens).
+  double loss(const Batch& b) {
+    auto in = inputs(b);
+    std::vector<double> sums(b.B, 0.0);
+    stage.on_loss = [&](const MicroBatch& mb, const std::vector<double>& ls, const std::vector<int>&) {
+      for (int i = 0; i < mb.nsamples; ++i) sums[mb.sample0 + i] = ls[i];
+    };
+    MicroBatch mb{0, 0, b.B};
+    stage.forward(mb, in, CMat<T>(), Mat<T>());
+    // Drop the stored activations: run I and W into scratch accumulators.
+    stage.backward_input(mb, in, CMat<T>(), Mat<T>());
+    stage.backward_weight(mb, in);
+    stage.zero_grads();
+    return exact_mean(sums, b.valid_tokens());
+  }
+
+  static double exact_mean(const std::vector<double>& sums, long long valid) {
+    Fixed128 acc;
+    int ov = 0;
+    for (double v : sums) ExactSum::add(acc, v, ov);
+    return ExactSum::to_double(acc) / static_cast<double>(valid);
+  }
+
+  // One step: F and I per micro-batch in order, then the W calls in `w_order` (indices into the
+  // split), then finalize; optionally the optimizer. Returns the loss.
+  double step(const Batch& b, int m, bool reverse_w, const OptimizerConfig* opt = nullptr, int step_no = 1) {
+    auto in = inputs(b);
+    std::vector<double> sums(b.B, 0.0);
+    stage.on_loss = [&](const MicroBatch& mb, const std::vector<double>& ls, const std::vector<int>&) {
+      for (int i = 0; i < mb.nsamples; ++i) sums[mb.sample0 + i] = ls[i];
+    };
+    stage.zero_grads();
+    auto mbs = Pipeline<T>::split(b.B, m);
+    for (const auto& mb : mbs) stage.forward(mb, in, CMat<T>(), Mat<T>());
+    for (const auto& mb : mbs) stage.backward_input(mb, in, CMat<T>(), Mat<T>());
+    if (reverse_w) std::reverse(mbs.begin(), mbs.end());
+    for (const auto& mb : mbs) stage.backward_weight(mb, in);
+    stage.finalize_grads();
+    if (opt) stage.optimizer_step(*opt, step_no);
+    return exact_mean(sums, b.valid_tokens());
+  }
+
+  // All gradients (or parameter values) concatenated on the host, in parameter order.
+  std::vector<T> gather(bool grads) {
+    std::vector<T> out;
+    for (auto& p : stage.params()) {
+      auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), grads ? p.grad : p.value);
+      out.insert(out.end(), h.data(), h.data() + h.extent(0));
+    }
+    return out;
+  }
+};
+
+// A batch with varied lengths and padding, from the synthetic corpus.
+inline Batch test_batch(const ModelShape& s, int B, int step = 0) {
+  Deck d;
+  d.set_from_text("train.seed", "99");
+  d.set_from_text("data.min_len", "2");
+  d.set_from_text("model.vocab", std::to_string(s.vocab));
+  d.set_from_text("model.seq_len", std::to_string(s.seq_len));
+  DataSource src(d, s);
+  return src.batch(step, B);
+}
+
+}  // namespace minipipe::testing

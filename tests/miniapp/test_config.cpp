@@ -1,0 +1,152 @@
+// Deck parsing and validation: each bad value is rejected with a message that names the key,
+// the value and what is allowed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "config.hpp"
+#include "data.hpp"
+#include "model.hpp"
+
+using namespace minipipe;
+
+namespace {
+
+// The InputError message for a deck text (empty if it was accepted).
+std::string error_of(const std::string& toml) {
+  try {
+    const Deck d = Deck::from_string(toml, "deck.toml");
+    const ModelShape s = model_shape_from_deck(d);
+    DataSource src(d, s);
+    (void)src;
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_mentions(const std::string& msg, std::initializer_list<const char*> parts) {
+  ASSERT_FALSE(msg.empty()) << "input was accepted";
+  for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' missing from: " << msg;
+}
+
+}  // namespace
+
+TEST(Deck, DefaultsAreValidAndOverridesApply) {
+  Deck d = Deck::from_string("[model]\nvocab = 128\n[pipeline]\nmicrobatches = [1, 2]\n", "x");
+  EXPECT_EQ(d.get_int("model.vocab"), 128);
+  EXPECT_EQ(d.get_int("model.n_layer"), 4);
+  EXPECT_EQ(d.get_int_list("pipeline.microbatches"), (std::vector<long long>{1, 2}));
+  d.set_from_text("pipeline.schedule", "1f1b,gpipe");
+  EXPECT_EQ(d.get_string_list("pipeline.schedule"), (std::vector<std::string>{"1f1b", "gpipe"}));
+  d.set_from_text("train.lr", "0.5");
+  EXPECT_DOUBLE_EQ(d.get_double("train.lr"), 0.5);
+  EXPECT_NO_THROW(model_shape_from_deck(d));
+}
+
+TEST(Deck, UnknownKey) { expect_mentions(error_of("[model]\nvocabulary = 3\n"), {"model.vocabulary", "unknown"}); }
+
+TEST(Deck, WrongType) {
+  expect_mentions(error_of("[model]\nvocab = \"many\"\n"), {"model.vocab", "many", "integer"});
+  expect_mentions(error_of("[train]\nlr = true\n"), {"train.lr", "true", "number"});
+}
+
+TEST(Deck, NegativeOrZeroSizes) {
+  expect_mentions(error_of("[model]\nchannels = -8\n"), {"model.channels", "-8", "allowed"});
+  expect_mentions(error_of("[model]\nn_layer = 0\n"), {"model.n_layer", "0", "allowed"});
+}
+
+TEST(Deck, ChannelsNotDivisibleByHeads) {
+  expect_mentions(error_of("[model]\nchannels = 30\nn_head = 4\n"), {"model.channels", "30", "model.n_head"});
+}
+
+TEST(Deck, SequenceLongerThanPositionTable) {
+  expect_mentions(error_of("[model]\nseq_len = 64\nblock_size = 32\n"), {"model.seq_len", "64", "block_size = 32"});
+}
+
+TEST(Deck, UnreadableFileAndBadToml) {
+  try {
+    Deck::from_file("/nonexistent/deck.toml");
+    FAIL() << "missing deck accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/deck.toml"), std::string::npos);
+  }
+  expect_mentions(error_of("[model\nvocab = 3\n"), {"deck.toml", "line 1"});
+}
+
+TEST(Deck, CommandLineValuesAreTyped) {
+  Deck d;
+  try {
+    d.set_from_text("model.vocab", "12x");
+    FAIL();
+  } catch (const InputError& e) {
+    expect_mentions(e.what(), {"model.vocab", "12x", "integer"});
+  }
+  EXPECT_THROW(d.set_from_text("no.such", "1"), InputError);
+}
+
+TEST(StageLayout, EvenAndExplicitSplits) {
+  auto even = make_stage_layout(7, 3, {});
+  EXPECT_EQ(even.count, (std::vector<int>{3, 2, 2}));
+  EXPECT_EQ(even.first, (std::vector<int>{0, 3, 5}));
+  auto expl = make_stage_layout(7, 3, {1, 4, 2});
+  EXPECT_EQ(expl.first, (std::vector<int>{0, 1, 5}));
+  try {
+    make_stage_layout(7, 3, {1, 4, 1});
+    FAIL();
+  } catch (const InputError& e) {
+    expect_mentions(e.what(), {"layers_per_stage", "adds up to 6", "n_layer = 7"});
+  }
+  EXPECT_THROW(make_stage_layout(2, 3, {}), InputError);
+}
+
+TEST(Init, DependsOnSeedNameAndIndexOnly) {
+  ModelShape s;
+  s.vocab = 8, s.seq_len = 4, s.block_size = 4, s.channels = 4, s.n_head = 2, s.n_layer = 2;
+  const auto params = all_params(s);
+  const ParamSpec& w = params[2 + 2];  // layer_00/qkv_w
+  ASSERT_EQ(w.name, "layer_00/qkv_w");
+  EXPECT_EQ(init_value(1, w, 5), init_value(1, w, 5));
+  EXPECT_NE(init_value(1, w, 5), init_value(2, w, 5));
+  EXPECT_NE(init_value(1, w, 5), init_value(1, w, 6));
+  // Mean ~0 and standard deviation ~0.02 over many elements.
+  double sum = 0, sq = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    const double x = init_value(3, w, i);
+    sum += x, sq += x * x;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 1e-3);
+  EXPECT_NEAR(std::sqrt(sq / n), 0.02, 1e-3);
+}
+
+TEST(SyntheticData, PaddingAndDeterminism) {
+  Deck d;
+  const ModelShape s = model_shape_from_deck(d);
+  DataSource src(d, s);
+  const Batch a = src.batch(3, 8), b = src.batch(3, 8);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.targets, b.targets);
+  // Sample 5 of step 3 equals sample 5 whatever the batch it is drawn in (global index only).
+  const Batch c = src.batch(0, 8 * 3 + 8);
+  for (int t = 0; t < s.seq_len; ++t) EXPECT_EQ(a.tokens[5 * s.seq_len + t], c.tokens[(3 * 8 + 5) * s.seq_len + t]);
+  // Right padding: once a target is -1 every later one in the sample is too; lengths vary.
+  std::vector<int> lens;
+  for (int i = 0; i < a.B; ++i) {
+    int len = 0;
+    bool padded = false;
+    for (int t = 0; t < s.seq_len; ++t) {
+      const int y = a.targets[i * s.seq_len + t];
+      if (y < 0) padded = true;
+      else {
+        EXPECT_FALSE(padded) << "valid target after padding in sample " << i;
+        ++len;
+      }
+    }
+    lens.push_back(len);
+  }
+  EXPECT_NE(*std::min_element(lens.begin(), lens.end()), *std::max_element(lens.begin(), lens.end()));
+  EXPECT_EQ(a.valid_tokens(), std::accumulate(lens.begin(), lens.end(), 0LL));
+}
