@@ -101,7 +101,7 @@ TEST(CompareTest, IdenticalContentExits0AndIgnoresMetaUnlessAsked) {
   int rc = -1;
   std::string out = run(a, b, {}, &rc);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "summary: 4 datasets compared, 4 identical, 0 differing; max abs 0, max rel 0, max ulp 0\n");
+  EXPECT_EQ(out, "summary: 4 datasets compared, 4 identical, 0 differing; max abs 0, max rel 0, max normwise rel 0, max ulp 0\n");
 
   CompareOptions verbose;
   verbose.verbose = true;
@@ -167,7 +167,7 @@ TEST(CompareTest, OneUlpDoubleChangeAndToleranceMode) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(contains(out, "within tolerance  /params/d")) << out;
   EXPECT_TRUE(contains(out, "3 identical, 1 within tolerance, 0 differing")) << out;
-  EXPECT_TRUE(contains(out, "max abs 5.55112e-17, max rel 1.11022e-16, max ulp 1 (rtol 1e-12)")) << out;
+  EXPECT_TRUE(contains(out, "max abs 5.55112e-17, max rel 1.11022e-16, max normwise rel 1.85037e-17, max ulp 1 (rtol 1e-12)")) << out;
 
   CompareOptions tight;
   tight.rtol = 1e-17;
@@ -178,6 +178,17 @@ TEST(CompareTest, OneUlpDoubleChangeAndToleranceMode) {
   CompareOptions abs_only;
   abs_only.atol = 1e-15;
   EXPECT_EQ(minipipe::io::compare_dumps(a, b, abs_only).exit_code, 0);
+
+  // Normwise: max|a-b| / max|a| over /params/d. Its largest magnitude decides the threshold.
+  const CompareReport plain = minipipe::io::compare_dumps(a, b, {});
+  const minipipe::io::DatasetDiff& d = find(plain, "/params/d");
+  ASSERT_GT(d.max_magnitude, 0.0);
+  EXPECT_EQ(d.norm_rel, d.max_abs / d.max_magnitude);
+  CompareOptions norm_loose, norm_tight;
+  norm_loose.norm_rtol = 2 * d.norm_rel;
+  norm_tight.norm_rtol = d.norm_rel / 2;
+  EXPECT_EQ(minipipe::io::compare_dumps(a, b, norm_loose).exit_code, 0);
+  EXPECT_EQ(minipipe::io::compare_dumps(a, b, norm_tight).exit_code, 1);
 }
 
 TEST(CompareTest, ShapeTypeAndPresenceMismatchesExit1) {
