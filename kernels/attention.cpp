@@ -1,5 +1,19 @@
 // Causal self-attention kernels, explicitly instantiated for float and double. Deterministic and
 // fast mode share the loops (fixed order); they differ only in det::exp versus libm exp.
+//
+// Every output element is one fixed reduction chain, the same on every backend (DESIGN.md §4):
+//   score(t,t2) = (((0 + q_t[0] k_t2[0]) + q_t[1] k_t2[1]) + ...) * scale, one fma per term;
+//   softmax: max, exp and sum in t2 order, then one division; out_t[i] = fma chain over t2 = 0..t;
+//   d(t,t2) = fma chain over i of dout_t[i] v_t2[i]; rowdot(t) = fma chain over t2 of att d;
+//   dpre(t,t2) = (att (d - rowdot)) * scale; dq_t[i] = fma chain over t2 = 0..t of dpre k_t2[i];
+//   dk_t2[i], dv_t2[i] = fma chains over t = t2..T-1 of dpre q_t[i] and att dout_t[i].
+// The kernels below only choose which thread computes which elements and in what loop order:
+// one team per (b, h) stages the head's K (forward) or V (backward) transposed in scratch, then
+// computes register tiles of independent elements (4 queries x 16 keys of scores, 4 queries x
+// up to 16 channels of out/dq, 2 keys x up to 16 channels of dk/dv) so the host compiler can
+// vectorise across elements while each element's own chain runs in its original order. The
+// backward pass keeps dpre of the head in scratch (computed once instead of three times; the
+// same values). Heads too large for team scratch use the original one-thread-per-row loops.
 #include "attention.hpp"
 
 #include <stdexcept>
@@ -20,6 +34,164 @@ void check_shapes(const char* where, int B, int T, int C, int H, std::size_t qkv
   if (att_rows != N * std::size_t(H) || att_cols != std::size_t(T)) fail("att must be (B*H*T, T)");
   if (io_rows != N || io_cols != std::size_t(C)) fail("out/dout must be (B*T, C)");
 }
+
+// Register tile shapes: kKeys and kChan fill two 256-bit registers per row (16 floats, 8 doubles).
+template <class Real>
+struct Tile {
+  static constexpr int kQueries = 4;                    // query rows per score / out / dq tile
+  static constexpr int kKeyRows = 2;                    // key rows per dk/dv tile
+  static constexpr int kKeys = int(64 / sizeof(Real));  // keys per score tile
+  static constexpr int kChan = int(64 / sizeof(Real));  // widest channel chunk of out / dq / dk / dv
+};
+
+template <class Real>
+using Scratch = Kokkos::View<Real*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Team scratch level for `bytes` per team, or -1 when it fits neither (then the row kernels run).
+int scratch_level(std::size_t bytes) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(0))) return 0;
+  if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(1))) return 1;
+  return -1;
+}
+
+int round_up(int n, int m) {
+  return (n + m - 1) / m * m;
+}
+
+// acc[q][j] = fma chain over i = 0..n-1 of a[q][i] * bt[i*ldb + j], starting from 0:
+// kQueries x kKeys independent dot products, each summed in index order.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void dot_tile(const Real* const (&a)[Tile<Real>::kQueries], const Real* bt, int ldb, int n,
+                                     Real (&acc)[Tile<Real>::kQueries][Tile<Real>::kKeys]) {
+  constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys;
+  for (int q = 0; q < QT; ++q)
+    for (int j = 0; j < KW; ++j) acc[q][j] = 0;
+  for (int i = 0; i < n; ++i) {
+    const Real* bi = bt + static_cast<std::size_t>(i) * ldb;
+    for (int q = 0; q < QT; ++q) {
+      const Real aq = a[q][i];
+      for (int j = 0; j < KW; ++j) acc[q][j] = fma_exact(aq, bi[j], acc[q][j]);
+    }
+  }
+}
+
+// For the query rows t0 + q (q < nq) and channels i0..i0+W-1:
+//   dst[q][i0 + j] = fma chain over s = 0..t0+q of c[q][s] * m[s*ldm + i0 + j], starting from 0.
+// The s <= t0 part is shared by all rows (rows q >= nq point at a valid row; never stored), the
+// triangle s = t0+1..t0+nq-1 follows in the same ascending order per row.
+template <int W, class Real>
+KOKKOS_INLINE_FUNCTION void rows_chunk(const Real* const (&c)[Tile<Real>::kQueries], const Real* m, int ldm, int t0,
+                                       int nq, int i0, Real* const (&dst)[Tile<Real>::kQueries]) {
+  constexpr int QT = Tile<Real>::kQueries;
+  Real acc[QT][W];
+  for (int q = 0; q < QT; ++q)
+    for (int j = 0; j < W; ++j) acc[q][j] = 0;
+  for (int s = 0; s <= t0; ++s) {
+    const Real* ms = m + static_cast<std::size_t>(s) * ldm + i0;
+    for (int q = 0; q < QT; ++q) {
+      const Real cq = c[q][s];
+      for (int j = 0; j < W; ++j) acc[q][j] = fma_exact(cq, ms[j], acc[q][j]);
+    }
+  }
+  for (int s = t0 + 1; s < t0 + nq; ++s) {
+    const Real* ms = m + static_cast<std::size_t>(s) * ldm + i0;
+    for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+      if (q < s - t0 || q >= nq) continue;
+      const Real cq = c[q][s];
+      for (int j = 0; j < W; ++j) acc[q][j] = fma_exact(cq, ms[j], acc[q][j]);
+    }
+  }
+  for (int q = 0; q < QT; ++q) {
+    if (q >= nq) continue;
+    for (int j = 0; j < W; ++j) dst[q][i0 + j] = acc[q][j];
+  }
+}
+
+// rows_chunk over all n channels: chunks of kChan, kChan/2, kChan/4, then single channels.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void rows_accumulate(const Real* const (&c)[Tile<Real>::kQueries], const Real* m, int ldm,
+                                            int t0, int nq, int n, Real* const (&dst)[Tile<Real>::kQueries]) {
+  constexpr int W = Tile<Real>::kChan;
+  int i = 0;
+  for (; i + W <= n; i += W) rows_chunk<W>(c, m, ldm, t0, nq, i, dst);
+  if (i + W / 2 <= n) {
+    rows_chunk<W / 2>(c, m, ldm, t0, nq, i, dst);
+    i += W / 2;
+  }
+  if (i + W / 4 <= n) {
+    rows_chunk<W / 4>(c, m, ldm, t0, nq, i, dst);
+    i += W / 4;
+  }
+  for (; i < n; ++i) rows_chunk<1>(c, m, ldm, t0, nq, i, dst);
+}
+
+// For the key rows s0 + k (k < nk) and channels i0..i0+W-1, over the queries t = s0+k..T-1:
+//   dk[k][i0 + j] = fma chain of dp[t*ldp + s0+k] * qm[t*ldq + i0 + j], starting from 0,
+//   dv[k][i0 + j] = fma chain of at[t*lda + s0+k] * dm[t*ldd + i0 + j], starting from 0.
+// The triangle t = s0..s0+nk-2 comes first, then the range shared by all keys of the tile.
+template <int W, class Real>
+KOKKOS_INLINE_FUNCTION void cols_chunk(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
+                                       const Real* dm, int ldd, int s0, int nk, int T, int i0,
+                                       Real* const (&dk)[Tile<Real>::kKeyRows],
+                                       Real* const (&dv)[Tile<Real>::kKeyRows]) {
+  constexpr int KT = Tile<Real>::kKeyRows;
+  Real ak[KT][W], av[KT][W];
+  for (int k = 0; k < KT; ++k)
+    for (int j = 0; j < W; ++j) ak[k][j] = av[k][j] = 0;
+  for (int t = s0; t < s0 + nk - 1; ++t) {
+    const Real* qt = qm + static_cast<std::size_t>(t) * ldq + i0;
+    const Real* dt = dm + static_cast<std::size_t>(t) * ldd + i0;
+    for (int k = 0; k < KT; ++k) {
+      if (k > t - s0) continue;
+      const Real p = dp[static_cast<std::size_t>(t) * ldp + s0 + k];
+      const Real a = at[static_cast<std::size_t>(t) * lda + s0 + k];
+      for (int j = 0; j < W; ++j) {
+        ak[k][j] = fma_exact(p, qt[j], ak[k][j]);
+        av[k][j] = fma_exact(a, dt[j], av[k][j]);
+      }
+    }
+  }
+  for (int t = s0 + nk - 1; t < T; ++t) {
+    const Real* qt = qm + static_cast<std::size_t>(t) * ldq + i0;
+    const Real* dt = dm + static_cast<std::size_t>(t) * ldd + i0;
+    for (int k = 0; k < KT; ++k) {
+      const int col = s0 + (k < nk ? k : nk - 1);  // keys k >= nk repeat a valid one; never stored
+      const Real p = dp[static_cast<std::size_t>(t) * ldp + col];
+      const Real a = at[static_cast<std::size_t>(t) * lda + col];
+      for (int j = 0; j < W; ++j) {
+        ak[k][j] = fma_exact(p, qt[j], ak[k][j]);
+        av[k][j] = fma_exact(a, dt[j], av[k][j]);
+      }
+    }
+  }
+  for (int k = 0; k < KT; ++k) {
+    if (k >= nk) continue;
+    for (int j = 0; j < W; ++j) {
+      dk[k][i0 + j] = ak[k][j];
+      dv[k][i0 + j] = av[k][j];
+    }
+  }
+}
+
+template <class Real>
+KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
+                                            const Real* dm, int ldd, int s0, int nk, int T, int n,
+                                            Real* const (&dk)[Tile<Real>::kKeyRows],
+                                            Real* const (&dv)[Tile<Real>::kKeyRows]) {
+  constexpr int W = Tile<Real>::kChan;
+  int i = 0;
+  for (; i + W <= n; i += W) cols_chunk<W>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+  if (i + W / 2 <= n) {
+    cols_chunk<W / 2>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+    i += W / 2;
+  }
+  if (i + W / 4 <= n) {
+    cols_chunk<W / 4>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+    i += W / 4;
+  }
+  for (; i < n; ++i) cols_chunk<1>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+}
 }  // namespace
 
 template <class Real>
@@ -29,37 +201,106 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const bool fast = mode == Mode::fast;
+  constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys;
+  const int Tp = round_up(T, KW);  // K^T rows padded with zeros to whole key tiles
+  const int n_scratch = hs * Tp;   // K^T of the head (hs, Tp)
+  const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
+  const int level = scratch_level(bytes);
+  if (level < 0) {
+    Kokkos::parallel_for(
+        "Attention::forward_rows", Kokkos::RangePolicy<ExecSpace>(0, B * H * T),
+        KOKKOS_LAMBDA(const int r) {  // row r = (b*H + h)*T + t of att (B*H*T, T)
+          const int b = r / (H * T);
+          const int h = (r / T) % H;
+          const int t = r % T;
+          const int nq = b * T + t;
+          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+          // scores of the unmasked keys t2 <= t, kept in att until normalised
+          Real mx = 0;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const int nk = b * T + t2;
+            Real dot = 0;
+            for (int i = 0; i < hs; ++i) dot = fma_exact(qkv(nq, qo + i), qkv(nk, ko + i), dot);
+            const Real s = dot * scale;
+            att(r, t2) = s;
+            mx = (t2 == 0 || s > mx) ? s : mx;
+          }
+          Real sum = 0;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const Real e = mode_exp(fast, att(r, t2) - mx);
+            att(r, t2) = e;
+            sum += e;
+          }
+          for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = att(r, t2) / sum;
+          for (int t2 = t + 1; t2 < T; ++t2) att(r, t2) = 0;
+          for (int i = 0; i < hs; ++i) {
+            Real o = 0;
+            for (int t2 = 0; t2 <= t; ++t2) o = fma_exact(att(r, t2), qkv(b * T + t2, vo + i), o);
+            out(nq, qo + i) = o;
+          }
+        });
+    return;
+  }
+  const Real* qkv_p = qkv.data();
+  Real* att_p = att.data();
+  Real* out_p = out.data();
+  const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
+            ldo = static_cast<int>(out.stride(0));
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for(
-      "Attention::forward", Kokkos::RangePolicy<ExecSpace>(0, B * H * T),
-      KOKKOS_LAMBDA(const int r) {  // row r = (b*H + h)*T + t of att (B*H*T, T)
-        const int b = r / (H * T);
-        const int h = (r / T) % H;
-        const int t = r % T;
-        const int nq = b * T + t;
-        const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-        // scores of the unmasked keys t2 <= t, kept in att until normalised
-        Real mx = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const int nk = b * T + t2;
-          Real dot = 0;
-          for (int i = 0; i < hs; ++i) dot = fma_exact(qkv(nq, qo + i), qkv(nk, ko + i), dot);
-          const Real s = dot * scale;
-          att(r, t2) = s;
-          mx = (t2 == 0 || s > mx) ? s : mx;
-        }
-        Real sum = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const Real e = mode_exp(fast, att(r, t2) - mx);
-          att(r, t2) = e;
-          sum += e;
-        }
-        for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = att(r, t2) / sum;
-        for (int t2 = t + 1; t2 < T; ++t2) att(r, t2) = 0;
-        for (int i = 0; i < hs; ++i) {
-          Real o = 0;
-          for (int t2 = 0; t2 <= t; ++t2) o = fma_exact(att(r, t2), qkv(b * T + t2, vo + i), o);
-          out(nq, qo + i) = o;
-        }
+      "Attention::forward", Policy(B * H, Kokkos::AUTO).set_scratch_size(level, Kokkos::PerTeam(bytes)),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {  // one team per (b, h)
+        const int b = team.league_rank() / H;
+        const int h = team.league_rank() % H;
+        Real* kt = Scratch<Real>(team.team_scratch(level), n_scratch).data();     // (hs, Tp)
+        const Real* qb = qkv_p + static_cast<std::size_t>(b) * T * ldq + h * hs;  // q of (b, t=0, h)
+        const Real* kb = qb + C;
+        const Real* vb = qb + 2 * C;
+        Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;  // att row (b, h, t=0)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hs), [&](const int i) {
+          for (int t2 = 0; t2 < T; ++t2) kt[i * Tp + t2] = kb[static_cast<std::size_t>(t2) * ldq + i];
+          for (int t2 = T; t2 < Tp; ++t2) kt[i * Tp + t2] = 0;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
+          const int t0 = blk * QT;  // query rows t0..t0+nq-1
+          const int nq = T - t0 < QT ? T - t0 : QT;
+          const Real* qrow[QT];
+          const Real* arow[QT];
+          Real* orow[QT];
+          for (int q = 0; q < QT; ++q) {
+            const int t = t0 + (q < nq ? q : nq - 1);
+            qrow[q] = qb + static_cast<std::size_t>(t) * ldq;
+            arow[q] = ab + static_cast<std::size_t>(t) * lda;
+            orow[q] = out_p + static_cast<std::size_t>(b * T + t) * ldo + h * hs;
+          }
+          // scores of the unmasked keys t2 <= t, kept in att until normalised
+          for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
+            Real acc[QT][KW];
+            dot_tile(qrow, kt + k0, Tp, hs, acc);
+            for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+              if (q >= nq) continue;
+              Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda;
+              for (int j = 0; j < KW; ++j)
+                if (k0 + j <= t0 + q) ar[k0 + j] = acc[q][j] * scale;
+            }
+          }
+          for (int q = 0; q < nq; ++q) {
+            const int t = t0 + q;
+            Real* ar = ab + static_cast<std::size_t>(t) * lda;
+            Real mx = 0;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const Real s = ar[t2];
+              mx = (t2 == 0 || s > mx) ? s : mx;
+            }
+            for (int t2 = 0; t2 <= t; ++t2) ar[t2] = mode_exp(fast, ar[t2] - mx);
+            Real sum = 0;
+            for (int t2 = 0; t2 <= t; ++t2) sum += ar[t2];
+            for (int t2 = 0; t2 <= t; ++t2) ar[t2] = ar[t2] / sum;
+            for (int t2 = t + 1; t2 < T; ++t2) ar[t2] = 0;
+          }
+          rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
+        });
       });
 }
 
@@ -74,70 +315,162 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int rows = B * H * T;
+  constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys, KT = Tile<Real>::kKeyRows;
+  const int Tp = round_up(T, KW);
+  const int n_scratch = hs * Tp + T * Tp;  // V^T of the head (hs, Tp), then dpre (T, Tp)
+  const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
+  const int level = scratch_level(bytes);
+  if (level < 0) {
+    // With datt(t,t2) = dout_t . v_t2 the softmax backward is
+    //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
+    // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
+    // Each gradient row is owned by one thread (query rows for dq, key rows for dk/dv), so there
+    // are no atomics and every sum has a fixed order. rowdot(t) is parked in the first dq entry
+    // of its row (dqkv is overwritten anyway), which avoids a scratch allocation per call.
+    Kokkos::parallel_for(
+        "Attention::backward_rowdot_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
+        KOKKOS_LAMBDA(const int r) {  // query row r = (b*H + h)*T + t
+          const int b = r / (H * T);
+          const int h = (r / T) % H;
+          const int t = r % T;
+          const int nq = b * T + t;
+          const int qo = h * hs, vo = 2 * C + h * hs;
+          Real rd = 0;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            Real d = 0;
+            for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(b * T + t2, vo + i), d);
+            rd = fma_exact(att(r, t2), d, rd);
+          }
+          dqkv(nq, qo) = rd;
+        });
+    Kokkos::parallel_for(
+        "Attention::backward_dkv_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
+        KOKKOS_LAMBDA(const int r) {  // key row r = (b*H + h)*T + t2
+          const int b = r / (H * T);
+          const int h = (r / T) % H;
+          const int t2 = r % T;
+          const int nk = b * T + t2;
+          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+          for (int i = 0; i < hs; ++i) {
+            dqkv(nk, ko + i) = 0;
+            dqkv(nk, vo + i) = 0;
+          }
+          for (int t = t2; t < T; ++t) {  // queries that see key t2
+            const int rq = (b * H + h) * T + t;
+            const int nq = b * T + t;
+            const Real a = att(rq, t2);
+            Real d = 0;
+            for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(nk, vo + i), d);
+            const Real dp = (a * (d - dqkv(nq, qo))) * scale;
+            for (int i = 0; i < hs; ++i) {
+              dqkv(nk, ko + i) = fma_exact(dp, qkv(nq, qo + i), dqkv(nk, ko + i));
+              dqkv(nk, vo + i) = fma_exact(a, dout(nq, qo + i), dqkv(nk, vo + i));
+            }
+          }
+        });
+    Kokkos::parallel_for(
+        "Attention::backward_dq_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
+        KOKKOS_LAMBDA(const int r) {  // query row r = (b*H + h)*T + t
+          const int b = r / (H * T);
+          const int h = (r / T) % H;
+          const int t = r % T;
+          const int nq = b * T + t;
+          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+          const Real rd = dqkv(nq, qo);  // parked by backward_rowdot; read before overwriting
+          for (int i = 0; i < hs; ++i) dqkv(nq, qo + i) = 0;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const int nk = b * T + t2;
+            Real d = 0;
+            for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(nk, vo + i), d);
+            const Real dp = (att(r, t2) * (d - rd)) * scale;
+            for (int i = 0; i < hs; ++i) dqkv(nq, qo + i) = fma_exact(dp, qkv(nk, ko + i), dqkv(nq, qo + i));
+          }
+        });
+    return;
+  }
+  (void)rows;
+  const Real* qkv_p = qkv.data();
+  const Real* att_p = att.data();
+  const Real* dout_p = dout.data();
+  Real* g_p = dqkv.data();
+  const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
+            ldd = static_cast<int>(dout.stride(0)), ldg = static_cast<int>(dqkv.stride(0));
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
   // With datt(t,t2) = dout_t . v_t2 the softmax backward is
   //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
   // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
-  // Each gradient row is owned by one thread (query rows for dq, key rows for dk/dv), so there
-  // are no atomics and every sum has a fixed order. rowdot(t) is parked in the first dq entry
-  // of its row (dqkv is overwritten anyway), which avoids a scratch allocation per call.
+  // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
+  // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
   Kokkos::parallel_for(
-      "Attention::backward_rowdot", Kokkos::RangePolicy<ExecSpace>(0, rows),
-      KOKKOS_LAMBDA(const int r) {  // query row r = (b*H + h)*T + t
-        const int b = r / (H * T);
-        const int h = (r / T) % H;
-        const int t = r % T;
-        const int nq = b * T + t;
-        const int qo = h * hs, vo = 2 * C + h * hs;
-        Real rd = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          Real d = 0;
-          for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(b * T + t2, vo + i), d);
-          rd = fma_exact(att(r, t2), d, rd);
-        }
-        dqkv(nq, qo) = rd;
-      });
-  Kokkos::parallel_for(
-      "Attention::backward_dkv", Kokkos::RangePolicy<ExecSpace>(0, rows),
-      KOKKOS_LAMBDA(const int r) {  // key row r = (b*H + h)*T + t2
-        const int b = r / (H * T);
-        const int h = (r / T) % H;
-        const int t2 = r % T;
-        const int nk = b * T + t2;
-        const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-        for (int i = 0; i < hs; ++i) {
-          dqkv(nk, ko + i) = 0;
-          dqkv(nk, vo + i) = 0;
-        }
-        for (int t = t2; t < T; ++t) {  // queries that see key t2
-          const int rq = (b * H + h) * T + t;
-          const int nq = b * T + t;
-          const Real a = att(rq, t2);
-          Real d = 0;
-          for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(nk, vo + i), d);
-          const Real dp = (a * (d - dqkv(nq, qo))) * scale;
-          for (int i = 0; i < hs; ++i) {
-            dqkv(nk, ko + i) = fma_exact(dp, qkv(nq, qo + i), dqkv(nk, ko + i));
-            dqkv(nk, vo + i) = fma_exact(a, dout(nq, qo + i), dqkv(nk, vo + i));
+      "Attention::backward_input", Policy(B * H, Kokkos::AUTO).set_scratch_size(level, Kokkos::PerTeam(bytes)),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {  // one team per (b, h)
+        const int b = team.league_rank() / H;
+        const int h = team.league_rank() % H;
+        Real* vt = Scratch<Real>(team.team_scratch(level), n_scratch).data();  // (hs, Tp)
+        Real* dp = vt + hs * Tp;                                               // (T, Tp)
+        const std::size_t row0 = static_cast<std::size_t>(b) * T;              // token row of (b, t=0)
+        const Real* qb = qkv_p + row0 * ldq + h * hs;
+        const Real* kb = qb + C;
+        const Real* vb = qb + 2 * C;
+        const Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;
+        const Real* db = dout_p + row0 * ldd + h * hs;
+        Real* gq = g_p + row0 * ldg + h * hs;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hs), [&](const int i) {
+          for (int t2 = 0; t2 < T; ++t2) vt[i * Tp + t2] = vb[static_cast<std::size_t>(t2) * ldq + i];
+          for (int t2 = T; t2 < Tp; ++t2) vt[i * Tp + t2] = 0;
+        });
+        team.team_barrier();
+        // dpre rows: datt tiles, then rowdot and dpre per row in t2 order
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
+          const int t0 = blk * QT;
+          const int nq = T - t0 < QT ? T - t0 : QT;
+          const Real* drow[QT];
+          for (int q = 0; q < QT; ++q) drow[q] = db + static_cast<std::size_t>(t0 + (q < nq ? q : nq - 1)) * ldd;
+          for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
+            Real acc[QT][KW];
+            dot_tile(drow, vt + k0, Tp, hs, acc);
+            for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+              if (q >= nq) continue;
+              Real* pr = dp + (t0 + q) * Tp;
+              for (int j = 0; j < KW; ++j)
+                if (k0 + j <= t0 + q) pr[k0 + j] = acc[q][j];
+            }
           }
-        }
-      });
-  Kokkos::parallel_for(
-      "Attention::backward_dq", Kokkos::RangePolicy<ExecSpace>(0, rows),
-      KOKKOS_LAMBDA(const int r) {  // query row r = (b*H + h)*T + t
-        const int b = r / (H * T);
-        const int h = (r / T) % H;
-        const int t = r % T;
-        const int nq = b * T + t;
-        const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-        const Real rd = dqkv(nq, qo);  // parked by backward_rowdot; read before overwriting
-        for (int i = 0; i < hs; ++i) dqkv(nq, qo + i) = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const int nk = b * T + t2;
-          Real d = 0;
-          for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(nk, vo + i), d);
-          const Real dp = (att(r, t2) * (d - rd)) * scale;
-          for (int i = 0; i < hs; ++i) dqkv(nq, qo + i) = fma_exact(dp, qkv(nk, ko + i), dqkv(nq, qo + i));
-        }
+          for (int q = 0; q < nq; ++q) {
+            const int t = t0 + q;
+            const Real* ar = ab + static_cast<std::size_t>(t) * lda;
+            Real* pr = dp + t * Tp;
+            Real rd = 0;
+            for (int t2 = 0; t2 <= t; ++t2) rd = fma_exact(ar[t2], pr[t2], rd);
+            for (int t2 = 0; t2 <= t; ++t2) pr[t2] = (ar[t2] * (pr[t2] - rd)) * scale;
+          }
+        });
+        team.team_barrier();
+        // dk, dv: key rows s0..s0+nk-1, sums over the queries t >= key
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + KT - 1) / KT), [&](const int blk) {
+          const int s0 = blk * KT;
+          const int nk = T - s0 < KT ? T - s0 : KT;
+          Real* dk[KT];
+          Real* dv[KT];
+          for (int k = 0; k < KT; ++k) {
+            dk[k] = gq + static_cast<std::size_t>(s0 + (k < nk ? k : nk - 1)) * ldg + C;
+            dv[k] = dk[k] + C;
+          }
+          cols_accumulate(dp, Tp, ab, lda, qb, ldq, db, ldd, s0, nk, T, hs, dk, dv);
+        });
+        // dq: query rows, sums over the keys t2 <= query
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
+          const int t0 = blk * QT;
+          const int nq = T - t0 < QT ? T - t0 : QT;
+          const Real* prow[QT];
+          Real* grow[QT];
+          for (int q = 0; q < QT; ++q) {
+            const int t = t0 + (q < nq ? q : nq - 1);
+            prow[q] = dp + t * Tp;
+            grow[q] = gq + static_cast<std::size_t>(t) * ldg;
+          }
+          rows_accumulate(prow, kb, ldq, t0, nq, hs, grow);
+        });
       });
 }
 

@@ -3,6 +3,7 @@
 #include "config.hpp"
 
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -38,7 +39,7 @@ const std::vector<DeckKey>& deck_keys() {
       {"pipeline.schedule", StrList{"sequential"}, "schedule name(s); a list runs a sweep in one launch"},
       {"pipeline.microbatches", IntList{1}, "micro-batch count(s) m; a list runs a sweep"},
       {"pipeline.p", 0LL, "pipeline ranks p; 0 = the launched rank count (which must equal p otherwise)"},
-      {"pipeline.chunks", 1LL, "model chunks v per rank (0 = what the schedule needs)"},
+      {"pipeline.chunks", 0LL, "model chunks v per rank (0 = what the schedule needs)"},
       {"pipeline.layers_per_stage", IntList{}, "explicit layer split over the p*v stages (empty = even)"},
       {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")"},
       {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules: loop | v"},
@@ -252,13 +253,25 @@ const std::vector<std::string>& Deck::get_string_list(const std::string& key) co
   return std::get<StrList>(at(key));
 }
 
+namespace {
+// A TOML basic string: quotes and backslashes escaped.
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + '"';
+}
+}  // namespace
+
 std::string to_text(const DeckValue& v) {
   std::ostringstream os;
   switch (v.index()) {
     case 0: os << std::get<long long>(v); break;
-    case 1: os << std::get<double>(v); break;
+    case 1: os << std::setprecision(17) << std::get<double>(v); break;
     case 2: os << (std::get<bool>(v) ? "true" : "false"); break;
-    case 3: os << '"' << std::get<std::string>(v) << '"'; break;
+    case 3: os << quoted(std::get<std::string>(v)); break;
     case 4: {
       os << '[';
       const auto& l = std::get<IntList>(v);
@@ -269,7 +282,7 @@ std::string to_text(const DeckValue& v) {
     default: {
       os << '[';
       const auto& l = std::get<StrList>(v);
-      for (std::size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << '"' << l[i] << '"';
+      for (std::size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << quoted(l[i]);
       os << ']';
       break;
     }

@@ -2,6 +2,8 @@
 // gets most of it and attention the rest; lengths vary and short sequences are right-padded.
 #include "data.hpp"
 
+#include <algorithm>
+
 #include "io/dump_reader.hpp"
 
 namespace minipipe {
@@ -12,21 +14,14 @@ long long Batch::valid_tokens() const {
   return n;
 }
 
-std::vector<int> Batch::valid_per_sample() const {
-  std::vector<int> v(B, 0);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) v[b] += targets[static_cast<std::size_t>(b) * T + t] >= 0;
-  return v;
-}
-
 DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape) {
   seed_ = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   const long long min_len = deck.get_int("data.min_len");
   if (min_len < 0 || min_len > shape.seq_len)
     throw InputError("deck: key 'data.min_len' has value " + std::to_string(min_len) + "; allowed: 0 .. model.seq_len (" +
                      std::to_string(shape.seq_len) + ")");
-  min_len_ = min_len == 0 ? std::max(2, shape.seq_len / 2) : static_cast<int>(min_len);
-  if (min_len_ < 2) min_len_ = std::min(2, shape.seq_len);
+  // Every sample has at least one valid target; 0 means half the sequence length.
+  min_len_ = std::clamp(min_len == 0 ? shape.seq_len / 2 : static_cast<int>(min_len), 1, shape.seq_len);
   const std::string& src = deck.get_string("data.source");
   if (src == "synthetic") return;
   if (src != "hdf5")
@@ -80,7 +75,7 @@ Batch DataSource::batch(int step, int B) const {
     for (int t = 2; t <= len; ++t) seq[t] = static_cast<int>((5LL * seq[t - 1] + 3 + (seq[t - 2] & 1)) % V);
     for (int t = 0; t < T; ++t) {
       tok[t] = t < len ? seq[t] : 0;
-      tgt[t] = t + 1 < len + 1 && t < len ? seq[t + 1] : -1;
+      tgt[t] = t < len ? seq[t + 1] : -1;
     }
   }
   return b;

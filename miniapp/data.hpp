@@ -16,7 +16,6 @@ struct Batch {
   int B = 0, T = 0;
   std::vector<int> tokens, targets;
   long long valid_tokens() const;
-  std::vector<int> valid_per_sample() const;
 };
 
 class DataSource {

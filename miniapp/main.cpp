@@ -21,13 +21,6 @@ int world_rank() {
   return r;
 }
 
-// Setup errors are detected by every rank alike; agree on failure so no rank waits for a peer.
-bool any_rank_failed(bool failed) {
-  int f = failed ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &f, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return f != 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,8 +82,8 @@ int main(int argc, char** argv) {
         if (!deck_path.empty()) deck = minipipe::Deck::from_file(deck_path);
         for (const auto& [k, val] : overrides) deck.set_from_text(k, val);
         if (!schedule.empty()) deck.set_from_text("pipeline.schedule", schedule);
-        if (m != 0) deck.set_from_text("pipeline.microbatches", std::to_string(m));
-        if (v >= 0) deck.set_from_text("pipeline.chunks", std::to_string(v));
+        if (run->count("-m")) deck.set_from_text("pipeline.microbatches", std::to_string(m));
+        if (run->count("-v")) deck.set_from_text("pipeline.chunks", std::to_string(v));
         if (!dump.empty()) deck.set_from_text("output.dump", dump);
         if (!json.empty()) deck.set_from_text("output.json", json);
         if (force) deck.set_from_text("output.force", "true");
@@ -98,8 +91,7 @@ int main(int argc, char** argv) {
         failed = true;
         message = e.what();
       }
-      if (any_rank_failed(failed)) {
-        if (failed && world_rank() == 0) std::cerr << "minipipe: error: " << message << "\n";
+      if (minipipe::any_rank_failed(MPI_COMM_WORLD, failed ? &message : nullptr, std::cerr)) {
         rc = 2;
       } else {
         try {

@@ -13,7 +13,7 @@ struct RankReport {
   int rank = 0;
   std::vector<int> stages;
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;  // seconds, last measured step
-  double comm_wait = 0, idle = 0, busy = 0;
+  double comm_wait = 0, idle = 0, busy = 0, dump_io = 0;
   int peak_stored_mb = 0;
   double peak_stored_bytes = 0;
 };
@@ -33,7 +33,7 @@ struct RunReport {
   std::vector<double> stage_compute;    // per stage: F + I + W + B seconds in the timed step
   std::vector<RankReport> ranks;
   std::string dump_path;
-  std::string dump_vs_reference;        // "identical", "differs", "reference", "-" (no dump)
+  std::string dump_vs_reference;        // "reference", "identical", "DIFFERS", "error", "-" (no dump)
 };
 
 void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml, std::ostream& out);

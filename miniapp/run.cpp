@@ -4,6 +4,10 @@
 
 #include <unistd.h>
 
+#include <climits>
+#include <cmath>
+#include <set>
+
 #include <cstdio>
 #include <iostream>
 #include <fstream>
@@ -47,9 +51,18 @@ std::string run_suffix(const std::string& path, const std::string& schedule, int
 
 std::string with_suffix(const std::string& path, const std::string& tag, const std::string& ext) {
   if (path.empty()) return path;
-  const auto dot = path.rfind('.');
+  const auto slash = path.rfind('/');
+  auto dot = path.rfind('.');
+  if (dot != std::string::npos && slash != std::string::npos && dot < slash) dot = std::string::npos;
   const std::string stem = dot == std::string::npos ? path : path.substr(0, dot);
   return stem + "_" + tag + (dot == std::string::npos ? ext : path.substr(dot));
+}
+
+// Doubles in messages with all their digits (std::to_string prints 1e-9 as 0.000000).
+std::string fmt(double x) {
+  std::ostringstream os;
+  os << std::setprecision(17) << x;
+  return os.str();
 }
 
 sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p, int m, int v) {
@@ -97,8 +110,6 @@ void create_param_sets(io::DumpWriter& w, const std::string& group, const ModelS
   for (const auto& p : all_params(shape)) w.create_dataset(group + "/" + p.name, dims_of(p), dtype<Real>());
 }
 
-}  // namespace
-
 // Everything a run needs, validated before any rank communicates.
 struct RunSetup {
   RunSetup(const ModelShape& s, DataSource d) : shape(s), data(std::move(d)) {}
@@ -115,11 +126,6 @@ struct RunSetup {
   std::vector<Plan> plans;
 };
 
-RunSetup plan_run(const Deck& deck, int world);
-int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out);
-
-namespace {
-
 // Refuses an output file that exists (without output.force) or whose directory cannot be
 // written, before anything runs.
 void check_output(const std::string& key, const std::string& path, bool force, bool hdf5) {
@@ -134,30 +140,7 @@ void check_output(const std::string& key, const std::string& path, bool force, b
                      "\": the file exists; refusing to overwrite it without --force (output.force = true)");
 }
 
-}  // namespace
-
-int run_command(const Deck& deck, MPI_Comm comm, std::ostream& out) {
-  int rank = 0, world = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &world);
-  std::unique_ptr<RunSetup> setup;
-  std::string message;
-  try {
-    setup = std::make_unique<RunSetup>(plan_run(deck, world));
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  // Every rank validated the same input; agree before anyone communicates.
-  int failed = setup ? 0 : 1;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
-  if (failed) {
-    if (rank == 0) std::cerr << "minipipe: error: " << (message.empty() ? "input rejected on another rank" : message) << "\n";
-    return 2;
-  }
-  return execute_run(deck, *setup, comm, out);
-}
-
-RunSetup plan_run(const Deck& deck, int world) {
+RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
   const ModelShape checked_shape = model_shape_from_deck(deck);
   RunSetup su{checked_shape, DataSource(deck, checked_shape)};
   const ModelShape& shape = su.shape;
@@ -176,7 +159,7 @@ RunSetup plan_run(const Deck& deck, int world) {
   if (opt.kind != "adamw" && opt.kind != "sgd")
     throw InputError("deck: key 'train.optimizer' has value \"" + opt.kind + "\"; allowed: adamw | sgd");
   const double lr = deck.get_double("train.lr");
-  if (!(lr > 0) || lr > 10) throw InputError("deck: key 'train.lr' has value " + std::to_string(lr) + "; allowed: (0, 10]");
+  if (!(lr > 0) || lr > 10) throw InputError("deck: key 'train.lr' has value " + fmt(lr) + "; allowed: (0, 10]");
   opt.adamw.lr = opt.sgd.lr = lr;
   opt.adamw.beta1 = deck.get_double("train.beta1");
   opt.adamw.beta2 = deck.get_double("train.beta2");
@@ -186,13 +169,13 @@ RunSetup plan_run(const Deck& deck, int world) {
   for (const char* k : {"train.beta1", "train.beta2", "train.momentum"}) {
     const double x = deck.get_double(k);
     if (!(x >= 0 && x < 1))
-      throw InputError(std::string("deck: key '") + k + "' has value " + std::to_string(x) + "; allowed: [0, 1)");
+      throw InputError(std::string("deck: key '") + k + "' has value " + fmt(x) + "; allowed: [0, 1)");
   }
-  if (!(opt.adamw.eps > 0))
-    throw InputError("deck: key 'train.eps' has value " + std::to_string(opt.adamw.eps) + "; allowed: > 0");
-  if (!(opt.adamw.weight_decay >= 0))
-    throw InputError("deck: key 'train.weight_decay' has value " + std::to_string(opt.adamw.weight_decay) +
-                     "; allowed: >= 0");
+  if (!(opt.adamw.eps > 0) || !std::isfinite(opt.adamw.eps))
+    throw InputError("deck: key 'train.eps' has value " + fmt(opt.adamw.eps) + "; allowed: a finite number > 0");
+  if (!(opt.adamw.weight_decay >= 0) || !std::isfinite(opt.adamw.weight_decay))
+    throw InputError("deck: key 'train.weight_decay' has value " + fmt(opt.adamw.weight_decay) +
+                     "; allowed: a finite number >= 0");
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
   const std::string dump_path = deck.get_string("output.dump");
   const bool force = deck.get_bool("output.force");
@@ -221,12 +204,16 @@ RunSetup plan_run(const Deck& deck, int world) {
 
   su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
 
+  std::set<std::pair<std::string, long long>> seen;
   for (const auto& name : names) {
     for (long long m : ms) {
+      if (!seen.insert({name, m}).second)
+        throw InputError("deck: keys 'pipeline.schedule' x 'pipeline.microbatches' list (" + name +
+                         ", m = " + std::to_string(m) + ") twice; allowed: each pair once");
       if (m < 1 || m > su.B)
         throw InputError("deck: key 'pipeline.microbatches' has value " + std::to_string(m) +
                          "; allowed: 1 .. train.batch (" + std::to_string(su.B) + ") so every micro-batch has a sample");
-      const int v = v_key > 0 ? static_cast<int>(v_key) : sched::default_v(name);
+      const int v = v_key > 0 || name == "csv" ? static_cast<int>(v_key) : sched::default_v(name);
       Plan pl;
       pl.schedule = name;
       pl.m = static_cast<int>(m);
@@ -234,6 +221,12 @@ RunSetup plan_run(const Deck& deck, int world) {
       sched::validate(s);
       pl.lowered = sched::lower_communication(s);
       sched::validate(pl.lowered);
+      const long long max_tag = 2LL * pl.lowered.num_stages() * pl.m - 1;
+      if (max_tag > tag_ub)
+        throw InputError("pipeline: schedule " + name + " with " + std::to_string(pl.lowered.num_stages()) +
+                         " stages and m = " + std::to_string(m) + " needs message tags up to " +
+                         std::to_string(max_tag) + " but this MPI allows MPI_TAG_UB = " + std::to_string(tag_ub) +
+                         "; allowed: 2 * stages * m <= MPI_TAG_UB + 1");
       pl.layout = make_stage_layout(shape.n_layer, pl.lowered.num_stages(), deck.get_int_list("pipeline.layers_per_stage"));
       const bool sweep = names.size() * ms.size() > 1;
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
@@ -254,7 +247,6 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
   const long long B = su.B, steps = su.steps, print_every = su.print_every;
   const Mode mode = su.mode;
   const int p = su.p;
-  const bool force = su.force;
   const auto level = su.level;
   const CommPath path = su.path;
   const std::string& why = su.why;
@@ -273,24 +265,18 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
   std::vector<RunReport> reports;
   std::string reference_dump;
   int exit_code = 0;
-  (void)force;
   for (auto& pl : plans) {
     Pipeline<Real> pipe(comm, shape, pl.layout, pl.lowered, mode, static_cast<std::uint64_t>(deck.get_int("train.seed")),
                         path);
     if (rank == 0) {
       out << "\n== schedule " << pl.schedule << ", p = " << p << ", v = " << pl.lowered.v << ", m = " << pl.m << " ==\n";
     }
-    for (auto& s : pipe.stages()) {
-      std::ostringstream os;
-      os << "  rank " << rank << " " << s.describe() << "\n";
-      // Printed in rank order below.
-      (void)os;
-    }
     std::unique_ptr<io::DumpWriter> dump;
     if (!pl.dump.empty()) {
-      dump = std::make_unique<io::DumpWriter>(comm, pl.dump, force);
+      dump = std::make_unique<io::DumpWriter>(comm, pl.dump, su.force);
       dump->set_attribute("/meta", "vocab", static_cast<long long>(shape.vocab));
       dump->set_attribute("/meta", "seq_len", static_cast<long long>(shape.seq_len));
+      dump->set_attribute("/meta", "block_size", static_cast<long long>(shape.block_size));
       dump->set_attribute("/meta", "channels", static_cast<long long>(shape.channels));
       dump->set_attribute("/meta", "n_head", static_cast<long long>(shape.n_head));
       dump->set_attribute("/meta", "n_layer", static_cast<long long>(shape.n_layer));
@@ -344,11 +330,13 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
           }
           dump->create_dataset(g + "/activations/lnf", {uB, uT, uC}, dtype<Real>());
           dump->create_dataset(g + "/input_grads/lnf", {uB, uT, uC}, dtype<Real>());
-          auto hook = [&dump, g](const char* kind) {
-            return [&dump, g, kind](const std::string& layer, const MicroBatch& mb, CMat<Real> x) {
+          auto hook = [&dump, &pipe, g](const char* kind) {
+            return [&dump, &pipe, g, kind](const std::string& layer, const MicroBatch& mb, CMat<Real> x) {
+              const double t0 = MPI_Wtime();
               fence_space(ExecSpace(), "Dump::fence");
               auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
               dump->write_rows(g + "/" + kind + "/" + layer, mb.sample0, mb.nsamples, h.data());
+              pipe.excluded_seconds += MPI_Wtime() - t0;
             };
           };
           for (auto& s : pipe.stages()) {
@@ -395,7 +383,8 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
     // ---- gather the last step's measurements on rank 0 ----
     const auto& st = last.stats;
     std::vector<double> mine = {st.time_F, st.time_I, st.time_W, st.time_B, st.comm_wait, st.makespan,
-                                static_cast<double>(st.peak_stored_mb), static_cast<double>(st.peak_stored_bytes)};
+                                static_cast<double>(st.peak_stored_mb), static_cast<double>(st.peak_stored_bytes),
+                                st.dump_io};
     std::vector<double> all(mine.size() * static_cast<std::size_t>(p));
     MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
                MPI_DOUBLE, 0, comm);
@@ -437,9 +426,10 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
         const double* q = &all[static_cast<std::size_t>(r) * mine.size()];
         rr.time_F = q[0], rr.time_I = q[1], rr.time_W = q[2], rr.time_B = q[3], rr.comm_wait = q[4];
         rr.busy = q[0] + q[1] + q[2] + q[3];
-        rr.idle = makespan - rr.busy;
+        rr.idle = makespan - rr.busy - rr.dump_io;
         rr.peak_stored_mb = static_cast<int>(q[6]);
         rr.peak_stored_bytes = q[7];
+        rr.dump_io = q[8];
         busy_total += rr.busy;
         rep.ranks.push_back(rr);
         for (int k = 0; k < counts[r] / 5; ++k) {
@@ -456,7 +446,10 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
           }
         }
       }
-      rep.bubble_measured = 1.0 - busy_total / (p * makespan);
+      double dump_total = 0;
+      for (const auto& rr : rep.ranks) dump_total += rr.dump_io;
+      // Dump I/O is neither compute nor pipeline idle; leave it out of the bubble.
+      rep.bubble_measured = 1.0 - (busy_total + dump_total) / (p * makespan);
       // Simulator fed with the measured mean cost of each action kind per stage.
       sched::CostModel cost;
       double mean_stage = 0, max_stage = 0;
@@ -521,6 +514,14 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
                     rep.bubble_analytic ? std::to_string(*rep.bubble_analytic).c_str() : "-", rep.imbalance,
                     rep.ranks[0].peak_stored_mb, rep.ranks[0].peak_stored_bytes / 1048576.0);
       out << line << "\n";
+      for (const auto& rr : rep.ranks) {
+        std::snprintf(line, sizeof(line),
+                      "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f ms"
+                      " | peak %d mb\n",
+                      rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B,
+                      1e3 * rr.comm_wait, 1e3 * rr.idle, 1e3 * rr.dump_io, rr.peak_stored_mb);
+        out << line;
+      }
     }
     reports.push_back(rep);
   }
@@ -538,6 +539,41 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
   }
   MPI_Bcast(&exit_code, 1, MPI_INT, 0, comm);
   return exit_code;
+}
+
+}  // namespace
+
+bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // The lowest failing rank's message is the one reported, by rank 0, whichever rank it was.
+  int first = error ? rank : INT_MAX;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == INT_MAX) return false;
+  std::string text = rank == first ? *error : std::string();
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, first, comm);
+  text.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(text.data(), len, MPI_CHAR, first, comm);
+  if (rank == 0) err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
+  return true;
+}
+
+int run_command(const Deck& deck, MPI_Comm comm, std::ostream& out) {
+  int world = 1, flag = 0;
+  MPI_Comm_size(comm, &world);
+  int* ub = nullptr;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
+  std::unique_ptr<RunSetup> setup;
+  std::string message;
+  try {
+    setup = std::make_unique<RunSetup>(plan_run(deck, world, flag && ub ? *ub : 32767));
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  // Every rank validated its input; agree before anyone communicates.
+  if (any_rank_failed(comm, setup ? nullptr : &message, std::cerr)) return 2;
+  return execute_run(deck, *setup, comm, out);
 }
 
 }  // namespace minipipe

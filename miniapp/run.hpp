@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <ostream>
+#include <string>
 
 #include "config.hpp"
 
@@ -13,5 +14,9 @@ namespace minipipe {
 // Validates the deck on every rank (InputError on all ranks alike), then runs. Returns the exit
 // code: 0 ok, 1 when a dump differs from the reference run of the sweep.
 int run_command(const Deck& deck, MPI_Comm comm, std::ostream& out);
+
+// Collective: true when any rank passes an error. The lowest failing rank's message is printed
+// once, by rank 0, so a problem seen on one rank only (a node-local file) is still named.
+bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err);
 
 }  // namespace minipipe

@@ -3,6 +3,7 @@
 #include "runtime.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <sstream>
 #include <stdexcept>
 
@@ -25,14 +26,19 @@ const char* to_string(CommPath p) {
 
 CommPath choose_comm_path(const std::string& cuda_aware, std::string& why) {
   const bool host_accessible = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  // Only the query that matches the backend counts: a CUDA-aware Open MPI says nothing about
+  // HIP buffers.
   bool compiled = false, runtime = false;
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+#if defined(KOKKOS_ENABLE_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
   compiled = true;
   runtime = MPIX_Query_cuda_support() == 1;
+#elif defined(KOKKOS_ENABLE_HIP) && defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
+  compiled = true;
+  runtime = MPIX_Query_rocm_support() == 1;
 #endif
   std::ostringstream os;
-  os << "MPIX_CUDA_AWARE_SUPPORT at compile time: " << (compiled ? "yes" : "no")
-     << ", MPIX_Query_cuda_support: " << (runtime ? "yes" : "no")
+  os << "GPU-aware MPI (MPIX_CUDA/ROCM_AWARE_SUPPORT) at compile time: " << (compiled ? "yes" : "no")
+     << ", at run time (MPIX_Query_*_support): " << (runtime ? "yes" : "no")
      << ", memory space: " << MemSpace::name() << ", pipeline.cuda_aware = " << cuda_aware;
   why = os.str();
   if (cuda_aware == "off") return CommPath::host_staging;
@@ -54,6 +60,11 @@ struct Key {
     return std::tie(dir, stage, mb) < std::tie(o.dir, o.stage, o.mb);
   }
 };
+
+template <class T>
+MPI_Datatype mpi_type() {
+  return sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE;
+}
 
 std::string where(int rank, const sched::Action& a) {
   std::ostringstream os;
@@ -178,7 +189,6 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
 
   for (auto& s : stages_) {
     s.zero_grads();
-    s.reset_peaks();
     s.on_loss = [&res](const MicroBatch& mb, const std::vector<double>& ls, const std::vector<int>& vs) {
       for (int i = 0; i < mb.nsamples; ++i) {
         res.sample_loss[mb.sample0 + i] = ls[i];
@@ -207,9 +217,16 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
   };
 
   // Posts a receive of the tensor consumed by (dir, stage, mb).
+  auto count_of = [&](const View2<T>& v, const sched::Action& a) {
+    if (v.size() > static_cast<std::size_t>(INT_MAX))
+      throw std::runtime_error(where(rank_, a) + ": boundary tensor of " + std::to_string(v.size()) +
+                               " elements exceeds MPI's int count; use more micro-batches");
+    return static_cast<int>(v.size());
+  };
   auto post_recv = [&](int dir, const sched::Action& a) {
     const Key k{dir, a.stage, a.microbatch};
     if (im.recvs.count(k)) return;
+    ProfileRegion region(dir == kFwd ? "Pipeline::post_recv_F" : "Pipeline::post_recv_B");
     const int peer_stage = dir == kFwd ? a.stage - 1 : a.stage + 1;
     if (peer_stage < 0 || peer_stage >= im.num_stages)
       throw std::logic_error(where(rank_, a) + ": no neighbouring stage to receive from");
@@ -221,9 +238,7 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
       p.host = Kokkos::create_mirror(p.dev);  // always a separate host allocation
       buf = p.host.data();
     }
-    const int count = static_cast<int>(p.dev.size());
-    MPI_Irecv(buf, count * static_cast<int>(sizeof(T)), MPI_BYTE, peer, im.tag(dir, a.stage, a.microbatch), comm_,
-              &p.req);
+    MPI_Irecv(buf, count_of(p.dev, a), mpi_type<T>(), peer, im.tag(dir, a.stage, a.microbatch), comm_, &p.req);
     im.recvs.emplace(k, p);
   };
   // Sends the tensor produced by (dir, stage, mb) to the neighbouring stage's rank.
@@ -234,6 +249,7 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
       throw std::logic_error(where(rank_, a) + ": nothing to send (its compute action has not run)");
     const int peer_stage = dir == kFwd ? a.stage + 1 : a.stage - 1;
     const int peer = schedule_.stage_to_rank.at(peer_stage);
+    ProfileRegion region(dir == kFwd ? "Pipeline::send_F" : "Pipeline::send_B");
     typename Impl::Pending p;
     p.dev = it->second;
     im.outputs.erase(it);
@@ -245,9 +261,7 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
       Kokkos::deep_copy(p.host, p.dev);
       buf = p.host.data();
     }
-    const int count = static_cast<int>(p.dev.size());
-    MPI_Isend(buf, count * static_cast<int>(sizeof(T)), MPI_BYTE, peer, im.tag(dir, peer_stage, a.microbatch),
-              comm_, &p.req);
+    MPI_Isend(buf, count_of(p.dev, a), mpi_type<T>(), peer, im.tag(dir, peer_stage, a.microbatch), comm_, &p.req);
     im.sends.push_back(p);
   };
   // The input tensor of (dir, stage, mb): a completed receive or a local hand-off.
@@ -297,6 +311,7 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
     if (fwd && !s.is_first()) input = input_of(kFwd, a);
     if (bwd && !s.is_last()) input = input_of(kBwd, a);
     const double c0 = now();
+    const double excluded0 = excluded_seconds;
     if (fwd) {
       View2<T> y = s.is_last() ? View2<T>() : im.take(rows, C);
       s.forward(mb, in, input, y);
@@ -309,9 +324,11 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
     } else {
       s.backward_weight(mb, in);
     }
-    im.give(input);
     fence_space(ExecSpace(), "Pipeline::compute::fence");
-    const double c1 = now();
+    im.give(input);
+    // Dump hooks (device-to-host copies, HDF5 writes) ran inside the action: not compute.
+    const double c1 = now() - (excluded_seconds - excluded0);
+    st.dump_io += excluded_seconds - excluded0;
     switch (a.op) {
       case sched::Op::F: st.time_F += c1 - c0; break;
       case sched::Op::I: st.time_I += c1 - c0; break;

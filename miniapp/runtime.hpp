@@ -36,6 +36,7 @@ struct RankStepStats {
   double makespan = 0;   // step start to this rank's last action (s)
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;
   double comm_wait = 0;  // blocked waiting for a boundary tensor (exposed communication)
+  double dump_io = 0;    // inside actions but spent in dump hooks (counted neither as compute nor idle-free)
   int peak_stored_mb = 0;        // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
   std::vector<ActionTiming> actions;
@@ -67,6 +68,8 @@ class Pipeline {
 
   // Called after finalize_grads (gradients ready) and after the optimizer (new parameters).
   std::function<void(Stage<T>&)> on_grads_ready, on_params_updated;
+  // Seconds the stages' hooks (dumps) spent; the runtime leaves them out of compute times.
+  double excluded_seconds = 0;
 
  private:
   struct Impl;

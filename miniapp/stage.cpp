@@ -108,14 +108,13 @@ struct Stage<T>::Saved {
 // Scratch buffers shared by all micro-batches of a stage (not kept between actions).
 template <class T>
 struct Stage<T>::Workspace {
-  View2<T> c1, c2, c3, d4;
+  View2<T> c1, c2, d4;
   std::size_t rows = 0;
   void ensure(std::size_t N, std::size_t C) {
     if (N <= rows) return;
     rows = N;
     c1 = View2<T>(Kokkos::view_alloc("Stage::ws::c1", Kokkos::WithoutInitializing), N, C);
     c2 = View2<T>(Kokkos::view_alloc("Stage::ws::c2", Kokkos::WithoutInitializing), N, C);
-    c3 = View2<T>(Kokkos::view_alloc("Stage::ws::c3", Kokkos::WithoutInitializing), N, C);
     d4 = View2<T>(Kokkos::view_alloc("Stage::ws::d4", Kokkos::WithoutInitializing), N, 4 * C);
   }
 };
@@ -178,12 +177,6 @@ std::size_t Stage<T>::stored_bytes() const {
   std::size_t b = 0;
   for (const auto& kv : store_) b += kv.second->bytes;
   return b;
-}
-
-template <class T>
-void Stage<T>::note_peak() {
-  peak_count_ = std::max(peak_count_, stored_microbatches());
-  peak_bytes_ = std::max(peak_bytes_, stored_bytes());
 }
 
 template <class T>
@@ -273,7 +266,6 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     if (on_loss) on_loss(mb, ls, vs);
   }
   store_[mb.index] = std::move(sp);
-  note_peak();
 }
 
 template <class T>

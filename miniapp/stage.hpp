@@ -78,9 +78,6 @@ class Stage {
   // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes).
   int stored_microbatches() const { return static_cast<int>(store_.size()); }
   std::size_t stored_bytes() const;
-  int peak_stored_microbatches() const { return peak_count_; }
-  std::size_t peak_stored_bytes() const { return peak_bytes_; }
-  void reset_peaks() { peak_count_ = stored_microbatches(); peak_bytes_ = stored_bytes(); }
 
   TensorHook<T> on_activation, on_input_grad;
   LossHook on_loss;
@@ -89,7 +86,6 @@ class Stage {
   struct Saved;
   struct Workspace;
   Saved& saved(const MicroBatch& mb, const char* action);
-  void note_peak();
 
   ModelShape shape_;
   int id_, first_layer_, num_layers_;
@@ -99,8 +95,6 @@ class Stage {
   std::map<int, std::unique_ptr<Saved>> store_;
   std::vector<std::unique_ptr<Saved>> pool_;  // freed stores kept for reuse
   std::unique_ptr<Workspace> ws_;             // scratch shared by the stage's actions
-  int peak_count_ = 0;
-  std::size_t peak_bytes_ = 0;
 };
 
 }  // namespace minipipe
