@@ -254,6 +254,16 @@ const std::vector<std::string>& Deck::get_string_list(const std::string& key) co
 }
 
 namespace {
+// The shortest decimal text that reads back as the same double.
+std::string shortest(double x) {
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::ostringstream os;
+    os << std::setprecision(prec) << x;
+    if (std::stod(os.str()) == x) return os.str();
+  }
+  return std::to_string(x);
+}
+
 // A TOML basic string: quotes and backslashes escaped.
 std::string quoted(const std::string& s) {
   std::string o = "\"";
@@ -269,7 +279,7 @@ std::string to_text(const DeckValue& v) {
   std::ostringstream os;
   switch (v.index()) {
     case 0: os << std::get<long long>(v); break;
-    case 1: os << std::setprecision(17) << std::get<double>(v); break;
+    case 1: os << shortest(std::get<double>(v)); break;
     case 2: os << (std::get<bool>(v) ? "true" : "false"); break;
     case 3: os << quoted(std::get<std::string>(v)); break;
     case 4: {

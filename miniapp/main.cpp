@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "config.hpp"
 #include "io/compare_tool.hpp"
@@ -25,7 +27,13 @@ int world_rank() {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  Kokkos::initialize(argc, argv);
+  // Kokkos reads only its own --kokkos-* options (it would also answer a plain --help with its
+  // own text); everything else is the driver's.
+  std::vector<char*> kokkos_args{argv[0]}, app_args{argv[0]};
+  for (int i = 1; i < argc; ++i)
+    (std::string(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : app_args).push_back(argv[i]);
+  int kokkos_argc = static_cast<int>(kokkos_args.size());
+  Kokkos::initialize(kokkos_argc, kokkos_args.data());
   int rc = 0;
   {
     CLI::App app{"miniPipe: pipeline-parallel GPT-2 training mini-app (Kokkos + MPI + HDF5)"};
@@ -41,6 +49,8 @@ int main(int argc, char** argv) {
           "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; },
           k.help);
       o->default_str(minipipe::to_text(k.def));
+      static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
+      o->type_name(kinds[k.def.index()]);
       o->group("Deck keys (default shown)");
     }
     auto* run = app.add_subcommand("run", "train the model with a pipeline schedule (launch with mpiexec -n P)");
@@ -61,7 +71,7 @@ int main(int argc, char** argv) {
     compare_tool.attach(app);
 
     try {
-      app.parse(argc, argv);
+      app.parse(static_cast<int>(app_args.size()), app_args.data());
     } catch (const CLI::ParseError& e) {
       if (world_rank() == 0) rc = app.exit(e);
       else rc = e.get_exit_code();
