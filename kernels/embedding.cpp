@@ -7,12 +7,6 @@
 
 namespace minipipe {
 
-namespace {
-void require(bool ok, const char* where, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
-}
-}  // namespace
-
 template <class Real>
 void Embedding<Real>::forward(int B, int T, CIdx tokens, CMat<Real> wte, CMat<Real> wpe, Mat<Real> out) {
   const int C = static_cast<int>(wte.extent(1));

@@ -11,9 +11,6 @@ namespace {
 using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = TeamPolicy::member_type;
 
-void require(bool ok, const char* where, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
-}
 }  // namespace
 
 template <class T>

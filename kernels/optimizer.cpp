@@ -21,9 +21,6 @@ double pow_int(double base, int n) {
   return result;
 }
 
-void require(bool ok, const char* where, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
-}
 }  // namespace
 
 template <class T>

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace minipipe {
 
@@ -45,6 +47,11 @@ using Idx = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTrai
 enum class Mode { deterministic, fast };
 
 inline const char* to_string(Mode m) { return m == Mode::deterministic ? "deterministic" : "fast"; }
+
+// Argument check of a kernel's host-side entry: throws std::invalid_argument "where: what".
+inline void require(bool ok, const char* where, const std::string& what) {
+  if (!ok) throw std::invalid_argument(std::string(where) + ": " + what);
+}
 
 // ---- portability shims ----------------------------------------------------------------
 
