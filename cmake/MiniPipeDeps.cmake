@@ -23,7 +23,7 @@ if(_mp_kokkos_inc)
   endif()
 endif()
 find_path(MINIPIPE_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp
-  HINTS ${_mp_kokkos_fixed_inc} ${Kokkos_INCLUDE_DIRS}
+  HINTS ${_mp_kokkos_fixed_inc} ${Kokkos_INCLUDE_DIRS} "${Kokkos_DIR}/../../../include" "${Kokkos_DIR}/../../../../include"
   PATH_SUFFIXES trilinos
   PATHS /usr/include)
 if(NOT MINIPIPE_KOKKOS_INCLUDE_DIR)
@@ -69,7 +69,12 @@ message(STATUS "miniPipe: Kokkos ${MINIPIPE_KOKKOS_VERSION}, backends: ${MINIPIP
 
 # --- MPI, HDF5, BLAS, decks and flags ----------------------------------------------------
 find_package(MPI REQUIRED COMPONENTS CXX)
-message(STATUS "miniPipe: MPI ${MPI_CXX_VERSION} (${MPI_CXX_LIBRARY_VERSION_STRING})")
+set(_mp_mpi_lib "${MPI_CXX_LIBRARY_VERSION_STRING}")
+if(NOT _mp_mpi_lib AND MPIEXEC_EXECUTABLE)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mp_mpi_lib ERROR_QUIET)
+  string(REGEX REPLACE "\n.*" "" _mp_mpi_lib "${_mp_mpi_lib}")
+endif()
+message(STATUS "miniPipe: MPI ${MPI_CXX_VERSION} standard, ${_mp_mpi_lib} (launcher ${MPIEXEC_EXECUTABLE})")
 
 set(HDF5_PREFER_PARALLEL TRUE)
 find_package(HDF5 REQUIRED COMPONENTS C)
