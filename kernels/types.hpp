@@ -16,10 +16,14 @@ using MemSpace = ExecSpace::memory_space;
 using HostSpace = Kokkos::HostSpace;
 
 // Row-major (LayoutRight) everywhere so a [B,T,C] tensor is also a [B*T, C] matrix.
-template <class T> using View1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
-template <class T> using View2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
-template <class T> using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
-template <class T> using View4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using View1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using View2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using View4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace>;
 
 // Unmanaged 2-D view of a [B,T,C] tensor as [B*T, C] (no copy).
 template <class T>
@@ -46,7 +50,9 @@ using Idx = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTrai
 // fast: vendor GEMM through Kokkos Kernels and libm; compared to deterministic within a tolerance.
 enum class Mode { deterministic, fast };
 
-inline const char* to_string(Mode m) { return m == Mode::deterministic ? "deterministic" : "fast"; }
+inline const char* to_string(Mode m) {
+  return m == Mode::deterministic ? "deterministic" : "fast";
+}
 
 // Argument check of a kernel's host-side entry: throws std::invalid_argument "where: what".
 inline void require(bool ok, const char* where, const std::string& what) {
@@ -57,12 +63,20 @@ inline void require(bool ok, const char* where, const std::string& what) {
 
 // Explicit fused multiply-add: a*b+c with one rounding. IEEE-exact on every backend, so it
 // is the only FMA the deterministic kernels use (implicit contraction is disabled).
-KOKKOS_FORCEINLINE_FUNCTION float fma_exact(float a, float b, float c) { return ::fmaf(a, b, c); }
-KOKKOS_FORCEINLINE_FUNCTION double fma_exact(double a, double b, double c) { return ::fma(a, b, c); }
+KOKKOS_FORCEINLINE_FUNCTION float fma_exact(float a, float b, float c) {
+  return ::fmaf(a, b, c);
+}
+KOKKOS_FORCEINLINE_FUNCTION double fma_exact(double a, double b, double c) {
+  return ::fma(a, b, c);
+}
 
 // Correctly rounded square root (IEEE) on every backend.
-KOKKOS_FORCEINLINE_FUNCTION float sqrt_exact(float x) { return ::sqrtf(x); }
-KOKKOS_FORCEINLINE_FUNCTION double sqrt_exact(double x) { return ::sqrt(x); }
+KOKKOS_FORCEINLINE_FUNCTION float sqrt_exact(float x) {
+  return ::sqrtf(x);
+}
+KOKKOS_FORCEINLINE_FUNCTION double sqrt_exact(double x) {
+  return ::sqrt(x);
+}
 
 // libm functions for fast mode (Kokkos::Experimental:: before 3.7, Kokkos:: after).
 #if KOKKOS_VERSION >= 30700

@@ -59,19 +59,24 @@ namespace {
 
 const char* type_name(const DeckValue& v) {
   switch (v.index()) {
-    case 0: return "integer";
-    case 1: return "number";
-    case 2: return "boolean";
-    case 3: return "string";
-    case 4: return "integer or list of integers";
-    default: return "string or list of strings";
+    case 0:
+      return "integer";
+    case 1:
+      return "number";
+    case 2:
+      return "boolean";
+    case 3:
+      return "string";
+    case 4:
+      return "integer or list of integers";
+    default:
+      return "string or list of strings";
   }
 }
 
 [[noreturn]] void bad_type(const std::string& key, const std::string& got, const DeckValue& want,
                            const std::string& origin) {
-  throw InputError(origin + ": key '" + key + "' has value " + got + ", but it must be " +
-                   type_name(want));
+  throw InputError(origin + ": key '" + key + "' has value " + got + ", but it must be " + type_name(want));
 }
 
 std::string node_text(const toml::node& n) {
@@ -86,8 +91,7 @@ std::string node_text(const toml::node& n) {
 }
 
 // Converts a TOML node to the type of the key's default.
-DeckValue convert_node(const std::string& key, const toml::node& n, const DeckValue& want,
-                       const std::string& origin) {
+DeckValue convert_node(const std::string& key, const toml::node& n, const DeckValue& want, const std::string& origin) {
   switch (want.index()) {
     case 0:
       if (auto v = n.value_exact<int64_t>()) return static_cast<long long>(*v);
@@ -166,7 +170,8 @@ Deck::Deck() {
 Deck Deck::from_file(const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    throw InputError("deck: cannot read file '" + path + "' (missing or not readable); pass --deck FILE with an existing TOML deck");
+    throw InputError("deck: cannot read file '" + path +
+                     "' (missing or not readable); pass --deck FILE with an existing TOML deck");
   std::stringstream ss;
   ss << in.rdbuf();
   return from_string(ss.str(), path);
@@ -180,8 +185,8 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
     tbl = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
-    os << origin << ": not valid TOML at line " << e.source().begin.line << ", column "
-       << e.source().begin.column << ": " << e.description();
+    os << origin << ": not valid TOML at line " << e.source().begin.line << ", column " << e.source().begin.column
+       << ": " << e.description();
     throw InputError(os.str());
   }
   for (const auto& [section, node] : tbl) {
@@ -206,7 +211,9 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
   if (it == values_.end()) throw InputError("command line: unknown key '" + key + "'");
   DeckValue& v = it->second;
   switch (v.index()) {
-    case 0: v = parse_int(key, text); break;
+    case 0:
+      v = parse_int(key, text);
+      break;
     case 1: {
       std::size_t pos = 0;
       double x = 0;
@@ -221,18 +228,25 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
       break;
     }
     case 2:
-      if (text == "true" || text == "1" || text == "on") v = true;
-      else if (text == "false" || text == "0" || text == "off") v = false;
-      else throw InputError("command line: key '" + key + "' has value '" + text + "', but it must be true or false");
+      if (text == "true" || text == "1" || text == "on")
+        v = true;
+      else if (text == "false" || text == "0" || text == "off")
+        v = false;
+      else
+        throw InputError("command line: key '" + key + "' has value '" + text + "', but it must be true or false");
       break;
-    case 3: v = text; break;
+    case 3:
+      v = text;
+      break;
     case 4: {
       IntList out;
       for (const auto& s : split_list(text)) out.push_back(parse_int(key, s));
       v = out;
       break;
     }
-    default: v = split_list(text); break;
+    default:
+      v = split_list(text);
+      break;
   }
 }
 
@@ -242,10 +256,18 @@ const DeckValue& Deck::at(const std::string& key) const {
   return it->second;
 }
 
-long long Deck::get_int(const std::string& key) const { return std::get<long long>(at(key)); }
-double Deck::get_double(const std::string& key) const { return std::get<double>(at(key)); }
-bool Deck::get_bool(const std::string& key) const { return std::get<bool>(at(key)); }
-const std::string& Deck::get_string(const std::string& key) const { return std::get<std::string>(at(key)); }
+long long Deck::get_int(const std::string& key) const {
+  return std::get<long long>(at(key));
+}
+double Deck::get_double(const std::string& key) const {
+  return std::get<double>(at(key));
+}
+bool Deck::get_bool(const std::string& key) const {
+  return std::get<bool>(at(key));
+}
+const std::string& Deck::get_string(const std::string& key) const {
+  return std::get<std::string>(at(key));
+}
 const std::vector<long long>& Deck::get_int_list(const std::string& key) const {
   return std::get<IntList>(at(key));
 }
@@ -278,10 +300,18 @@ std::string quoted(const std::string& s) {
 std::string to_text(const DeckValue& v) {
   std::ostringstream os;
   switch (v.index()) {
-    case 0: os << std::get<long long>(v); break;
-    case 1: os << shortest(std::get<double>(v)); break;
-    case 2: os << (std::get<bool>(v) ? "true" : "false"); break;
-    case 3: os << quoted(std::get<std::string>(v)); break;
+    case 0:
+      os << std::get<long long>(v);
+      break;
+    case 1:
+      os << shortest(std::get<double>(v));
+      break;
+    case 2:
+      os << (std::get<bool>(v) ? "true" : "false");
+      break;
+    case 3:
+      os << quoted(std::get<std::string>(v));
+      break;
     case 4: {
       os << '[';
       const auto& l = std::get<IntList>(v);

@@ -16,8 +16,7 @@ struct InputError : std::runtime_error {
 };
 
 // One deck value. Lists are used for sweeps (schedules, micro-batch counts) and layer splits.
-using DeckValue = std::variant<long long, double, bool, std::string, std::vector<long long>,
-                               std::vector<std::string>>;
+using DeckValue = std::variant<long long, double, bool, std::string, std::vector<long long>, std::vector<std::string>>;
 
 struct DeckKey {
   std::string name;  // "section.key"

@@ -18,14 +18,13 @@ DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape
   seed_ = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   const long long min_len = deck.get_int("data.min_len");
   if (min_len < 0 || min_len > shape.seq_len)
-    throw InputError("deck: key 'data.min_len' has value " + std::to_string(min_len) + "; allowed: 0 .. model.seq_len (" +
-                     std::to_string(shape.seq_len) + ")");
+    throw InputError("deck: key 'data.min_len' has value " + std::to_string(min_len) +
+                     "; allowed: 0 .. model.seq_len (" + std::to_string(shape.seq_len) + ")");
   // Every sample has at least one valid target; 0 means half the sequence length.
   min_len_ = std::clamp(min_len == 0 ? shape.seq_len / 2 : static_cast<int>(min_len), 1, shape.seq_len);
   const std::string& src = deck.get_string("data.source");
   if (src == "synthetic") return;
-  if (src != "hdf5")
-    throw InputError("deck: key 'data.source' has value \"" + src + "\"; allowed: synthetic | hdf5");
+  if (src != "hdf5") throw InputError("deck: key 'data.source' has value \"" + src + "\"; allowed: synthetic | hdf5");
   from_file_ = true;
   const std::string& path = deck.get_string("data.path");
   const std::string& dset = deck.get_string("data.dataset");
@@ -42,7 +41,8 @@ DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape
                      "] dataset");
   for (int t : file_tokens_)
     if (t < -1 || t >= shape.vocab)
-      throw InputError("deck: key 'data.path': token " + std::to_string(t) + " in " + path + " is outside [-1, model.vocab)");
+      throw InputError("deck: key 'data.path': token " + std::to_string(t) + " in " + path +
+                       " is outside [-1, model.vocab)");
   file_rows_ = dims[0];
 }
 

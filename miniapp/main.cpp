@@ -46,8 +46,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> overrides;
     for (const auto& k : minipipe::deck_keys()) {
       auto* o = app.add_option_function<std::string>(
-          "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; },
-          k.help);
+          "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; }, k.help);
       o->default_str(minipipe::to_text(k.def));
       static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
       o->type_name(kinds[k.def.index()]);
@@ -73,8 +72,10 @@ int main(int argc, char** argv) {
     try {
       app.parse(static_cast<int>(app_args.size()), app_args.data());
     } catch (const CLI::ParseError& e) {
-      if (world_rank() == 0) rc = app.exit(e);
-      else rc = e.get_exit_code();
+      if (world_rank() == 0)
+        rc = app.exit(e);
+      else
+        rc = e.get_exit_code();
       Kokkos::finalize();
       MPI_Finalize();
       return rc;

@@ -113,9 +113,12 @@ std::uint64_t hash_name(const std::string& name) {
 
 double init_value(std::uint64_t seed, const ParamSpec& p, std::size_t index) {
   switch (p.init) {
-    case ParamSpec::Init::zeros: return 0.0;
-    case ParamSpec::Init::ones: return 1.0;
-    case ParamSpec::Init::normal: break;
+    case ParamSpec::Init::zeros:
+      return 0.0;
+    case ParamSpec::Init::ones:
+      return 1.0;
+    case ParamSpec::Init::normal:
+      break;
   }
   // Irwin-Hall: the sum of 4 uniforms on [0,1) has mean 2 and variance 1/3; no transcendental
   // function is involved, so the value is the same on every libm.

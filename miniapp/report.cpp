@@ -13,10 +13,14 @@ namespace {
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (c == '\n') o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
+    if (c == '"' || c == '\\')
+      o += '\\', o += c;
+    else if (c == '\n')
+      o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20)
+      o += ' ';
+    else
+      o += c;
   }
   return o;
 }
@@ -58,8 +62,7 @@ void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml
       out << "        {\"rank\": " << q.rank << ", \"stages\": " << arr(q.stages) << ", \"F\": " << num(q.time_F)
           << ", \"I\": " << num(q.time_I) << ", \"W\": " << num(q.time_W) << ", \"B\": " << num(q.time_B)
           << ", \"busy\": " << num(q.busy) << ", \"comm_wait\": " << num(q.comm_wait) << ", \"idle\": " << num(q.idle)
-          << ", \"dump_io\": " << num(q.dump_io)
-          << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
+          << ", \"dump_io\": " << num(q.dump_io) << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
           << ", \"peak_stored_bytes\": " << num(q.peak_stored_bytes) << "}" << (k + 1 < r.ranks.size() ? "," : "")
           << "\n";
     }
@@ -73,8 +76,8 @@ void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml
 
 void print_table(const std::vector<RunReport>& runs, std::ostream& out) {
   char line[512];
-  std::snprintf(line, sizeof(line), "%-17s %3s %3s %4s %10s %11s %27s %15s %10s", "schedule", "p", "v", "m",
-                "step ms", "tokens/s", "bubble meas / sim / analytic", "peak act mb/MiB", "dump");
+  std::snprintf(line, sizeof(line), "%-17s %3s %3s %4s %10s %11s %27s %15s %10s", "schedule", "p", "v", "m", "step ms",
+                "tokens/s", "bubble meas / sim / analytic", "peak act mb/MiB", "dump");
   out << line << "\n";
   for (const auto& r : runs) {
     int peak_mb = 0;

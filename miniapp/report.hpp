@@ -22,18 +22,18 @@ struct RunReport {
   std::string schedule;
   int p = 1, v = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
   std::string mode, backend, blas, comm_path;
-  std::vector<double> losses;           // per step
-  std::vector<double> step_seconds;     // per step (max over ranks)
-  double step_seconds_mean = 0;         // steps after the first (warm-up) when there are several
+  std::vector<double> losses;        // per step
+  std::vector<double> step_seconds;  // per step (max over ranks)
+  double step_seconds_mean = 0;      // steps after the first (warm-up) when there are several
   double tokens_per_second = 0;
-  double makespan = 0;                  // the timed step
+  double makespan = 0;  // the timed step
   double bubble_measured = 0, bubble_simulated = 0;
   std::optional<double> bubble_analytic;
-  double imbalance = 0;                 // max/mean per-stage compute time
-  std::vector<double> stage_compute;    // per stage: F + I + W + B seconds in the timed step
+  double imbalance = 0;               // max/mean per-stage compute time
+  std::vector<double> stage_compute;  // per stage: F + I + W + B seconds in the timed step
   std::vector<RankReport> ranks;
   std::string dump_path;
-  std::string dump_vs_reference;        // "reference", "identical", "DIFFERS", "error", "-" (no dump)
+  std::string dump_vs_reference;  // "reference", "identical", "DIFFERS", "error", "-" (no dump)
 };
 
 void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml, std::ostream& out);

@@ -9,9 +9,9 @@
 #include <set>
 
 #include <cstdio>
-#include <iostream>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <optional>
 #include <sstream>
 
@@ -75,8 +75,8 @@ sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p,
       throw InputError("deck: key 'pipeline.placement' has value \"" + placement + "\"; allowed: loop | v");
     sched::Schedule s = sched::read_csv(in, p, placement == "v" ? sched::Placement::v : sched::Placement::loop);
     if (s.p != p)
-      throw InputError("pipeline.csv: " + path + " has " + std::to_string(s.p) + " rank rows but the launch has p = " +
-                       std::to_string(p) + " ranks");
+      throw InputError("pipeline.csv: " + path + " has " + std::to_string(s.p) +
+                       " rank rows but the launch has p = " + std::to_string(p) + " ranks");
     if (s.m != m)
       throw InputError("pipeline.csv: " + path + " schedules " + std::to_string(s.m) +
                        " micro-batches but pipeline.microbatches = " + std::to_string(m));
@@ -146,7 +146,8 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
   const ModelShape& shape = su.shape;
   su.B = deck.get_int("train.batch");
   if (su.B <= 0 || su.B > (1LL << 24))
-    throw InputError("deck: key 'train.batch' has value " + std::to_string(su.B) + "; allowed: an integer in [1, 2^24]");
+    throw InputError("deck: key 'train.batch' has value " + std::to_string(su.B) +
+                     "; allowed: an integer in [1, 2^24]");
   su.steps = deck.get_int("train.steps");
   if (su.steps <= 0 || su.steps > 1000000)
     throw InputError("deck: key 'train.steps' has value " + std::to_string(su.steps) + "; allowed: 1 .. 1000000");
@@ -212,7 +213,8 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
                          ", m = " + std::to_string(m) + ") twice; allowed: each pair once");
       if (m < 1 || m > su.B)
         throw InputError("deck: key 'pipeline.microbatches' has value " + std::to_string(m) +
-                         "; allowed: 1 .. train.batch (" + std::to_string(su.B) + ") so every micro-batch has a sample");
+                         "; allowed: 1 .. train.batch (" + std::to_string(su.B) +
+                         ") so every micro-batch has a sample");
       const int v = v_key > 0 || name == "csv" ? static_cast<int>(v_key) : sched::default_v(name);
       Plan pl;
       pl.schedule = name;
@@ -227,7 +229,8 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
                          " stages and m = " + std::to_string(m) + " needs message tags up to " +
                          std::to_string(max_tag) + " but this MPI allows MPI_TAG_UB = " + std::to_string(tag_ub) +
                          "; allowed: 2 * stages * m <= MPI_TAG_UB + 1");
-      pl.layout = make_stage_layout(shape.n_layer, pl.lowered.num_stages(), deck.get_int_list("pipeline.layers_per_stage"));
+      pl.layout =
+          make_stage_layout(shape.n_layer, pl.lowered.num_stages(), deck.get_int_list("pipeline.layers_per_stage"));
       const bool sweep = names.size() * ms.size() > 1;
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
                     ? ""
@@ -266,10 +269,11 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
   std::string reference_dump;
   int exit_code = 0;
   for (auto& pl : plans) {
-    Pipeline<Real> pipe(comm, shape, pl.layout, pl.lowered, mode, static_cast<std::uint64_t>(deck.get_int("train.seed")),
-                        path);
+    Pipeline<Real> pipe(comm, shape, pl.layout, pl.lowered, mode,
+                        static_cast<std::uint64_t>(deck.get_int("train.seed")), path);
     if (rank == 0) {
-      out << "\n== schedule " << pl.schedule << ", p = " << p << ", v = " << pl.lowered.v << ", m = " << pl.m << " ==\n";
+      out << "\n== schedule " << pl.schedule << ", p = " << p << ", v = " << pl.lowered.v << ", m = " << pl.m
+          << " ==\n";
     }
     std::unique_ptr<io::DumpWriter> dump;
     if (!pl.dump.empty()) {
@@ -382,8 +386,14 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
 
     // ---- gather the last step's measurements on rank 0 ----
     const auto& st = last.stats;
-    std::vector<double> mine = {st.time_F, st.time_I, st.time_W, st.time_B, st.comm_wait, st.makespan,
-                                static_cast<double>(st.peak_stored_mb), static_cast<double>(st.peak_stored_bytes),
+    std::vector<double> mine = {st.time_F,
+                                st.time_I,
+                                st.time_W,
+                                st.time_B,
+                                st.comm_wait,
+                                st.makespan,
+                                static_cast<double>(st.peak_stored_mb),
+                                static_cast<double>(st.peak_stored_bytes),
                                 st.dump_io};
     std::vector<double> all(mine.size() * static_cast<std::size_t>(p));
     MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
@@ -439,10 +449,18 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
           const double d = a[4] - a[3];
           tl.events.push_back({r, 1e3 * a[3], 1e3 * a[4], op, s, static_cast<int>(a[2])});
           switch (op) {
-            case sched::Op::F: cF[s] += d, ++nF[s]; break;
-            case sched::Op::I: cI[s] += d, ++nI[s]; break;
-            case sched::Op::W: cW[s] += d, ++nW[s]; break;
-            default: cB[s] += d, ++nB[s]; break;
+            case sched::Op::F:
+              cF[s] += d, ++nF[s];
+              break;
+            case sched::Op::I:
+              cI[s] += d, ++nI[s];
+              break;
+            case sched::Op::W:
+              cW[s] += d, ++nW[s];
+              break;
+            default:
+              cB[s] += d, ++nB[s];
+              break;
           }
         }
       }
@@ -518,8 +536,8 @@ int execute_run(const Deck& deck, RunSetup& su, MPI_Comm comm, std::ostream& out
         std::snprintf(line, sizeof(line),
                       "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f ms"
                       " | peak %d mb\n",
-                      rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B,
-                      1e3 * rr.comm_wait, 1e3 * rr.idle, 1e3 * rr.dump_io, rr.peak_stored_mb);
+                      rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B, 1e3 * rr.comm_wait,
+                      1e3 * rr.idle, 1e3 * rr.dump_io, rr.peak_stored_mb);
         out << line;
       }
     }
@@ -555,7 +573,8 @@ bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err)
   MPI_Bcast(&len, 1, MPI_INT, first, comm);
   text.resize(static_cast<std::size_t>(len));
   MPI_Bcast(text.data(), len, MPI_CHAR, first, comm);
-  if (rank == 0) err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
+  if (rank == 0)
+    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
   return true;
 }
 

@@ -17,9 +17,12 @@ namespace minipipe {
 
 const char* to_string(CommPath p) {
   switch (p) {
-    case CommPath::host_memory: return "host memory (buffers are host-resident; no staging needed)";
-    case CommPath::device_buffers: return "device buffers passed to CUDA-aware MPI";
-    case CommPath::host_staging: return "host staging through mirrors";
+    case CommPath::host_memory:
+      return "host memory (buffers are host-resident; no staging needed)";
+    case CommPath::device_buffers:
+      return "device buffers passed to CUDA-aware MPI";
+    case CommPath::host_staging:
+      return "host staging through mirrors";
   }
   return "?";
 }
@@ -38,8 +41,8 @@ CommPath choose_comm_path(const std::string& cuda_aware, std::string& why) {
 #endif
   std::ostringstream os;
   os << "GPU-aware MPI (MPIX_CUDA/ROCM_AWARE_SUPPORT) at compile time: " << (compiled ? "yes" : "no")
-     << ", at run time (MPIX_Query_*_support): " << (runtime ? "yes" : "no")
-     << ", memory space: " << MemSpace::name() << ", pipeline.cuda_aware = " << cuda_aware;
+     << ", at run time (MPIX_Query_*_support): " << (runtime ? "yes" : "no") << ", memory space: " << MemSpace::name()
+     << ", pipeline.cuda_aware = " << cuda_aware;
   why = os.str();
   if (cuda_aware == "off") return CommPath::host_staging;
   if (cuda_aware == "on") return host_accessible ? CommPath::host_memory : CommPath::device_buffers;
@@ -56,9 +59,7 @@ enum Dir { kFwd = 0, kBwd = 1 };
 // Key of a boundary tensor: direction, the stage that consumes it, micro-batch.
 struct Key {
   int dir, stage, mb;
-  bool operator<(const Key& o) const {
-    return std::tie(dir, stage, mb) < std::tie(o.dir, o.stage, o.mb);
-  }
+  bool operator<(const Key& o) const { return std::tie(dir, stage, mb) < std::tie(o.dir, o.stage, o.mb); }
 };
 
 template <class T>
@@ -79,14 +80,14 @@ template <class T>
 struct Pipeline<T>::Impl {
   struct Pending {
     MPI_Request req = MPI_REQUEST_NULL;
-    View2<T> dev;                                        // tensor on the device
+    View2<T> dev;                                            // tensor on the device
     Kokkos::View<T**, Kokkos::LayoutRight, HostSpace> host;  // staging mirror (host_staging only)
   };
   CommPath path = CommPath::host_memory;
   int num_stages = 0, m = 0, tag_ub = 0;
-  std::map<Key, Pending> recvs;    // posted receives (and local hand-offs, req = NULL)
-  std::vector<Pending> sends;      // sends in flight
-  std::map<Key, View2<T>> outputs; // produced, not yet sent or handed over: (dir, producing stage, mb)
+  std::map<Key, Pending> recvs;     // posted receives (and local hand-offs, req = NULL)
+  std::vector<Pending> sends;       // sends in flight
+  std::map<Key, View2<T>> outputs;  // produced, not yet sent or handed over: (dir, producing stage, mb)
   std::map<std::size_t, std::vector<View2<T>>> pool;  // free boundary buffers by row count
 
   View2<T> take(std::size_t rows, std::size_t C) {
@@ -139,8 +140,8 @@ std::vector<MicroBatch> Pipeline<T>::split(int B, int m) {
 }
 
 template <class T>
-Pipeline<T>::Pipeline(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout,
-                      const sched::Schedule& lowered, Mode mode, std::uint64_t seed, CommPath path)
+Pipeline<T>::Pipeline(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout, const sched::Schedule& lowered,
+                      Mode mode, std::uint64_t seed, CommPath path)
     : impl_(std::make_unique<Impl>()), comm_(comm), shape_(shape), schedule_(lowered) {
   MPI_Comm_rank(comm_, &rank_);
   impl_->path = path;
@@ -330,10 +331,18 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
     const double c1 = now() - (excluded_seconds - excluded0);
     st.dump_io += excluded_seconds - excluded0;
     switch (a.op) {
-      case sched::Op::F: st.time_F += c1 - c0; break;
-      case sched::Op::I: st.time_I += c1 - c0; break;
-      case sched::Op::W: st.time_W += c1 - c0; break;
-      default: st.time_B += c1 - c0; break;
+      case sched::Op::F:
+        st.time_F += c1 - c0;
+        break;
+      case sched::Op::I:
+        st.time_I += c1 - c0;
+        break;
+      case sched::Op::W:
+        st.time_W += c1 - c0;
+        break;
+      default:
+        st.time_B += c1 - c0;
+        break;
     }
     st.actions.push_back({a.op, a.stage, a.microbatch, c0, c1});
     note_memory();
@@ -358,10 +367,18 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
     const auto& a = actions[i];
     try {
       switch (a.op) {
-        case sched::Op::RECV_F: post_recv(kFwd, a); break;
-        case sched::Op::RECV_B: post_recv(kBwd, a); break;
-        case sched::Op::SEND_F: post_send(kFwd, a); break;
-        case sched::Op::SEND_B: post_send(kBwd, a); break;
+        case sched::Op::RECV_F:
+          post_recv(kFwd, a);
+          break;
+        case sched::Op::RECV_B:
+          post_recv(kBwd, a);
+          break;
+        case sched::Op::SEND_F:
+          post_send(kFwd, a);
+          break;
+        case sched::Op::SEND_B:
+          post_send(kBwd, a);
+          break;
         default:
           post_ahead(i + 1);
           compute(a);
@@ -397,7 +414,8 @@ StepResult Pipeline<T>::run_step(int step, const Batch& batch, const OptimizerCo
   Fixed128 acc;
   int overflow = 0;
   for (double v : res.sample_loss) ExactSum::add(acc, v, overflow);
-  if (overflow) throw std::runtime_error("step " + std::to_string(step) + ": loss sum overflowed the exact accumulator");
+  if (overflow)
+    throw std::runtime_error("step " + std::to_string(step) + ": loss sum overflowed the exact accumulator");
   res.loss = ExactSum::to_double(acc) / static_cast<double>(in.global_valid_tokens);
 
   {

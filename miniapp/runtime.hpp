@@ -33,11 +33,11 @@ struct ActionTiming {
 
 // What one rank measured in one step.
 struct RankStepStats {
-  double makespan = 0;   // step start to this rank's last action (s)
+  double makespan = 0;  // step start to this rank's last action (s)
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;
-  double comm_wait = 0;  // blocked waiting for a boundary tensor (exposed communication)
-  double dump_io = 0;    // inside actions but spent in dump hooks (counted neither as compute nor idle-free)
-  int peak_stored_mb = 0;        // micro-batches with stored activations, all stages of the rank
+  double comm_wait = 0;    // blocked waiting for a boundary tensor (exposed communication)
+  double dump_io = 0;      // inside actions but spent in dump hooks (counted neither as compute nor idle-free)
+  int peak_stored_mb = 0;  // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
   std::vector<ActionTiming> actions;
 };
@@ -47,15 +47,15 @@ struct StepResult {
   double loss = 0;                  // global: sum of token losses / global valid tokens
   std::vector<double> sample_loss;  // per global sample (valid on the last stage's rank)
   std::vector<int> sample_tokens;
-  RankStepStats stats;              // this rank's
+  RankStepStats stats;  // this rank's
 };
 
 template <class T>
 class Pipeline {
  public:
   // Builds this rank's stages (stage s lives on schedule.stage_to_rank[s]).
-  Pipeline(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout, const sched::Schedule& lowered,
-           Mode mode, std::uint64_t seed, CommPath path);
+  Pipeline(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout, const sched::Schedule& lowered, Mode mode,
+           std::uint64_t seed, CommPath path);
   ~Pipeline();
 
   // Runs one optimizer step over the global batch with m micro-batches (sizes differ by <= 1).

@@ -46,16 +46,16 @@ struct Stage<T>::Saved {
   struct Block {
     // Forward values kept for I and W.  All (N, .) with N = n*T rows.
     View2<T> x_in, ln1, qkv, att, atty, res1, ln2, fc, gelu;  // (N,C) (N,C) (N,3C) (n*H*T,T) ... (N,4C)
-    View1<T> mean1, rstd1, mean2, rstd2;                     // (N)
+    View1<T> mean1, rstd1, mean2, rstd2;                      // (N)
     // Gradients made by I and consumed by W.
     View2<T> dout, d_res1, d_qkv, d_ln1, d_fc, d_ln2;
   };
   int n = 0;
   bool input_grad_done = false;
   std::vector<Block> blocks;
-  View2<T> emb_dout;                                   // (N,C) first stage
-  View2<T> h_x, lnf, logits, dlogits, d_lnf;           // head: (N,C) (N,C) (N,V) (N,V) (N,C)
-  View1<T> h_mean, h_rstd, losses;                     // (N)
+  View2<T> emb_dout;                          // (N,C) first stage
+  View2<T> h_x, lnf, logits, dlogits, d_lnf;  // head: (N,C) (N,C) (N,V) (N,V) (N,C)
+  View1<T> h_mean, h_rstd, losses;            // (N)
   std::size_t bytes = 0;
 
   Saved(const ModelShape& s, int n_samples, int num_blocks, bool first, bool last) : n(n_samples) {
@@ -165,8 +165,7 @@ std::string Stage<T>::describe() const {
   std::ostringstream os;
   os << "stage " << id_ << ":";
   if (first_) os << " embedding";
-  if (num_layers_ > 0)
-    os << " " << block_name(first_layer_) << ".." << block_name(first_layer_ + num_layers_ - 1);
+  if (num_layers_ > 0) os << " " << block_name(first_layer_) << ".." << block_name(first_layer_ + num_layers_ - 1);
   if (last_) os << " lnf+lm_head+loss";
   if (!first_ && !last_ && num_layers_ == 0) os << " (pass-through)";
   return os.str();
@@ -251,8 +250,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
 
   if (last_) {
     const std::size_t h = params_.size() - 3;
-    LayerNorm<T>::forward(mode_, s.h_x, cvec(params_[h].value), cvec(params_[h + 1].value), s.lnf, s.h_mean,
-                          s.h_rstd);
+    LayerNorm<T>::forward(mode_, s.h_x, cvec(params_[h].value), cvec(params_[h + 1].value), s.lnf, s.h_mean, s.h_rstd);
     if (on_activation) on_activation("lnf", mb, s.lnf);
     Linear<T>::forward(mode_, s.lnf, cmat(params_[h + 2]), CVec<T>(), s.logits);
     CrossEntropy<T>::forward(mode_, s.logits, targets, s.losses);
@@ -305,12 +303,12 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     auto d4 = rows(ws.d4, N);
     auto c1 = rows(ws.c1, N);
     auto c2 = rows(ws.c2, N);
-    Linear<T>::backward_input(mode_, k.dout, cmat(P[FCP_W]), d4);                             // d gelu (N,4C)
+    Linear<T>::backward_input(mode_, k.dout, cmat(P[FCP_W]), d4);  // d gelu (N,4C)
     Gelu<T>::backward_input(mode_, flat(k.fc), CVec<T>(d4.data(), d4.size()), flat_mut(k.d_fc));
-    Linear<T>::backward_input(mode_, k.d_fc, cmat(P[FC_W]), k.d_ln2);                         // (N,C)
+    Linear<T>::backward_input(mode_, k.d_fc, cmat(P[FC_W]), k.d_ln2);  // (N,C)
     LayerNorm<T>::backward_input(mode_, k.res1, cvec(P[LN2_W].value), cvec(k.mean2), cvec(k.rstd2), k.d_ln2, c1);
     Elementwise<T>::add(flat(k.dout), CVec<T>(c1.data(), c1.size()), flat_mut(k.d_res1));
-    Linear<T>::backward_input(mode_, k.d_res1, cmat(P[PROJ_W]), c2);                          // d atty (N,C)
+    Linear<T>::backward_input(mode_, k.d_res1, cmat(P[PROJ_W]), c2);  // d atty (N,C)
     Attention<T>::backward_input(mode_, n, T_, C, H, k.qkv, k.att, c2, k.d_qkv);
     Linear<T>::backward_input(mode_, k.d_qkv, cmat(P[QKV_W]), k.d_ln1);
     LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P[LN1_W].value), cvec(k.mean1), cvec(k.rstd1), k.d_ln1, c1);
@@ -343,12 +341,10 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
     Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
     Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P[FCP_W].acc, &P[FCP_B].acc);
     Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P[FC_W].acc, &P[FC_B].acc);
-    LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P[LN2_W].acc,
-                                  P[LN2_B].acc);
+    LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P[LN2_W].acc, P[LN2_B].acc);
     Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P[PROJ_W].acc, &P[PROJ_B].acc);
     Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P[QKV_W].acc, &P[QKV_B].acc);
-    LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P[LN1_W].acc,
-                                  P[LN1_B].acc);
+    LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P[LN1_W].acc, P[LN1_B].acc);
   }
   if (first_) {
     const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);

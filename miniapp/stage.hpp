@@ -44,8 +44,8 @@ struct StepInputs {
 template <class T>
 using TensorHook = std::function<void(const std::string& layer, const MicroBatch&, CMat<T>)>;
 // Called on the last stage with per-sample loss sums and valid-token counts of a micro-batch.
-using LossHook = std::function<void(const MicroBatch&, const std::vector<double>& loss_sum,
-                                    const std::vector<int>& valid)>;
+using LossHook =
+    std::function<void(const MicroBatch&, const std::vector<double>& loss_sum, const std::vector<int>& valid)>;
 
 template <class T>
 class Stage {

@@ -13,7 +13,9 @@ extern "C" char* openblas_get_corename(void);
 
 namespace minipipe {
 
-std::string version_string() { return MINIPIPE_VERSION; }
+std::string version_string() {
+  return MINIPIPE_VERSION;
+}
 
 std::string kokkos_version_string() {
   const int v = KOKKOS_VERSION;

@@ -1,6 +1,6 @@
 // GoogleTest entry point for tests that use Kokkos: initialize once, run, finalize.
-#include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
+#include <Kokkos_Core.hpp>
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

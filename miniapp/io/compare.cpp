@@ -382,8 +382,8 @@ void print_report(const CompareReport& rep, const CompareOptions& opt, std::ostr
            << " elements differ";
         if (d.status == DiffStatus::differ && d.out_of_tolerance != d.differing)
           os << " (" << d.out_of_tolerance << " beyond tolerance)";
-        os << "; max abs " << num(d.max_abs) << ", max rel " << num(d.max_rel) << ", normwise rel "
-           << num(d.norm_rel) << ", max ulp " << d.max_ulp;
+        os << "; max abs " << num(d.max_abs) << ", max rel " << num(d.max_rel) << ", normwise rel " << num(d.norm_rel)
+           << ", max ulp " << d.max_ulp;
         if (d.nan_mismatches) os << ", NaN mismatches " << d.nan_mismatches;
         if (!d.first_a.empty())
           os << "; first at " << index_text(d.first_index, d.dims_a) << ": " << d.first_a << " vs " << d.first_b;

@@ -20,8 +20,8 @@ void CompareTool::attach(CLI::App& parent) {
       sub->add_option("--atol", atol_, "absolute tolerance: elements with |a-b| <= X count as same (default: off)")
           ->check(CLI::NonNegativeNumber);
   norm_opt_ = sub->add_option("--norm-rtol", norm_rtol_,
-                               "normwise tolerance: a dataset with max|a-b| <= X * max(|a|,|b|) counts as same "
-                               "(default: off)")
+                              "normwise tolerance: a dataset with max|a-b| <= X * max(|a|,|b|) counts as same "
+                              "(default: off)")
                   ->check(CLI::NonNegativeNumber);
   sub->add_flag("-v,--verbose", options.verbose, "a line for every dataset, not only the differing ones");
 }

@@ -101,7 +101,9 @@ TEST(CompareTest, IdenticalContentExits0AndIgnoresMetaUnlessAsked) {
   int rc = -1;
   std::string out = run(a, b, {}, &rc);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "summary: 4 datasets compared, 4 identical, 0 differing; max abs 0, max rel 0, max normwise rel 0, max ulp 0\n");
+  EXPECT_EQ(
+      out,
+      "summary: 4 datasets compared, 4 identical, 0 differing; max abs 0, max rel 0, max normwise rel 0, max ulp 0\n");
 
   CompareOptions verbose;
   verbose.verbose = true;
@@ -167,7 +169,9 @@ TEST(CompareTest, OneUlpDoubleChangeAndToleranceMode) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(contains(out, "within tolerance  /params/d")) << out;
   EXPECT_TRUE(contains(out, "3 identical, 1 within tolerance, 0 differing")) << out;
-  EXPECT_TRUE(contains(out, "max abs 5.55112e-17, max rel 1.11022e-16, max normwise rel 1.85037e-17, max ulp 1 (rtol 1e-12)")) << out;
+  EXPECT_TRUE(
+      contains(out, "max abs 5.55112e-17, max rel 1.11022e-16, max normwise rel 1.85037e-17, max ulp 1 (rtol 1e-12)"))
+      << out;
 
   CompareOptions tight;
   tight.rtol = 1e-17;

@@ -46,7 +46,9 @@ TEST(Deck, DefaultsAreValidAndOverridesApply) {
   EXPECT_NO_THROW(model_shape_from_deck(d));
 }
 
-TEST(Deck, UnknownKey) { expect_mentions(error_of("[model]\nvocabulary = 3\n"), {"model.vocabulary", "unknown"}); }
+TEST(Deck, UnknownKey) {
+  expect_mentions(error_of("[model]\nvocabulary = 3\n"), {"model.vocabulary", "unknown"});
+}
 
 TEST(Deck, WrongType) {
   expect_mentions(error_of("[model]\nvocab = \"many\"\n"), {"model.vocab", "many", "integer"});
@@ -139,7 +141,8 @@ TEST(SyntheticData, PaddingAndDeterminism) {
     bool padded = false;
     for (int t = 0; t < s.seq_len; ++t) {
       const int y = a.targets[i * s.seq_len + t];
-      if (y < 0) padded = true;
+      if (y < 0)
+        padded = true;
       else {
         EXPECT_FALSE(padded) << "valid target after padding in sample " << i;
         ++len;

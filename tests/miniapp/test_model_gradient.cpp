@@ -34,7 +34,8 @@ TEST(ModelGradient, MatchesCentralFiniteDifferences) {
         Kokkos::deep_copy(p.value, host);
         return model.loss(b);
       };
-      const double fd = (-loss_at(x0 + 2 * h) + 8 * loss_at(x0 + h) - 8 * loss_at(x0 - h) + loss_at(x0 - 2 * h)) / (12 * h);
+      const double fd =
+          (-loss_at(x0 + 2 * h) + 8 * loss_at(x0 + h) - 8 * loss_at(x0 - h) + loss_at(x0 - 2 * h)) / (12 * h);
       loss_at(x0);
       const double g = grads[off + i];
       // Relative error below 1e-6 where the finite difference can resolve it; below |g| = 1e-5
