@@ -3,6 +3,8 @@
 // additions, so any micro-batch split, any W order and any all-reduce give the same bits.
 #pragma once
 
+#include <cstring>
+
 #include "types.hpp"
 
 namespace minipipe {
@@ -22,9 +24,9 @@ struct ExactSum {
   KOKKOS_INLINE_FUNCTION static Fixed128 from_double(double v, int& overflow) {
     Fixed128 r;
     // v * 2^80 is exact (a power-of-two scale of a finite double that stays in range).
-    const double s = v * 1208925819614629174706176.0;  // 2^80
+    const double s = v * 1208925819614629174706176.0;               // 2^80
     const double limit = 85070591730234615865843651857942052864.0;  // 2^126
-    if (!(s < limit && s > -limit)) {  // also catches NaN
+    if (!(s < limit && s > -limit)) {                               // also catches NaN
       overflow = 1;
       return r;
     }
@@ -38,7 +40,7 @@ struct ExactSum {
     // l < 2^64 does not fit int64; converting it to uint64 directly compiles to a data-dependent
     // branch on x86. Two exact 32-bit halves through int64 are branch-free and give the same bits.
     const double lh = ::floor(l * 2.3283064365386963e-10);  // floor(l / 2^32)
-    const double ll = l - lh * 4294967296.0;                 // in [0, 2^32)
+    const double ll = l - lh * 4294967296.0;                // in [0, 2^32)
     std::uint64_t lo = (static_cast<std::uint64_t>(static_cast<std::int64_t>(lh)) << 32) |
                        static_cast<std::uint64_t>(static_cast<std::int64_t>(ll));
     std::uint64_t hi = static_cast<std::uint64_t>(static_cast<std::int64_t>(h));
@@ -70,6 +72,102 @@ struct ExactSum {
 
   KOKKOS_INLINE_FUNCTION static void add(Fixed128& acc, double v, int& overflow) {
     add(acc, from_double(v, overflow), overflow);
+  }
+
+  // ---- Float fast path: carry-save limbs (Linear backward_weight, DESIGN.md §4 rule 2) ----
+  //
+  // A finite float is m * 2^(q - 150) with m < 2^24 (q = biased exponent; subnormals use q = 1),
+  // so on the 2^-80 grid it is m * 2^sh with sh = max(q,1) - 70 in [-69, 102] for |v| < 2^46.
+  //   sh >= 0: exact; the 24 mantissa bits shifted by sh % 32 fit in 55 bits of a 64-bit word
+  //            that sits at 32-bit limb j = sh / 32 (j <= 3), i.e. the value is w * 2^(32 j).
+  //   sh <  0: (|v| < 2^-57) rounded once to the nearest integer, ties to even (limb 0).
+  // This is exactly the integer from_double(v) produces. q >= 173 (|v| >= 2^46, inf, NaN) is
+  // the same overflow from_double reports, and contributes 0 as there.
+  static constexpr int kLimbs = 4;
+  // Signed limb values are below 2^55 in magnitude: this many of them can be summed in an int64
+  // limb accumulator without overflow (256 * (2^24 - 1) * 2^31 < 2^63), before add_limbs.
+  static constexpr int kMaxLimbAdds = 256;
+
+  // The float's signed limb word w (|w| < 2^55) and limb index j; bad = 1 when it overflows.
+  KOKKOS_INLINE_FUNCTION static void float_limb(float v, std::int64_t& w, std::int64_t& j, std::int64_t& bad) {
+    std::uint32_t u32;
+    ::memcpy(&u32, &v, sizeof u32);  // bit cast (valid in host and CUDA/HIP device code)
+    float_limb(v, u32, w, j, bad);
+  }
+
+  // float_limb given also v's IEEE-754 bit pattern u32 (a kernel can load a block of bits at
+  // once). Branch-free and without 1 << variable or signed 64-bit shifts (which AVX2 lacks), so
+  // a loop over lanes vectorizes with GCC on AVX2.
+  KOKKOS_INLINE_FUNCTION static void float_limb(float v, std::uint32_t u32, std::int64_t& w, std::int64_t& j,
+                                                std::int64_t& bad) {
+    const std::uint64_t u = u32;
+    const std::uint64_t q = (u >> 23) & 0xFFu;
+    const std::int64_t qs = static_cast<std::int64_t>(q);
+    // q >= 70 (sh >= 0, always a normal float): m 2^sh = (m << (sh % 32)) 2^(32 (sh / 32)).
+    const std::uint64_t m = (u & 0x7FFFFFu) | 0x800000u;
+    const std::uint64_t wpos = m << ((q + 26u) & 31u);   // (q - 70) mod 32
+    const std::uint64_t jpos = ((q - 70u) & 127u) >> 5;  // (q - 70) / 32 for 70 <= q < 198
+    // q < 70: |v| 2^80 = m 2^sh < 2^23 is exact in float (a power-of-two scale of a normal
+    // float, or of a subnormal one into the normal range); adding 2^23 rounds it to an integer,
+    // nearest even (IEEE default rounding, as rint in from_double), and the integer is the low
+    // bits of the sum's pattern. A subnormal v gives 0 here, as it must (|v 2^80| < 2^-46), also
+    // where subnormal inputs are flushed to zero. No contraction hazard: the product is exact.
+    const float a = v * ((u >> 31) != 0 ? -1208925819614629174706176.0f : 1208925819614629174706176.0f);
+    const float t = a + 8388608.0f;  // 2^23
+    std::uint32_t tb;
+    ::memcpy(&tb, &t, sizeof tb);
+    const std::uint64_t wneg = static_cast<std::uint32_t>(tb - 0x4B000000u);  // bits of 2^23
+    // Masks (all ones / zero) rather than nested selects, which GCC leaves as control flow.
+    const std::uint64_t pos = std::uint64_t(0) - static_cast<std::uint64_t>(qs >= 70);
+    const std::uint64_t ok = std::uint64_t(0) - static_cast<std::uint64_t>(qs < 173);  // |v| < 2^46, finite
+    const std::uint64_t mag = ((wpos & pos) | (wneg & ~pos)) & ok;
+    const std::uint64_t sneg = std::uint64_t(0) - (u >> 31);  // all ones when v < 0
+    w = static_cast<std::int64_t>((mag ^ sneg) - sneg);       // +-mag
+    j = static_cast<std::int64_t>(jpos & pos);
+    bad = static_cast<std::int64_t>(~ok & 1u);
+  }
+
+  // acc += a[0] + a[1] 2^32 + a[2] 2^64 + a[3] 2^96 exactly (signed limbs). The sum is formed in
+  // 192 bits, so overflow is detected exactly: it is flagged iff the true new total leaves the
+  // signed 128-bit range; the stored bits are the total mod 2^128, as a chain of add() gives.
+  KOKKOS_INLINE_FUNCTION static void add_limbs(Fixed128& acc, const std::int64_t a[kLimbs], int& overflow) {
+    std::uint64_t w0 = acc.lo, w1 = static_cast<std::uint64_t>(acc.hi), w2 = static_cast<std::uint64_t>(acc.hi >> 63);
+    add192(w0, w1, w2, u(a[0]), u(a[0] >> 63), u(a[0] >> 63));
+    add192(w0, w1, w2, u(a[1]) << 32, u(a[1] >> 32), u(a[1] >> 63));
+    add192(w0, w1, w2, 0u, u(a[2]), u(a[2] >> 63));
+    add192(w0, w1, w2, 0u, u(a[3]) << 32, u(a[3] >> 32));
+    if (w2 != u(static_cast<std::int64_t>(w1) >> 63)) overflow = 1;
+    acc.lo = w0;
+    acc.hi = static_cast<std::int64_t>(w1);
+  }
+
+  // from_double(v) for a float v, through the limb path (same bits, same overflow rule).
+  KOKKOS_INLINE_FUNCTION static Fixed128 from_float(float v, int& overflow) {
+    std::int64_t w, j, bad;
+    float_limb(v, w, j, bad);
+    if (bad) overflow = 1;
+    std::int64_t a[kLimbs] = {0, 0, 0, 0};
+    a[j] = w;
+    Fixed128 r;
+    int ov = 0;  // |w 2^(32 j)| < 2^126: cannot overflow
+    add_limbs(r, a, ov);
+    return r;
+  }
+
+  KOKKOS_INLINE_FUNCTION static std::uint64_t u(std::int64_t x) { return static_cast<std::uint64_t>(x); }
+
+  // (w0,w1,w2) += (x0,x1,x2) mod 2^192.
+  KOKKOS_INLINE_FUNCTION static void add192(std::uint64_t& w0, std::uint64_t& w1, std::uint64_t& w2, std::uint64_t x0,
+                                            std::uint64_t x1, std::uint64_t x2) {
+    const std::uint64_t s0 = w0 + x0;
+    const std::uint64_t c0 = s0 < w0 ? 1u : 0u;
+    const std::uint64_t t1 = w1 + x1;
+    const std::uint64_t c1a = t1 < w1 ? 1u : 0u;
+    const std::uint64_t s1 = t1 + c0;
+    const std::uint64_t c1b = s1 < t1 ? 1u : 0u;
+    w0 = s0;
+    w1 = s1;
+    w2 = w2 + x2 + c1a + c1b;
   }
 
   // The fixed-point value as a double (within an ulp; a function of the integer alone). The

@@ -5,8 +5,10 @@
 #include <KokkosBlas3_gemm.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "gemm.hpp"
 
@@ -52,6 +54,79 @@ struct PartialWorkspace {
       }
     }
     return ws;
+  }
+};
+
+// Exact addition of nb per-sample partials (ws holds nb batches of OI elements) into the dW
+// accumulators. Generic (double partials): one from_double + add per value.
+template <class T>
+struct DwAddExact {
+  static void run(const ExactTarget& wt, const View1<T>& ws, std::size_t OI, int nb) {
+    Kokkos::parallel_for(
+        "Linear::dW_add_exact", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(OI)),
+        KOKKOS_LAMBDA(const std::int64_t e) {
+          for (int b = 0; b < nb; ++b) wt.add(e, static_cast<double>(ws(b * OI + e)));
+        });
+  }
+};
+
+// Elements per work item of the float path: a contiguous block per host thread so the loop over
+// lanes vectorizes; one element per thread on GPUs (loads coalesce across threads).
+constexpr int kExactLanes = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value ? 16 : 1;
+
+// Carry-save accumulation of nl lanes' float values p[0..nl) into four int64 limb sums each.
+// Branch-free per value (ExactSum::float_limb), so the lane loop vectorizes.
+KOKKOS_INLINE_FUNCTION void limb_accumulate(const float* p, int nl, std::int64_t* a0, std::int64_t* a1,
+                                            std::int64_t* a2, std::int64_t* a3, std::int64_t* bad) {
+  std::uint32_t u[kExactLanes];
+  ::memcpy(u, p, sizeof(std::uint32_t) * static_cast<std::size_t>(nl));  // the floats' bit patterns
+  for (int l = 0; l < nl; ++l) {
+    std::int64_t w, j, bd;
+    ExactSum::float_limb(p[l], u[l], w, j, bd);
+    a0[l] += j == 0 ? w : 0;
+    a1[l] += j == 1 ? w : 0;
+    a2[l] += j == 2 ? w : 0;
+    a3[l] += j == 3 ? w : 0;
+    bad[l] |= bd;
+  }
+}
+
+// Float partials: every value becomes a signed limb word (no 128-bit conversion), up to
+// ExactSum::kMaxLimbAdds of them are summed per limb in int64 without overflow, and each such
+// chunk is folded into the Fixed128 accumulator once with ExactSum::add_limbs. Integer addition
+// is associative, so the accumulated bits equal those of from_double + add per value.
+// Overflow rule: flagged when any value is non-finite or |v| >= 2^46 (as from_double), or when
+// the exact running total leaves the 128-bit range at a chunk fold (detected exactly there).
+template <>
+struct DwAddExact<float> {
+  static void run(const ExactTarget& wt, const View1<float>& ws, std::size_t OI, int nb) {
+    constexpr int L = kExactLanes;
+    constexpr int C = ExactSum::kMaxLimbAdds;
+    const std::int64_t nblk = static_cast<std::int64_t>((OI + L - 1) / L);
+    const float* const data = ws.data();
+    Kokkos::parallel_for(
+        "Linear::dW_add_exact", Kokkos::RangePolicy<ExecSpace>(0, nblk), KOKKOS_LAMBDA(const std::int64_t blk) {
+          const std::size_t e0 = static_cast<std::size_t>(blk) * L;
+          const int n = OI - e0 < static_cast<std::size_t>(L) ? static_cast<int>(OI - e0) : L;
+          std::int64_t a0[L], a1[L], a2[L], a3[L], bad[L];
+          for (int l = 0; l < L; ++l) a0[l] = a1[l] = a2[l] = a3[l] = bad[l] = 0;
+          int ov = 0;
+          for (int c0 = 0; c0 < nb; c0 += C) {
+            const int c1 = nb - c0 < C ? nb : c0 + C;
+            if (n == L) {
+              for (int b = c0; b < c1; ++b) limb_accumulate(data + b * OI + e0, L, a0, a1, a2, a3, bad);
+            } else {
+              for (int b = c0; b < c1; ++b) limb_accumulate(data + b * OI + e0, n, a0, a1, a2, a3, bad);
+            }
+            for (int l = 0; l < n; ++l) {
+              const std::int64_t a[ExactSum::kLimbs] = {a0[l], a1[l], a2[l], a3[l]};
+              ExactSum::add_limbs(wt.exact(e0 + l), a, ov);
+              a0[l] = a1[l] = a2[l] = a3[l] = 0;
+            }
+          }
+          for (int l = 0; l < n; ++l) ov |= bad[l] != 0 ? 1 : 0;
+          if (ov) wt.overflow() = 1;
+        });
   }
 };
 
@@ -158,11 +233,7 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
       gemm_det<T>(O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), row_major(x.data() + row0 * ldx, ldx),
                   ws.data() + b * OI, I);
     }
-    Kokkos::parallel_for(
-        "Linear::dW_add_exact", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(OI)),
-        KOKKOS_LAMBDA(const std::int64_t e) {
-          for (int b = 0; b < nb; ++b) wt.add(e, static_cast<double>(ws(b * OI + e)));
-        });
+    DwAddExact<T>::run(wt, ws, OI, nb);
   }
   if (db) {
     const ExactTarget bt = db->exact_target();
