@@ -57,20 +57,34 @@ struct Traits<float> {
 // Bit casts through memcpy: defined behaviour in C++17 and supported in device code by every
 // Kokkos backend compiler (nvcc, hipcc, icpx).
 template <class T>
-KOKKOS_INLINE_FUNCTION typename Traits<T>::Bits to_bits(T x) {
+KOKKOS_FORCEINLINE_FUNCTION typename Traits<T>::Bits to_bits(T x) {
   typename Traits<T>::Bits b;
   std::memcpy(&b, &x, sizeof(T));
   return b;
 }
 template <class T>
-KOKKOS_INLINE_FUNCTION T from_bits(typename Traits<T>::Bits b) {
+KOKKOS_FORCEINLINE_FUNCTION T from_bits(typename Traits<T>::Bits b) {
   T x;
   std::memcpy(&x, &b, sizeof(T));
   return x;
 }
 
+// Branch-free selection through bit masks: c ? a : b. Both a and b are always computed, so the
+// compiler has no conditional floating-point operation to keep behind a branch (with the default
+// -ftrapping-math GCC will not if-convert those, and then does not vectorize the loop).
 template <class T>
-KOKKOS_INLINE_FUNCTION T infinity() {
+KOKKOS_FORCEINLINE_FUNCTION typename Traits<T>::Bits mask(bool c) {
+  using Bits = typename Traits<T>::Bits;
+  return Bits(0) - static_cast<Bits>(c);
+}
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T select(bool c, T a, T b) {
+  const typename Traits<T>::Bits m = mask<T>(c);
+  return from_bits<T>((to_bits(a) & m) | (to_bits(b) & ~m));
+}
+
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T infinity() {
   using Bits = typename Traits<T>::Bits;
   return from_bits<T>(((Bits(1) << (8 * sizeof(T) - 1 - Traits<T>::kMantBits)) - 1) << Traits<T>::kMantBits);
 }
@@ -82,40 +96,28 @@ KOKKOS_INLINE_FUNCTION T quiet_nan() {
 
 // 2^k for k in the normal exponent range, built from its bit pattern.
 template <class T>
-KOKKOS_INLINE_FUNCTION T pow2(int k) {
+KOKKOS_FORCEINLINE_FUNCTION T pow2(int k) {
   using Bits = typename Traits<T>::Bits;
   return from_bits<T>(static_cast<Bits>(k + Traits<T>::kBias) << Traits<T>::kMantBits);
 }
 
-// v * 2^k with a single rounding, also when the result overflows or is subnormal: the first
-// multiplication is exact, only the second can round. v is near 1 and |k| < 1200 here.
-template <class T>
-KOKKOS_INLINE_FUNCTION T scale2(T v, int k) {
-  constexpr int kMaxExp = Traits<T>::kBias;
-  constexpr int kMinExp = 1 - Traits<T>::kBias;
-  constexpr int kShift = Traits<T>::kBias / 2 + 1;  // k + kShift normal for k >= kMinExp - kShift
-  if (k > kMaxExp) return (v * pow2<T>(k - 1)) * T(2);
-  if (k < kMinExp) return (v * pow2<T>(k + kShift)) * pow2<T>(-kShift);
-  return v * pow2<T>(k);
-}
-
 // s + e = a + b exactly (Knuth), any magnitudes.
 template <class T>
-KOKKOS_INLINE_FUNCTION void two_sum(T a, T b, T& s, T& e) {
+KOKKOS_FORCEINLINE_FUNCTION void two_sum(T a, T b, T& s, T& e) {
   s = a + b;
   const T bb = s - a;
   e = (a - (s - bb)) + (b - bb);
 }
 // s + e = a + b exactly when |a| >= |b| (Dekker).
 template <class T>
-KOKKOS_INLINE_FUNCTION void fast_two_sum(T a, T b, T& s, T& e) {
+KOKKOS_FORCEINLINE_FUNCTION void fast_two_sum(T a, T b, T& s, T& e) {
   s = a + b;
   e = b - (s - a);
 }
 
 // (expm1(r) - r) / r^2 for |r| <= ln2/2 by its Taylor series 1/2! + r/3! + ... ; the first
 // omitted term is below 2^-60 (double) / 2^-30 (float) relative to expm1(r).
-KOKKOS_INLINE_FUNCTION double expm1_tail(double r) {
+KOKKOS_FORCEINLINE_FUNCTION double expm1_tail(double r) {
   double p = 1.0 / 87178291200.0;           // 1/14!
   p = fma_exact(p, r, 1.0 / 6227020800.0);  // 1/13!
   p = fma_exact(p, r, 1.0 / 479001600.0);   // 1/12!
@@ -130,7 +132,7 @@ KOKKOS_INLINE_FUNCTION double expm1_tail(double r) {
   p = fma_exact(p, r, 1.0 / 6.0);
   return fma_exact(p, r, 0.5);
 }
-KOKKOS_INLINE_FUNCTION float expm1_tail(float r) {
+KOKKOS_FORCEINLINE_FUNCTION float expm1_tail(float r) {
   float p = 1.0f / 40320.0f;  // 1/8!
   p = fma_exact(p, r, 1.0f / 5040.0f);
   p = fma_exact(p, r, 1.0f / 720.0f);
@@ -164,57 +166,92 @@ KOKKOS_INLINE_FUNCTION float log_series(float z) {
 
 // Cody-Waite reduction x = k*ln2 + r + rl with |r| <= ~ln2/2 and r + rl exact to far below an
 // ulp of r. rint through the magic constant is exact IEEE arithmetic; the explicit fma keeps k
-// identical whether or not a compiler would have contracted x * (1/ln2) + magic.
+// identical whether or not a compiler would have contracted x * (1/ln2) + magic. k is returned
+// both as a floating-point integer kf and as kb, its two's complement in the bit type: the rounded
+// sum t = magic + k lies in the binade of magic whose ulp is 1, so bits(t) - bits(magic) = k.
+// Everything stays in one lane width, so loops over these functions vectorize.
 template <class T>
-KOKKOS_INLINE_FUNCTION int reduce_ln2(T x, T& r, T& rl) {
+KOKKOS_FORCEINLINE_FUNCTION void reduce_ln2(T x, T& r, T& rl, T& kf, typename Traits<T>::Bits& kb) {
   using Tr = Traits<T>;
-  const T kf = fma_exact(x, Tr::kInvLn2, Tr::kRoundMagic) - Tr::kRoundMagic;
+  const T t = fma_exact(x, Tr::kInvLn2, Tr::kRoundMagic);
+  kf = t - Tr::kRoundMagic;
+  kb = to_bits(t) - to_bits(Tr::kRoundMagic);
   const T hi = x - kf * Tr::kLn2Hi;  // exact: kf*kLn2Hi is exact and close to x (Sterbenz)
   const T lo = kf * Tr::kLn2Lo;
   two_sum(hi, -lo, r, rl);
-  return static_cast<int>(kf);
 }
 
+// 2^k from k as two's complement bits, for k in the normal exponent range.
 template <class T>
-KOKKOS_INLINE_FUNCTION T exp_impl(T x) {
+KOKKOS_FORCEINLINE_FUNCTION T pow2_bits(typename Traits<T>::Bits kb) {
+  using Bits = typename Traits<T>::Bits;
+  return from_bits<T>((kb + static_cast<Bits>(Traits<T>::kBias)) << Traits<T>::kMantBits);
+}
+
+// v * 2^k with a single rounding, also when the result overflows or is subnormal: the first
+// multiplication is exact, only the second can round. v is near 1 and |k| < 1200 here.
+// Branch-free: the exponent split is selected, and the unsplit case multiplies by exactly 1.
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T scale2(T v, T kf, typename Traits<T>::Bits kb) {
+  using Bits = typename Traits<T>::Bits;
+  constexpr int kMaxExp = Traits<T>::kBias;
+  constexpr int kMinExp = 1 - Traits<T>::kBias;
+  constexpr int kShift = Traits<T>::kBias / 2 + 1;  // k + kShift normal for k >= kMinExp - kShift
+  const bool over = kf > T(kMaxExp);
+  const bool under = kf < T(kMinExp);
+  const Bits k1 = kb + (mask<T>(over) & static_cast<Bits>(-1)) + (mask<T>(under) & static_cast<Bits>(kShift));
+  const T f2 = select(over, T(2), select(under, pow2<T>(-kShift), T(1)));
+  return (v * pow2_bits<T>(k1)) * f2;
+}
+
+// Branch-free so that loops over it vectorize: out-of-range inputs are replaced by 0 for the
+// main computation and their results are selected at the end.
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T exp_impl(T x) {
   using Tr = Traits<T>;
-  if (!(x == x)) return x + x;  // NaN propagates
-  if (x > Tr::kExpMax) return infinity<T>();
-  if (x < Tr::kExpMin) return T(0);  // includes -inf (masked softmax logits)
-  T r, rl;
-  const int k = reduce_ln2(x, r, rl);
+  const bool in_range = (x >= Tr::kExpMin) & (x <= Tr::kExpMax);  // false for NaN
+  const T xc = select(in_range, x, T(0));
+  T r, rl, kf;
+  typename Tr::Bits kb;
+  reduce_ln2(xc, r, rl, kf, kb);
   const T t = (r * r) * expm1_tail(r);  // expm1(r) - r, small: its rounding barely matters
   // exp(r + rl) = 1 + r + t + rl*(1 + r + ...): keep 1 + r exact as a pair, round once at the end.
   T s, se;
   fast_two_sum(T(1), r, s, se);
   const T v = s + (se + (t + rl * s));
-  return scale2(v, k);
+  const T nan_res = x + x;  // NaN propagates
+  T res = scale2(v, kf, kb);
+  res = select(x > Tr::kExpMax, infinity<T>(), res);
+  res = select(x < Tr::kExpMin, T(0), res);  // includes -inf (masked softmax logits)
+  return select(x == x, res, nan_res);
 }
 
 // expm1(y) for 0 <= y <= 2*kTanhOne as an unevaluated pair h + l, accurate far below an ulp of h.
+// The three cases of the reduction index k are all evaluated and the right one selected.
 template <class T>
-KOKKOS_INLINE_FUNCTION void expm1_pair_nonneg(T y, T& h, T& l) {
-  T r, rl;
-  const int k = reduce_ln2(y, r, rl);
+KOKKOS_FORCEINLINE_FUNCTION void expm1_pair_nonneg(T y, T& h, T& l) {
+  T r, rl, kf;
+  typename Traits<T>::Bits kb;
+  reduce_ln2(y, r, rl, kf, kb);
   const T tail = (r * r) * expm1_tail(r) + rl * (T(1) + r);  // expm1(r + rl) - r
-  if (k == 0) {
-    fast_two_sum(r, tail, h, l);
-    return;
-  }
-  const T e = pow2<T>(k);
-  if (k <= Traits<T>::kMantBits + 1) {
-    // 2^k (1 + r + tail) - 1 = (2^k - 1) + 2^k r + 2^k tail; the first two are exact numbers,
-    // their sum is kept exact, so the cancellation near y = ln2/2 loses nothing.
-    T s, se;
-    two_sum(e - T(1), e * r, s, se);
-    fast_two_sum(s, se + e * tail, h, l);
-    return;
-  }
+  // k == 0.
+  T h0, l0;
+  fast_two_sum(r, tail, h0, l0);
+  const T e = pow2_bits<T>(kb);
+  // 0 < k <= mant+1: 2^k (1 + r + tail) - 1 = (2^k - 1) + 2^k r + 2^k tail; the first two are
+  // exact numbers, their sum is kept exact, so the cancellation near y = ln2/2 loses nothing.
+  T s1, se1, h1, l1;
+  two_sum(e - T(1), e * r, s1, se1);
+  fast_two_sum(s1, se1 + e * tail, h1, l1);
   // 2^k > 2^(mant+1): the -1 only touches the low part.
-  T s, se;
-  fast_two_sum(T(1), r, s, se);
-  h = e * s;
-  l = e * (se + tail) - T(1);
+  T s2, se2;
+  fast_two_sum(T(1), r, s2, se2);
+  const T h2 = e * s2;
+  const T l2 = e * (se2 + tail) - T(1);
+  const bool k0 = kf == T(0);
+  const bool mid = kf <= T(Traits<T>::kMantBits + 1);
+  h = select(k0, h0, select(mid, h1, h2));
+  l = select(k0, l0, select(mid, l1, l2));
 }
 
 template <class T>
@@ -250,32 +287,38 @@ KOKKOS_INLINE_FUNCTION T log_impl(T x) {
   return kf * Tr::kLn2Hi - ((hfsq - (s * (hfsq + R) + kf * Tr::kLn2Lo)) - f);
 }
 
+// Branch-free so that loops over it vectorize: |x| outside [kTanhTiny, kTanhOne] (and NaN) is
+// replaced by 1 for the main computation, and those results are selected at the end.
 template <class T>
-KOKKOS_INLINE_FUNCTION T tanh_impl(T x) {
+KOKKOS_FORCEINLINE_FUNCTION T tanh_impl(T x) {
   using Tr = Traits<T>;
-  if (!(x == x)) return x + x;
-  const T ax = x < T(0) ? -x : x;
-  if (ax > Tr::kTanhOne) return x < T(0) ? T(-1) : T(1);
-  if (ax < Tr::kTanhTiny) return x;  // also keeps the sign of -0
+  const bool neg = x < T(0);
+  const T ax = select(neg, -x, x);
+  const bool mid_range = (ax >= Tr::kTanhTiny) & (ax <= Tr::kTanhOne);  // false for NaN
+  const T a = select(mid_range, ax, T(1));
   // tanh(a) = E / (E + 2) with E = expm1(2a) as a pair; the division is corrected with its exact
   // remainder (fma), so the only visible rounding is the final one.
   T eh, el;
-  expm1_pair_nonneg(ax + ax, eh, el);
+  expm1_pair_nonneg(a + a, eh, el);
   T dh, dl;
   two_sum(eh, T(2), dh, dl);
   dl += el;
   const T q = eh / dh;
   const T rem = (fma_exact(-q, dh, eh) + el) - q * dl;  // (eh + el) - q*(dh + dl)
   const T th = q + rem / dh;
-  return x < T(0) ? -th : th;
+  const T nan_res = x + x;
+  T res = select(neg, -th, th);
+  res = select(ax > Tr::kTanhOne, select(neg, T(-1), T(1)), res);
+  res = select(ax < Tr::kTanhTiny, x, res);  // also keeps the sign of -0
+  return select(x == x, res, nan_res);
 }
 
 }  // namespace detail
 
-KOKKOS_INLINE_FUNCTION float exp(float x) {
+KOKKOS_FORCEINLINE_FUNCTION float exp(float x) {
   return detail::exp_impl(x);
 }
-KOKKOS_INLINE_FUNCTION double exp(double x) {
+KOKKOS_FORCEINLINE_FUNCTION double exp(double x) {
   return detail::exp_impl(x);
 }
 KOKKOS_INLINE_FUNCTION float log(float x) {
@@ -284,10 +327,10 @@ KOKKOS_INLINE_FUNCTION float log(float x) {
 KOKKOS_INLINE_FUNCTION double log(double x) {
   return detail::log_impl(x);
 }
-KOKKOS_INLINE_FUNCTION float tanh(float x) {
+KOKKOS_FORCEINLINE_FUNCTION float tanh(float x) {
   return detail::tanh_impl(x);
 }
-KOKKOS_INLINE_FUNCTION double tanh(double x) {
+KOKKOS_FORCEINLINE_FUNCTION double tanh(double x) {
   return detail::tanh_impl(x);
 }
 
