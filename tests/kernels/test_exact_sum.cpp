@@ -84,7 +84,7 @@ TEST(ExactSum, OverflowAndNonFiniteAreFlagged) {
   EXPECT_EQ(ov, 1);
 }
 
-TEST(ExactSum, ToDoubleOfSmallNegativeValues) {
+TEST(ExactSum, SmallNegativeValuesConvertBack) {
   int ov = 0;
   for (double v : {-1e-20, -3.5e-12, -1.0, -2.5e10, 7e-21}) {
     Fixed128 a;
