@@ -14,6 +14,28 @@ namespace {
 using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = TeamPolicy::member_type;
 
+// Row n's max and sum of exp(logit - max), sequentially in v (deterministic mode). Forward and
+// backward share it, so both see the same bits.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void row_max_sumexp(const CMat<Real>& logits, int n, int V, Real& mx, Real& sum) {
+  mx = logits(n, 0);
+  for (int v = 1; v < V; ++v) mx = logits(n, v) > mx ? logits(n, v) : mx;
+  sum = 0;
+  for (int v = 0; v < V; ++v) sum += det::exp(logits(n, v) - mx);
+}
+
+// The same with team reductions and libm (fast mode).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void team_row_max_sumexp(const Member& team, const CMat<Real>& logits, int n, int V, Real& mx,
+                                                Real& sum) {
+  mx = logits(n, 0);
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, V), [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; },
+      Kokkos::Max<Real>(mx));
+  sum = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, V), [&](const int v, Real& t) { t += kmath::exp(logits(n, v) - mx); }, sum);
+}
 }  // namespace
 
 template <class Real>
@@ -30,10 +52,8 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
             losses(n) = 0;
             return;
           }
-          Real mx = logits(n, 0);
-          for (int v = 1; v < V; ++v) mx = logits(n, v) > mx ? logits(n, v) : mx;
-          Real sum = 0;
-          for (int v = 0; v < V; ++v) sum += det::exp(logits(n, v) - mx);
+          Real mx, sum;
+          row_max_sumexp(logits, n, V, mx, sum);
           losses(n) = det::log(sum) - (logits(n, tgt) - mx);
         });
     return;
@@ -46,13 +66,8 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
           Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = 0; });
           return;
         }
-        Real mx = logits(n, 0);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; },
-            Kokkos::Max<Real>(mx));
-        Real sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& s) { s += kmath::exp(logits(n, v) - mx); }, sum);
+        Real mx, sum;
+        team_row_max_sumexp(team, logits, n, V, mx, sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = kmath::log(sum) - (logits(n, tgt) - mx); });
       });
 }
@@ -95,11 +110,8 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
             for (int v = 0; v < V; ++v) dlogits(n, v) = 0;
             return;
           }
-          // Same max and sum, in the same order, as forward.
-          Real mx = logits(n, 0);
-          for (int v = 1; v < V; ++v) mx = logits(n, v) > mx ? logits(n, v) : mx;
-          Real sum = 0;
-          for (int v = 0; v < V; ++v) sum += det::exp(logits(n, v) - mx);
+          Real mx, sum;
+          row_max_sumexp(logits, n, V, mx, sum);  // the same bits as forward's
           for (int v = 0; v < V; ++v) {
             const Real p = det::exp(logits(n, v) - mx) / sum;
             dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
@@ -115,13 +127,8 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) { dlogits(n, v) = 0; });
           return;
         }
-        Real mx = logits(n, 0);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; },
-            Kokkos::Max<Real>(mx));
-        Real sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, V), [&](const int v, Real& s) { s += kmath::exp(logits(n, v) - mx); }, sum);
+        Real mx, sum;
+        team_row_max_sumexp(team, logits, n, V, mx, sum);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) {
           const Real p = kmath::exp(logits(n, v) - mx) / sum;
           dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;

@@ -33,6 +33,17 @@ inline int world_size() {
   return s;
 }
 
+// Runs f and returns the message of the exception it threw, or "" if it threw none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 // Number of ranks for which `flag` is true.
 inline int count_ranks(bool flag) {
   int v = flag ? 1 : 0, sum = 0;

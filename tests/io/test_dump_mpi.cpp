@@ -20,18 +20,6 @@ using minipipe::io::DumpError;
 using minipipe::io::DumpReader;
 using minipipe::io::DumpWriter;
 
-// Runs `make` (which constructs a writer and may use it) on every rank and returns this rank's
-// DumpError message, or "" if nothing was thrown.
-template <typename F>
-std::string error_of(F&& make) {
-  try {
-    make();
-  } catch (const DumpError& e) {
-    return e.what();
-  }
-  return {};
-}
-
 // Rank 0 writes the reference alone (MPI_COMM_SELF); then all ranks write the same content
 // split over MPI_COMM_WORLD. Both stay in the output directory for the h5diff checks in ctest.
 TEST(DumpMpi, SplitWritesReproduceSingleRankFile) {

@@ -20,16 +20,6 @@ using minipipe::io::DumpReader;
 using minipipe::io::DumpWriter;
 using minipipe::io::ReadError;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
-}
-
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
