@@ -11,9 +11,9 @@
 namespace minipipe::sched {
 
 // Semantics (those of torch.distributed.pipelining and of the MPI runtime): each rank runs its
-// list in order; SEND is posted without waiting (isend); RECV blocks until the matching SEND
-// has been posted on the peer and `comm_latency` has passed; a compute action needs its inputs
-// from earlier actions on its own rank (a RECV, or the neighbouring stage when it is local).
+// list in order; SEND is posted without waiting (isend) and so is RECV (irecv); a compute action
+// waits for its inputs: a RECV posted earlier on its own rank whose matching SEND the peer has
+// posted, `comm_latency` after the later of the two, or the neighbouring stage when it is local.
 struct Execution {
   bool complete = false;
   std::vector<std::vector<double>> start, end;  // per rank, per action index

@@ -3,6 +3,7 @@
 #include "schedules/validator.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <sstream>
 
 #include "schedules/execute.hpp"
@@ -256,6 +257,31 @@ void validate(const Schedule& s) {
 
 Schedule lower_communication(const Schedule& s) {
   return lower_impl(s);
+}
+
+Schedule post_receives_early(const Schedule& s, int lookahead) {
+  if (lookahead < 1) throw ScheduleError("post_receives_early: lookahead " + std::to_string(lookahead) + "; need >= 1");
+  Schedule out = s;
+  for (auto& row : out.ranks) {
+    std::vector<Action> moved;
+    moved.reserve(row.size());
+    std::deque<std::size_t> recent;  // indices in `moved` of the latest `lookahead` compute actions
+    for (auto& a : row) {
+      if ((a.op == Op::RECV_F || a.op == Op::RECV_B) && !recent.empty()) {
+        const std::size_t at = recent.front();
+        moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(at), std::move(a));
+        for (auto& k : recent) ++k;  // every one of them sits at or after `at`
+        continue;
+      }
+      if (is_compute(a.op)) {
+        recent.push_back(moved.size());
+        if (static_cast<int>(recent.size()) > lookahead) recent.pop_front();
+      }
+      moved.push_back(std::move(a));
+    }
+    row = std::move(moved);
+  }
+  return out;
 }
 
 Schedule strip_communication(const Schedule& s) {

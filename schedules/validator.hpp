@@ -26,6 +26,13 @@ void validate_structure(const Schedule& schedule);
 // that already holds communication actions is returned unchanged (the pass is idempotent).
 Schedule lower_communication(const Schedule& schedule);
 
+// The order the MPI runtime executes: a RECV moves back past up to `lookahead` compute actions
+// (2: a receive sitting between compute actions c_k and c_k+1 is posted right before c_k-1,
+// before c_0 when there is none), so the transfer overlaps the compute before its consumer.
+// RECVs before a rank's first compute stay. Apply once, to a lowered schedule, before
+// validate() and simulate(): they then see the order that runs.
+Schedule post_receives_early(const Schedule& lowered, int lookahead = 2);
+
 // The same schedule without SEND/RECV actions.
 Schedule strip_communication(const Schedule& schedule);
 
