@@ -7,68 +7,54 @@
 #include <iomanip>
 #include <sstream>
 
+#include "schedules/text.hpp"
+
 namespace minipipe {
 
 namespace {
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      o += '\\', o += c;
-    else if (c == '\n')
-      o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20)
-      o += ' ';
-    else
-      o += c;
-  }
-  return o;
-}
-std::string num(double x) {
-  if (!std::isfinite(x)) return "null";
-  std::ostringstream os;
-  os << std::setprecision(17) << x;
-  return os.str();
-}
+using sched::json_number;
+using sched::json_quote;
 template <class V>
 std::string arr(const V& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(static_cast<double>(v[i]));
-  return s + "]";
+  return sched::json_array(std::vector<double>(v.begin(), v.end()));
 }
 }  // namespace
 
 void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml, std::ostream& out) {
-  out << "{\n  \"deck\": \"" << esc(deck_toml) << "\",\n  \"runs\": [\n";
+  out << "{\n  \"deck\": " << json_quote(deck_toml) << ",\n  \"runs\": [\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     out << "    {\n";
-    out << "      \"schedule\": \"" << esc(r.schedule) << "\", \"p\": " << r.p << ", \"v\": " << r.v
+    out << "      \"schedule\": " << json_quote(r.schedule) << ", \"p\": " << r.p << ", \"v\": " << r.v
         << ", \"m\": " << r.m << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch
         << ", \"seq_len\": " << r.seq_len << ",\n";
-    out << "      \"mode\": \"" << esc(r.mode) << "\", \"backend\": \"" << esc(r.backend) << "\", \"blas\": \""
-        << esc(r.blas) << "\", \"comm_path\": \"" << esc(r.comm_path) << "\",\n";
+    out << "      \"mode\": " << json_quote(r.mode) << ", \"backend\": " << json_quote(r.backend)
+        << ", \"blas\": " << json_quote(r.blas) << ", \"comm_path\": " << json_quote(r.comm_path) << ",\n";
     out << "      \"loss\": " << arr(r.losses) << ",\n";
-    out << "      \"step_seconds\": " << arr(r.step_seconds) << ", \"step_seconds_mean\": " << num(r.step_seconds_mean)
-        << ", \"tokens_per_second\": " << num(r.tokens_per_second) << ",\n";
-    out << "      \"makespan\": " << num(r.makespan) << ", \"bubble_measured\": " << num(r.bubble_measured)
-        << ", \"bubble_simulated\": " << num(r.bubble_simulated)
-        << ", \"bubble_analytic\": " << (r.bubble_analytic ? num(*r.bubble_analytic) : "null")
-        << ", \"imbalance\": " << num(r.imbalance) << ",\n";
+    out << "      \"step_seconds\": " << arr(r.step_seconds)
+        << ", \"step_seconds_mean\": " << json_number(r.step_seconds_mean)
+        << ", \"tokens_per_second\": " << json_number(r.tokens_per_second) << ",\n";
+    out << "      \"makespan\": " << json_number(r.makespan)
+        << ", \"bubble_measured\": " << json_number(r.bubble_measured)
+        << ", \"bubble_simulated\": " << json_number(r.bubble_simulated)
+        << ", \"bubble_analytic\": " << (r.bubble_analytic ? json_number(*r.bubble_analytic) : "null")
+        << ", \"imbalance\": " << json_number(r.imbalance) << ",\n";
     out << "      \"stage_compute_seconds\": " << arr(r.stage_compute) << ",\n";
     out << "      \"ranks\": [\n";
     for (std::size_t k = 0; k < r.ranks.size(); ++k) {
       const auto& q = r.ranks[k];
-      out << "        {\"rank\": " << q.rank << ", \"stages\": " << arr(q.stages) << ", \"F\": " << num(q.time_F)
-          << ", \"I\": " << num(q.time_I) << ", \"W\": " << num(q.time_W) << ", \"B\": " << num(q.time_B)
-          << ", \"busy\": " << num(q.busy) << ", \"comm_wait\": " << num(q.comm_wait) << ", \"idle\": " << num(q.idle)
-          << ", \"dump_io\": " << num(q.dump_io) << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
-          << ", \"peak_stored_bytes\": " << num(q.peak_stored_bytes) << "}" << (k + 1 < r.ranks.size() ? "," : "")
-          << "\n";
+      out << "        {\"rank\": " << q.rank << ", \"stages\": " << arr(q.stages)
+          << ", \"F\": " << json_number(q.time_F) << ", \"I\": " << json_number(q.time_I)
+          << ", \"W\": " << json_number(q.time_W) << ", \"B\": " << json_number(q.time_B)
+          << ", \"busy\": " << json_number(q.busy) << ", \"comm_wait\": " << json_number(q.comm_wait)
+          << ", \"idle\": " << json_number(q.idle) << ", \"dump_io\": " << json_number(q.dump_io)
+          << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
+          << ", \"peak_stored_bytes\": " << json_number(q.peak_stored_bytes) << "}"
+          << (k + 1 < r.ranks.size() ? "," : "") << "\n";
     }
     out << "      ],\n";
-    out << "      \"dump\": \"" << esc(r.dump_path) << "\", \"dump_vs_reference\": \"" << esc(r.dump_vs_reference)
-        << "\"\n";
+    out << "      \"dump\": " << json_quote(r.dump_path)
+        << ", \"dump_vs_reference\": " << json_quote(r.dump_vs_reference) << "\n";
     out << "    }" << (i + 1 < runs.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "schedules/schedule.hpp"
+#include "schedules/text.hpp"
 #include "schedules/timeline.hpp"
 
 namespace minipipe::sched {
@@ -19,7 +20,7 @@ std::string fmt(double x, const char* spec = "%.6g") {
 }
 
 std::string exact(double x) {
-  return fmt(x, "%.17g");
+  return exact_text(x);
 }
 
 std::string list_text(const std::vector<double>& v) {

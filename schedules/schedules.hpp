@@ -7,5 +7,6 @@
 #include "schedules/report.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
+#include "schedules/text.hpp"
 #include "schedules/timeline.hpp"
 #include "schedules/validator.hpp"

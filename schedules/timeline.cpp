@@ -2,6 +2,8 @@
 // Both are plain text built by hand so the library needs nothing beyond the standard library.
 #include "schedules/timeline.hpp"
 
+#include "schedules/text.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,38 +11,6 @@
 #include <set>
 
 namespace minipipe::sched {
-
-std::string json_quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 namespace {
 

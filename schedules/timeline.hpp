@@ -34,7 +34,4 @@ void write_svg(const Timeline& timeline, std::ostream& out);
 // open directly.
 void write_chrome_trace(const Timeline& timeline, std::ostream& out);
 
-// JSON string literal with quotes and escapes (shared by the JSON writers).
-std::string json_quote(const std::string& text);
-
 }  // namespace minipipe::sched
