@@ -2,57 +2,150 @@
 // All type and unknown-key errors are raised here; range checks live with the code using them.
 #include "config.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
 #include <toml++/toml.h>
 
+#include "schedules/schedule.hpp"
+
 namespace minipipe {
 
 using IntList = std::vector<long long>;
 using StrList = std::vector<std::string>;
 
+namespace {
+// The shortest decimal text that reads back as the same double.
+std::string shortest(double x) {
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::ostringstream os;
+    os << std::setprecision(prec) << x;
+    if (std::stod(os.str()) == x) return os.str();
+  }
+  return std::to_string(x);
+}
+}  // namespace
+
+Allowed Allowed::one_of(std::vector<std::string> c) {
+  Allowed a;
+  a.choices = std::move(c);
+  return a;
+}
+Allowed Allowed::range(double lo, double hi, std::string note) {
+  Allowed a;
+  a.has_min = a.has_max = true;
+  a.min = lo, a.max = hi;
+  a.note = std::move(note);
+  return a;
+}
+Allowed Allowed::at_least(double lo, std::string note) {
+  Allowed a;
+  a.has_min = true;
+  a.min = lo;
+  a.note = std::move(note);
+  return a;
+}
+Allowed& Allowed::open_below() {
+  min_open = true;
+  return *this;
+}
+Allowed& Allowed::open_above() {
+  max_open = true;
+  return *this;
+}
+Allowed& Allowed::not_empty() {
+  nonempty = true;
+  return *this;
+}
+
+bool Allowed::ok(double x) const {
+  if (!std::isfinite(x)) return false;  // no deck number may be NaN or infinite
+  if (has_min && (min_open ? !(x > min) : !(x >= min))) return false;
+  if (has_max && (max_open ? !(x < max) : !(x <= max))) return false;
+  return true;
+}
+
+bool Allowed::ok(const std::string& x) const {
+  if (choices.empty()) return true;
+  for (const auto& c : choices)
+    if (c == x) return true;
+  return false;
+}
+
+std::string Allowed::text() const {
+  std::string t;
+  if (!choices.empty()) {
+    for (std::size_t i = 0; i < choices.size(); ++i) t += (i ? " | " : "") + choices[i];
+  } else if (has_min && has_max && !min_open && !max_open) {
+    t = shortest(min) + " .. " + shortest(max);
+  } else if (has_min && has_max) {
+    t = std::string(min_open ? "(" : "[") + shortest(min) + ", " + shortest(max) + (max_open ? ")" : "]");
+  } else if (has_min) {
+    t = std::string(min_open ? "> " : ">= ") + shortest(min);
+  } else if (has_max) {
+    t = std::string(max_open ? "< " : "<= ") + shortest(max);
+  }
+  if (!note.empty()) t += t.empty() ? note : " (" + note + ")";
+  return t;
+}
+
 const std::vector<DeckKey>& deck_keys() {
+  using A = Allowed;
   static const std::vector<DeckKey> keys = {
-      {"model.vocab", 64LL, "vocabulary size V"},
-      {"model.seq_len", 32LL, "sequence length T of every sample"},
-      {"model.block_size", 0LL, "rows of the position table wpe (0 = model.seq_len); seq_len <= block_size"},
-      {"model.channels", 64LL, "embedding width C (divisible by model.n_head)"},
-      {"model.n_head", 4LL, "attention heads H"},
-      {"model.n_layer", 4LL, "transformer blocks L"},
-      {"train.batch", 8LL, "global batch B (sequences per optimizer step)"},
-      {"train.steps", 30LL, "optimizer steps"},
-      {"train.seed", 1234LL, "seed of parameter init and synthetic data"},
-      {"train.mode", std::string("deterministic"), "deterministic | fast"},
-      {"train.optimizer", std::string("adamw"), "adamw | sgd"},
-      {"train.lr", 5e-3, "learning rate"},
-      {"train.beta1", 0.9, "AdamW beta1"},
-      {"train.beta2", 0.95, "AdamW beta2"},
-      {"train.eps", 1e-8, "AdamW epsilon"},
-      {"train.weight_decay", 0.0, "weight decay (2-D weights only)"},
-      {"train.momentum", 0.0, "SGD momentum"},
-      {"data.source", std::string("synthetic"), "synthetic | hdf5"},
-      {"data.path", std::string(""), "HDF5 token file (data.source = hdf5)"},
-      {"data.dataset", std::string("tokens"), "int32 [N, seq_len+1] dataset in data.path"},
-      {"data.min_len", 0LL, "shortest synthetic sequence (0 = seq_len/2); shorter ones are right-padded"},
-      {"pipeline.schedule", StrList{"sequential"}, "schedule name(s); a list runs a sweep in one launch"},
-      {"pipeline.microbatches", IntList{1}, "micro-batch count(s) m; a list runs a sweep"},
-      {"pipeline.p", 0LL, "pipeline ranks p; 0 = the launched rank count (which must equal p otherwise)"},
-      {"pipeline.chunks", 0LL, "model chunks v per rank (0 = what the schedule needs)"},
-      {"pipeline.layers_per_stage", IntList{}, "explicit layer split over the p*v stages (empty = even)"},
-      {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")"},
-      {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules: loop | v"},
-      {"pipeline.cuda_aware", std::string("auto"), "auto | on | off: device buffers straight to MPI"},
-      {"output.dump", std::string(""), "HDF5 dump file (empty = none); a sweep adds _<schedule>_m<M>"},
-      {"output.dump_level", std::string("full"), "none | loss | grads | full"},
-      {"output.force", false, "overwrite existing output files"},
-      {"output.json", std::string(""), "JSON report file (empty = none)"},
-      {"output.svg", std::string(""), "SVG timeline of the last step (empty = none)"},
-      {"output.trace", std::string(""), "Chrome-trace JSON of the last step (empty = none)"},
-      {"output.print_every", 1LL, "print a step line every N steps"},
+      {"model.vocab", 64LL, "vocabulary size V", {}},
+      {"model.seq_len", 32LL, "sequence length T of every sample", {}},
+      {"model.block_size", 0LL, "rows of the position table wpe (0 = model.seq_len); seq_len <= block_size", {}},
+      {"model.channels", 64LL, "embedding width C (divisible by model.n_head)", {}},
+      {"model.n_head", 4LL, "attention heads H", {}},
+      {"model.n_layer", 4LL, "transformer blocks L", {}},
+      {"train.batch", 8LL, "global batch B (sequences per optimizer step)", A::range(1, 16777216)},
+      {"train.steps", 30LL, "optimizer steps", A::range(1, 1000000)},
+      {"train.seed", 1234LL, "seed of parameter init and synthetic data", A::at_least(0)},
+      {"train.mode", std::string("deterministic"), "arithmetic", A::one_of({"deterministic", "fast"})},
+      {"train.optimizer", std::string("adamw"), "optimizer", A::one_of({"adamw", "sgd"})},
+      {"train.lr", 5e-3, "learning rate", A::range(0, 10).open_below()},
+      {"train.beta1", 0.9, "AdamW beta1", A::range(0, 1).open_above()},
+      {"train.beta2", 0.95, "AdamW beta2", A::range(0, 1).open_above()},
+      {"train.eps", 1e-8, "AdamW epsilon", A::at_least(0).open_below()},
+      {"train.weight_decay", 0.0, "weight decay (2-D weights only)", A::at_least(0)},
+      {"train.momentum", 0.0, "SGD momentum", A::range(0, 1).open_above()},
+      {"data.source", std::string("synthetic"), "where tokens come from", A::one_of({"synthetic", "hdf5"})},
+      {"data.path", std::string(""), "HDF5 token file (data.source = hdf5)", {}},
+      {"data.dataset", std::string("tokens"), "int32 [N, seq_len+1] dataset in data.path", {}},
+      {"data.min_len", 0LL, "shortest synthetic sequence (0 = seq_len/2); shorter ones are right-padded",
+       A::at_least(0)},
+      {"pipeline.schedule", StrList{"sequential"}, "schedule name(s); a list runs a sweep in one launch",
+       [] {
+         auto names = sched::schedule_names();
+         names.push_back("csv");
+         return A::one_of(names).not_empty();
+       }()},
+      {"pipeline.microbatches", IntList{1}, "micro-batch count(s) m; a list runs a sweep",
+       A::at_least(1, "at most train.batch").not_empty()},
+      {"pipeline.p", 0LL, "pipeline ranks p; 0 = the launched rank count (which must equal p otherwise)",
+       A::at_least(0)},
+      {"pipeline.chunks", 0LL, "model chunks v per rank", A::range(0, 64, "0 = what the schedule needs")},
+      {"pipeline.layers_per_stage", IntList{}, "explicit layer split over the p*v stages (empty = even)",
+       A::at_least(0)},
+      {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")", {}},
+      {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules", A::one_of({"loop", "v"})},
+      {"pipeline.cuda_aware", std::string("auto"), "device buffers straight to MPI", A::one_of({"auto", "on", "off"})},
+      {"output.dump", std::string(""), "HDF5 dump file (empty = none); a sweep adds _<schedule>_m<M>", {}},
+      {"output.dump_level", std::string("full"), "what the dump holds", A::one_of({"none", "loss", "grads", "full"})},
+      {"output.force", false, "overwrite existing output files", {}},
+      {"output.json", std::string(""), "JSON report file (empty = none)", {}},
+      {"output.svg", std::string(""), "SVG timeline of the last step (empty = none)", {}},
+      {"output.trace", std::string(""), "Chrome-trace JSON of the last step (empty = none)", {}},
+      {"output.print_every", 1LL, "print a step line every N steps", A::at_least(1)},
   };
   return keys;
+}
+
+std::string help_text(const DeckKey& key) {
+  const std::string allowed = key.allowed.text();
+  return allowed.empty() ? key.help : key.help + "; allowed: " + allowed;
 }
 
 namespace {
@@ -250,6 +343,44 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
   }
 }
 
+void Deck::validate() const {
+  for (const auto& k : deck_keys()) {
+    const Allowed& a = k.allowed;
+    const DeckValue& v = at(k.name);
+    auto bad = [&](const std::string& shown) {
+      throw InputError("deck: key '" + k.name + "' has value " + shown + "; allowed: " + a.text());
+    };
+    switch (v.index()) {
+      case 0:
+        if (!a.ok(static_cast<double>(std::get<long long>(v)))) bad(to_text(v));
+        break;
+      case 1:
+        if (!a.ok(std::get<double>(v))) bad(to_text(v));
+        break;
+      case 3:
+        if (!a.ok(std::get<std::string>(v))) bad(to_text(v));
+        break;
+      case 4: {
+        const auto& l = std::get<IntList>(v);
+        if (a.nonempty && l.empty()) bad("[] (empty)");
+        for (std::size_t i = 0; i < l.size(); ++i)
+          if (!a.ok(static_cast<double>(l[i])))
+            bad(to_text(v) + " (entry " + std::to_string(i) + ": " + std::to_string(l[i]) + ")");
+        break;
+      }
+      case 5: {
+        const auto& l = std::get<StrList>(v);
+        if (a.nonempty && l.empty()) bad("[] (empty)");
+        for (std::size_t i = 0; i < l.size(); ++i)
+          if (!a.ok(l[i])) bad(to_text(v) + " (entry " + std::to_string(i) + ": \"" + l[i] + "\")");
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
 const DeckValue& Deck::at(const std::string& key) const {
   auto it = values_.find(key);
   if (it == values_.end()) throw std::logic_error("deck key not declared: " + key);
@@ -276,16 +407,6 @@ const std::vector<std::string>& Deck::get_string_list(const std::string& key) co
 }
 
 namespace {
-// The shortest decimal text that reads back as the same double.
-std::string shortest(double x) {
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::ostringstream os;
-    os << std::setprecision(prec) << x;
-    if (std::stod(os.str()) == x) return os.str();
-  }
-  return std::to_string(x);
-}
-
 // A TOML basic string: quotes and backslashes escaped.
 std::string quoted(const std::string& s) {
   std::string o = "\"";

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> overrides;
     for (const auto& k : minipipe::deck_keys()) {
       auto* o = app.add_option_function<std::string>(
-          "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; }, k.help);
+          "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; },
+          minipipe::help_text(k));
       o->default_str(minipipe::to_text(k.def));
       static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
       o->type_name(kinds[k.def.index()]);
