@@ -16,9 +16,6 @@
 namespace minipipe {
 
 namespace {
-constexpr int kBlockParams = 12;
-enum BlockParam { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCP_W, FCP_B };
-
 template <class T>
 CMat<T> cmat(const Param<T>& p) {
   return CMat<T>(p.value.data(), p.spec.shape[0], p.spec.shape[1]);
@@ -153,6 +150,27 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
     Kokkos::deep_copy(p.value, host);
     params_.push_back(std::move(p));
   }
+  // Resolve every part's parameters by global name, after params_ stops growing.
+  if (first_) embedding_ = {find_param("wte"), find_param("wpe")};
+  for (int l = first_layer_; l < first_layer_ + num_layers_; ++l) {
+    const std::string b = block_name(l) + "/";
+    blocks_.push_back({find_param(b + "ln1_w"), find_param(b + "ln1_b"), find_param(b + "qkv_w"),
+                       find_param(b + "qkv_b"), find_param(b + "attn_proj_w"), find_param(b + "attn_proj_b"),
+                       find_param(b + "ln2_w"), find_param(b + "ln2_b"), find_param(b + "fc_w"), find_param(b + "fc_b"),
+                       find_param(b + "fc_proj_w"), find_param(b + "fc_proj_b")});
+  }
+  if (last_) head_ = {find_param("lnf_w"), find_param("lnf_b"), find_param("lm_head_w")};
+}
+
+template <class T>
+Param<T>* Stage<T>::find_param(const std::string& name) {
+  for (auto& p : params_)
+    if (p.spec.name == name) return &p;
+  throw std::logic_error(describe() + ": the model description has no parameter '" + name + "'");
+}
+
+const char* to_string(OptimizerKind k) {
+  return k == OptimizerKind::adamw ? "adamw" : "sgd";
 }
 
 template <class T>
@@ -221,47 +239,45 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     return y_out;
   }();
   if (first_) {
-    const auto& wte = params_[0];
-    const auto& wpe = params_[1];
-    Embedding<T>::forward(n, T_, tokens, cmat(wte), cmat(wpe), entry);
-    if (on_activation) on_activation("embedding", mb, entry);
+    Embedding<T>::forward(n, T_, tokens, cmat(*embedding_.wte), cmat(*embedding_.wpe), entry);
+    if (observer_) observer_->activation("embedding", mb, entry);
   } else if (entry.data() != x_in.data()) {
     Kokkos::deep_copy(entry, x_in);
   }
 
-  const std::size_t boff = first_ ? 2 : 0;
   for (int b = 0; b < num_layers_; ++b) {
     auto& k = s.blocks[b];
-    const Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
-    LayerNorm<T>::forward(mode_, k.x_in, cvec(P[LN1_W].value), cvec(P[LN1_B].value), k.ln1, k.mean1, k.rstd1);
-    Linear<T>::forward(mode_, k.ln1, cmat(P[QKV_W]), cvec(P[QKV_B].value), k.qkv);
+    const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
+    LayerNorm<T>::forward(mode_, k.x_in, cvec(P.ln1_w->value), cvec(P.ln1_b->value), k.ln1, k.mean1, k.rstd1);
+    Linear<T>::forward(mode_, k.ln1, cmat(*P.qkv_w), cvec(P.qkv_b->value), k.qkv);
     Attention<T>::forward(mode_, n, T_, C, H, k.qkv, k.att, k.atty);
     auto tmp = rows(ws.c1, N);
-    Linear<T>::forward(mode_, k.atty, cmat(P[PROJ_W]), cvec(P[PROJ_B].value), tmp);
+    Linear<T>::forward(mode_, k.atty, cmat(*P.attn_proj_w), cvec(P.attn_proj_b->value), tmp);
     Elementwise<T>::add(flat(k.x_in), CVec<T>(tmp.data(), tmp.size()), flat_mut(k.res1));
-    LayerNorm<T>::forward(mode_, k.res1, cvec(P[LN2_W].value), cvec(P[LN2_B].value), k.ln2, k.mean2, k.rstd2);
-    Linear<T>::forward(mode_, k.ln2, cmat(P[FC_W]), cvec(P[FC_B].value), k.fc);
+    LayerNorm<T>::forward(mode_, k.res1, cvec(P.ln2_w->value), cvec(P.ln2_b->value), k.ln2, k.mean2, k.rstd2);
+    Linear<T>::forward(mode_, k.ln2, cmat(*P.fc_w), cvec(P.fc_b->value), k.fc);
     Gelu<T>::forward(mode_, flat(k.fc), flat_mut(k.gelu));
-    Linear<T>::forward(mode_, k.gelu, cmat(P[FCP_W]), cvec(P[FCP_B].value), tmp);
+    Linear<T>::forward(mode_, k.gelu, cmat(*P.fc_proj_w), cvec(P.fc_proj_b->value), tmp);
     Mat<T> out = b + 1 < num_layers_ ? rows(s.blocks[b + 1].x_in, N) : (last_ ? rows(s.h_x, N) : y_out);
     Elementwise<T>::add(flat(k.res1), CVec<T>(tmp.data(), tmp.size()), Vec<T>(out.data(), out.size()));
-    if (on_activation) on_activation(block_name(first_layer_ + b), mb, out);
+    if (observer_) observer_->activation(block_name(first_layer_ + b), mb, out);
   }
 
   if (last_) {
-    const std::size_t h = params_.size() - 3;
-    LayerNorm<T>::forward(mode_, s.h_x, cvec(params_[h].value), cvec(params_[h + 1].value), s.lnf, s.h_mean, s.h_rstd);
-    if (on_activation) on_activation("lnf", mb, s.lnf);
-    Linear<T>::forward(mode_, s.lnf, cmat(params_[h + 2]), CVec<T>(), s.logits);
+    const HeadParams<T>& h = head_;
+    LayerNorm<T>::forward(mode_, s.h_x, cvec(h.lnf_w->value), cvec(h.lnf_b->value), s.lnf, s.h_mean, s.h_rstd);
+    if (observer_) observer_->activation("lnf", mb, s.lnf);
+    Linear<T>::forward(mode_, s.lnf, cmat(*h.lm_head_w), CVec<T>(), s.logits);
     CrossEntropy<T>::forward(mode_, s.logits, targets, s.losses);
     Kokkos::View<double*, MemSpace> loss_sum("Stage::loss_sum", n);
     Kokkos::View<int*, MemSpace> valid("Stage::valid", n);
     CrossEntropy<T>::sample_sums(n, T_, cvec(s.losses), targets, loss_sum, valid);
-    auto hl = Kokkos::create_mirror_view_and_copy(HostSpace(), loss_sum);
-    auto hv = Kokkos::create_mirror_view_and_copy(HostSpace(), valid);
-    std::vector<double> ls(hl.data(), hl.data() + n);
-    std::vector<int> vs(hv.data(), hv.data() + n);
-    if (on_loss) on_loss(mb, ls, vs);
+    if (!in.sample_loss || !in.sample_tokens)
+      throw std::logic_error("F on the last stage " + std::to_string(id_) + ": no per-sample loss output given");
+    Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> hl(in.sample_loss + mb.sample0, n);
+    Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> hv(in.sample_tokens + mb.sample0, n);
+    Kokkos::deep_copy(hl, loss_sum);
+    Kokkos::deep_copy(hv, valid);
   }
   store_[mb.index] = std::move(sp);
 }
@@ -286,35 +302,33 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   Mat<T> top = num_layers_ > 0 ? rows(s.blocks[num_layers_ - 1].dout, N) : exit_grad();
 
   if (last_) {
-    const std::size_t h = params_.size() - 3;
     const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
     CrossEntropy<T>::backward_input(mode_, s.logits, targets, scale, s.dlogits);
-    Linear<T>::backward_input(mode_, s.dlogits, cmat(params_[h + 2]), s.d_lnf);
-    LayerNorm<T>::backward_input(mode_, s.h_x, cvec(params_[h].value), cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, top);
-    if (on_input_grad) on_input_grad("lnf", mb, top);
+    Linear<T>::backward_input(mode_, s.dlogits, cmat(*head_.lm_head_w), s.d_lnf);
+    LayerNorm<T>::backward_input(mode_, s.h_x, cvec(head_.lnf_w->value), cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, top);
+    if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
     Kokkos::deep_copy(top, dy);
   }
 
-  const std::size_t boff = first_ ? 2 : 0;
   for (int b = num_layers_ - 1; b >= 0; --b) {
     auto& k = s.blocks[b];
-    const Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
+    const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
     auto d4 = rows(ws.d4, N);
     auto c1 = rows(ws.c1, N);
     auto c2 = rows(ws.c2, N);
-    Linear<T>::backward_input(mode_, k.dout, cmat(P[FCP_W]), d4);  // d gelu (N,4C)
+    Linear<T>::backward_input(mode_, k.dout, cmat(*P.fc_proj_w), d4);  // d gelu (N,4C)
     Gelu<T>::backward_input(mode_, flat(k.fc), CVec<T>(d4.data(), d4.size()), flat_mut(k.d_fc));
-    Linear<T>::backward_input(mode_, k.d_fc, cmat(P[FC_W]), k.d_ln2);  // (N,C)
-    LayerNorm<T>::backward_input(mode_, k.res1, cvec(P[LN2_W].value), cvec(k.mean2), cvec(k.rstd2), k.d_ln2, c1);
+    Linear<T>::backward_input(mode_, k.d_fc, cmat(*P.fc_w), k.d_ln2);  // (N,C)
+    LayerNorm<T>::backward_input(mode_, k.res1, cvec(P.ln2_w->value), cvec(k.mean2), cvec(k.rstd2), k.d_ln2, c1);
     Elementwise<T>::add(flat(k.dout), CVec<T>(c1.data(), c1.size()), flat_mut(k.d_res1));
-    Linear<T>::backward_input(mode_, k.d_res1, cmat(P[PROJ_W]), c2);  // d atty (N,C)
+    Linear<T>::backward_input(mode_, k.d_res1, cmat(*P.attn_proj_w), c2);  // d atty (N,C)
     Attention<T>::backward_input(mode_, n, T_, C, H, k.qkv, k.att, c2, k.d_qkv);
-    Linear<T>::backward_input(mode_, k.d_qkv, cmat(P[QKV_W]), k.d_ln1);
-    LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P[LN1_W].value), cvec(k.mean1), cvec(k.rstd1), k.d_ln1, c1);
+    Linear<T>::backward_input(mode_, k.d_qkv, cmat(*P.qkv_w), k.d_ln1);
+    LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P.ln1_w->value), cvec(k.mean1), cvec(k.rstd1), k.d_ln1, c1);
     Mat<T> out = b > 0 ? rows(s.blocks[b - 1].dout, N) : exit_grad();
     Elementwise<T>::add(flat(k.d_res1), CVec<T>(c1.data(), c1.size()), Vec<T>(out.data(), out.size()));
-    if (on_input_grad) on_input_grad(block_name(first_layer_ + b), mb, out);
+    if (observer_) observer_->input_grad(block_name(first_layer_ + b), mb, out);
   }
   s.input_grad_done = true;
 }
@@ -330,25 +344,23 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
   const int n = mb.nsamples, T_ = shape_.seq_len;
   const std::size_t N = static_cast<std::size_t>(n) * T_;
   if (last_) {
-    const std::size_t h = params_.size() - 3;
-    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, params_[h + 2].acc, nullptr);
-    LayerNorm<T>::backward_weight(mode_, s.h_x, cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, T_, params_[h].acc,
-                                  params_[h + 1].acc);
+    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, head_.lm_head_w->acc, nullptr);
+    LayerNorm<T>::backward_weight(mode_, s.h_x, cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, T_, head_.lnf_w->acc,
+                                  head_.lnf_b->acc);
   }
-  const std::size_t boff = first_ ? 2 : 0;
   for (int b = num_layers_ - 1; b >= 0; --b) {
     auto& k = s.blocks[b];
-    Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
-    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P[FCP_W].acc, &P[FCP_B].acc);
-    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P[FC_W].acc, &P[FC_B].acc);
-    LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P[LN2_W].acc, P[LN2_B].acc);
-    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P[PROJ_W].acc, &P[PROJ_B].acc);
-    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P[QKV_W].acc, &P[QKV_B].acc);
-    LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P[LN1_W].acc, P[LN1_B].acc);
+    const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
+    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P.fc_proj_w->acc, &P.fc_proj_b->acc);
+    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P.fc_w->acc, &P.fc_b->acc);
+    LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P.ln2_w->acc, P.ln2_b->acc);
+    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P.attn_proj_w->acc, &P.attn_proj_b->acc);
+    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P.qkv_w->acc, &P.qkv_b->acc);
+    LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P.ln1_w->acc, P.ln1_b->acc);
   }
   if (first_) {
     const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
-    Embedding<T>::backward_weight(mode_, n, T_, tokens, s.emb_dout, params_[0].acc, params_[1].acc);
+    Embedding<T>::backward_weight(mode_, n, T_, tokens, s.emb_dout, embedding_.wte->acc, embedding_.wpe->acc);
   }
   auto it = store_.find(mb.index);
   pool_.push_back(std::move(it->second));
@@ -374,10 +386,14 @@ void Stage<T>::finalize_grads() {
 template <class T>
 void Stage<T>::optimizer_step(const OptimizerConfig& cfg, int step) {
   for (auto& p : params_) {
-    if (cfg.kind == "adamw")
-      AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v);
-    else
-      Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m);
+    switch (cfg.kind) {
+      case OptimizerKind::adamw:
+        AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v);
+        break;
+      case OptimizerKind::sgd:
+        Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m);
+        break;
+    }
   }
 }
 

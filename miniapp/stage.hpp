@@ -2,7 +2,6 @@
 // accumulators, optimizer state and the activations it stores between F, I and W.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,25 +26,50 @@ struct MicroBatch {
   int index = 0, sample0 = 0, nsamples = 0;
 };
 
+enum class OptimizerKind { adamw, sgd };
+const char* to_string(OptimizerKind k);
+
 struct OptimizerConfig {
-  std::string kind = "adamw";  // adamw | sgd
+  OptimizerKind kind = OptimizerKind::adamw;
   AdamWConfig adamw;
   SgdConfig sgd;
 };
 
-// Per-step inputs every stage may need: the global batch on the device and the loss scale.
+// Per-step inputs every stage may need (the global batch on the device and the loss scale) and
+// where the last stage leaves each global sample's loss sum and valid-token count (host, [B]).
 template <class T>
 struct StepInputs {
   Kokkos::View<int*, MemSpace> tokens, targets;  // (B*T) global batch
   long long global_valid_tokens = 0;
+  double* sample_loss = nullptr;
+  int* sample_tokens = nullptr;
 };
 
-// Called with a layer name ("embedding", "layer_03", "lnf") and a (n*T, C) device tensor.
+// Sees a stage's boundary tensors as they are made: a layer name ("embedding", "layer_03",
+// "lnf") and a (n*T, C) device tensor, produced on ExecSpace and not yet fenced.
 template <class T>
-using TensorHook = std::function<void(const std::string& layer, const MicroBatch&, CMat<T>)>;
-// Called on the last stage with per-sample loss sums and valid-token counts of a micro-batch.
-using LossHook =
-    std::function<void(const MicroBatch&, const std::vector<double>& loss_sum, const std::vector<int>& valid)>;
+class TensorObserver {
+ public:
+  virtual ~TensorObserver() = default;
+  virtual void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) = 0;
+  virtual void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) = 0;
+};
+
+// The parameters of one part of the model, resolved by global name (never by position).
+template <class T>
+struct EmbeddingParams {
+  Param<T>*wte = nullptr, *wpe = nullptr;
+};
+template <class T>
+struct BlockParams {
+  Param<T>*ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *attn_proj_w = nullptr,
+  *attn_proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fc_proj_w = nullptr,
+  *fc_proj_b = nullptr;
+};
+template <class T>
+struct HeadParams {
+  Param<T>*lnf_w = nullptr, *lnf_b = nullptr, *lm_head_w = nullptr;
+};
 
 template <class T>
 class Stage {
@@ -59,10 +83,11 @@ class Stage {
   bool is_last() const { return last_; }
   std::string describe() const;  // "stage 1: layer_02..layer_03"
   std::vector<Param<T>>& params() { return params_; }
+  const std::vector<Param<T>>& params() const { return params_; }
   const ModelShape& shape() const { return shape_; }
 
   // F: x_in (n*T, C) is ignored on the first stage (it embeds tokens); y_out (n*T, C) is ignored
-  // on the last stage (it computes the loss and calls on_loss).
+  // on the last stage (it computes the loss into in.sample_loss / in.sample_tokens).
   void forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_in, Mat<T> y_out);
   // I: dy (n*T, C) is ignored on the last stage (the loss is the source); dx (n*T, C) is ignored
   // on the first stage. Keeps what W needs.
@@ -79,19 +104,24 @@ class Stage {
   int stored_microbatches() const { return static_cast<int>(store_.size()); }
   std::size_t stored_bytes() const;
 
-  TensorHook<T> on_activation, on_input_grad;
-  LossHook on_loss;
+  // Boundary tensors go to `observer` (nullptr: nobody watches); the caller owns it.
+  void observe(TensorObserver<T>* observer) { observer_ = observer; }
 
  private:
   struct Saved;
   struct Workspace;
   Saved& saved(const MicroBatch& mb, const char* action);
+  Param<T>* find_param(const std::string& name);
 
   ModelShape shape_;
   int id_, first_layer_, num_layers_;
   bool first_, last_;
   Mode mode_;
   std::vector<Param<T>> params_;
+  EmbeddingParams<T> embedding_;        // first stage only
+  std::vector<BlockParams<T>> blocks_;  // one per block, in layer order
+  HeadParams<T> head_;                  // last stage only
+  TensorObserver<T>* observer_ = nullptr;
   std::map<int, std::unique_ptr<Saved>> store_;
   std::vector<std::unique_ptr<Saved>> pool_;  // freed stores kept for reuse
   std::unique_ptr<Workspace> ws_;             // scratch shared by the stage's actions

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "data.hpp"
-#include "kernels/exact_sum.hpp"
-#include "runtime.hpp"
+#include "kernels/cross_entropy.hpp"
 #include "stage.hpp"
+#include "trainer.hpp"
 
 namespace minipipe::testing {
 
@@ -45,27 +45,20 @@ struct SingleStage {
     return in;
   }
 
-  // Forward only; returns the global loss (exact sum of per-sample sums / valid tokens).
+  // Forward only; returns the global loss (the trainer's exact sum of per-sample sums over the
+  // valid tokens).
   double loss(const Batch& b) {
     auto in = inputs(b);
     std::vector<double> sums(b.B, 0.0);
-    stage.on_loss = [&](const MicroBatch& mb, const std::vector<double>& ls, const std::vector<int>&) {
-      for (int i = 0; i < mb.nsamples; ++i) sums[mb.sample0 + i] = ls[i];
-    };
+    std::vector<int> counts(b.B, 0);
+    in.sample_loss = sums.data(), in.sample_tokens = counts.data();
     MicroBatch mb{0, 0, b.B};
     stage.forward(mb, in, CMat<T>(), Mat<T>());
     // Drop the stored activations: run I and W into scratch accumulators.
     stage.backward_input(mb, in, CMat<T>(), Mat<T>());
     stage.backward_weight(mb, in);
     stage.zero_grads();
-    return exact_mean(sums, b.valid_tokens());
-  }
-
-  static double exact_mean(const std::vector<double>& sums, long long valid) {
-    Fixed128 acc;
-    int ov = 0;
-    for (double v : sums) ExactSum::add(acc, v, ov);
-    return ExactSum::to_double(acc) / static_cast<double>(valid);
+    return global_loss(sums, counts);
   }
 
   // One step: F and I per micro-batch in order, then the W calls in `w_order` (indices into the
@@ -73,18 +66,17 @@ struct SingleStage {
   double step(const Batch& b, int m, bool reverse_w, const OptimizerConfig* opt = nullptr, int step_no = 1) {
     auto in = inputs(b);
     std::vector<double> sums(b.B, 0.0);
-    stage.on_loss = [&](const MicroBatch& mb, const std::vector<double>& ls, const std::vector<int>&) {
-      for (int i = 0; i < mb.nsamples; ++i) sums[mb.sample0 + i] = ls[i];
-    };
+    std::vector<int> counts(b.B, 0);
+    in.sample_loss = sums.data(), in.sample_tokens = counts.data();
     stage.zero_grads();
-    auto mbs = Pipeline<T>::split(b.B, m);
+    auto mbs = split_batch(b.B, m);
     for (const auto& mb : mbs) stage.forward(mb, in, CMat<T>(), Mat<T>());
     for (const auto& mb : mbs) stage.backward_input(mb, in, CMat<T>(), Mat<T>());
     if (reverse_w) std::reverse(mbs.begin(), mbs.end());
     for (const auto& mb : mbs) stage.backward_weight(mb, in);
     stage.finalize_grads();
     if (opt) stage.optimizer_step(*opt, step_no);
-    return exact_mean(sums, b.valid_tokens());
+    return global_loss(sums, counts);
   }
 
   // All gradients (or parameter values) concatenated on the host, in parameter order.

@@ -1,0 +1,29 @@
+// What one rank measured in one training step: compute time per action kind, exposed
+// communication, time spent in observers (dumps), peak stored activations, every action's span.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "schedules/action.hpp"
+
+namespace minipipe {
+
+// One executed compute action with its times (seconds from the step's start, after a barrier).
+struct ActionTiming {
+  sched::Op op = sched::Op::F;
+  int stage = -1, microbatch = -1;
+  double start = 0, end = 0;
+};
+
+struct RankStepStats {
+  double makespan = 0;  // step start to this rank's last action (s)
+  double time_F = 0, time_I = 0, time_W = 0, time_B = 0;
+  double comm_wait = 0;    // blocked waiting for a boundary tensor (exposed communication)
+  double observer_io = 0;  // inside actions but spent in observers (dumps): neither compute nor idle
+  int peak_stored_mb = 0;  // micro-batches with stored activations, all stages of the rank
+  std::size_t peak_stored_bytes = 0;
+  std::vector<ActionTiming> actions;
+};
+
+}  // namespace minipipe

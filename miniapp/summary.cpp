@@ -1,0 +1,125 @@
+// Summaries of measured runs. Time inside observers (dump I/O) is neither compute nor pipeline
+// idle: it is left out of both the per-rank idle and the bubble, the same way in each.
+#include "summary.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "schedules/simulator.hpp"
+
+namespace minipipe {
+
+namespace {
+
+double mean_of(const std::vector<double>& v) {
+  double x = 0;
+  for (double e : v) x += e / static_cast<double>(v.size());
+  return x;
+}
+
+// Mean measured cost of each action kind per stage, in ms; a stage without split backward
+// gets I = W = B/2, one without full backward B = I + W.
+struct StageCosts {
+  std::vector<double> F, I, W, B, total;  // total: seconds of compute in the timed step
+};
+
+StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas) {
+  const int S = plan.num_stages();
+  std::vector<double> sum[4];
+  std::vector<int> count[4];
+  for (int k = 0; k < 4; ++k) sum[k].assign(S, 0), count[k].assign(S, 0);
+  auto slot = [](sched::Op op) { return op == sched::Op::F ? 0 : op == sched::Op::I ? 1 : op == sched::Op::W ? 2 : 3; };
+  for (const auto& r : meas.ranks)
+    for (const auto& a : r.actions) {
+      if (a.stage < 0 || a.stage >= S) throw std::logic_error("summarize: measured action of unknown stage");
+      sum[slot(a.op)][a.stage] += a.end - a.start;
+      ++count[slot(a.op)][a.stage];
+    }
+  StageCosts c;
+  for (int s = 0; s < S; ++s) {
+    auto mean = [&](int k) { return count[k][s] ? sum[k][s] / count[k][s] : 0.0; };
+    const double f = mean(0), i = mean(1), w = mean(2);
+    const double b = count[3][s] ? mean(3) : i + w;
+    c.F.push_back(1e3 * f);
+    c.I.push_back(1e3 * (count[1][s] ? i : b / 2));
+    c.W.push_back(1e3 * (count[2][s] ? w : b / 2));
+    c.B.push_back(1e3 * b);
+    c.total.push_back(sum[0][s] + sum[1][s] + sum[2][s] + sum[3][s]);
+  }
+  return c;
+}
+
+}  // namespace
+
+RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const RunMeasurements& meas) {
+  if (meas.step_seconds.empty() || static_cast<int>(meas.ranks.size()) != ctx.p)
+    throw std::logic_error("summarize: need at least one step and the statistics of every rank");
+  RunReport rep;
+  rep.schedule = ctx.schedule;
+  rep.p = ctx.p, rep.v = plan.v, rep.m = ctx.m, rep.steps = ctx.steps, rep.batch = ctx.batch;
+  rep.seq_len = ctx.seq_len;
+  rep.mode = ctx.mode, rep.backend = ctx.backend, rep.blas = ctx.blas, rep.comm_path = ctx.comm_path;
+  rep.dump_path = ctx.dump_path;
+  rep.losses = meas.losses;
+  rep.step_seconds = meas.step_seconds;
+
+  // The first step warms up (allocations, first touches) when there are several.
+  const std::size_t first = meas.step_seconds.size() > 1 ? 1 : 0;
+  double sum = 0;
+  for (std::size_t i = first; i < meas.step_seconds.size(); ++i) sum += meas.step_seconds[i];
+  rep.step_seconds_mean = sum / static_cast<double>(meas.step_seconds.size() - first);
+  rep.tokens_per_second = static_cast<double>(ctx.batch) * ctx.seq_len / rep.step_seconds_mean;
+
+  const double makespan = meas.step_seconds.back();
+  rep.makespan = makespan;
+  double busy_total = 0, observed_total = 0;
+  for (int r = 0; r < ctx.p; ++r) {
+    const RankStepStats& st = meas.ranks[static_cast<std::size_t>(r)];
+    RankReport rr;
+    rr.rank = r;
+    rr.stages = plan.stages_of_rank(r);
+    rr.time_F = st.time_F, rr.time_I = st.time_I, rr.time_W = st.time_W, rr.time_B = st.time_B;
+    rr.comm_wait = st.comm_wait;
+    rr.busy = st.time_F + st.time_I + st.time_W + st.time_B;
+    rr.dump_io = st.observer_io;
+    rr.idle = makespan - rr.busy - rr.dump_io;
+    rr.peak_stored_mb = st.peak_stored_mb;
+    rr.peak_stored_bytes = static_cast<double>(st.peak_stored_bytes);
+    busy_total += rr.busy;
+    observed_total += rr.dump_io;
+    rep.ranks.push_back(rr);
+  }
+  rep.bubble_measured = 1.0 - (busy_total + observed_total) / (ctx.p * makespan);
+
+  const StageCosts c = stage_costs(plan, meas);
+  const int S = plan.num_stages();
+  double mean_stage = 0, max_stage = 0;
+  for (double t : c.total) mean_stage += t / S, max_stage = std::max(max_stage, t);
+  rep.stage_compute = c.total;
+  rep.imbalance = mean_stage > 0 ? max_stage / mean_stage : 1;
+
+  // The simulator fed with the measured mean cost of each action kind per stage.
+  sched::CostModel cost;
+  cost.F = c.F, cost.I = c.I, cost.W = c.W, cost.B = c.B;
+  rep.bubble_simulated = sched::simulate(plan, cost).bubble_fraction;
+  // The closed form assumes every stage costs the same: feed it the stage-mean of the measured
+  // costs, or, where the formula also needs F = I = W (ZB-H2, ZB-V, DualPipeV), unit costs.
+  rep.bubble_analytic = sched::analytic_bubble(
+      plan, sched::CostModel::uniform(S, mean_of(c.F), mean_of(c.B), mean_of(c.I), mean_of(c.W), 0));
+  if (!rep.bubble_analytic)
+    rep.bubble_analytic = sched::analytic_bubble(plan, sched::CostModel::uniform(S, 1, 2, 1, 1, 0));
+  return rep;
+}
+
+sched::Timeline measured_timeline(const RunContext& ctx, const sched::Schedule& plan, const RunMeasurements& meas) {
+  sched::Timeline tl;
+  tl.p = ctx.p;
+  tl.title = "measured: " + ctx.schedule + " p=" + std::to_string(ctx.p) + " v=" + std::to_string(plan.v) +
+             " m=" + std::to_string(ctx.m) + " (last step, ms)";
+  for (std::size_t r = 0; r < meas.ranks.size(); ++r)
+    for (const auto& a : meas.ranks[r].actions)
+      tl.events.push_back({static_cast<int>(r), 1e3 * a.start, 1e3 * a.end, a.op, a.stage, a.microbatch});
+  return tl;
+}
+
+}  // namespace minipipe

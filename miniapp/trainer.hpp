@@ -1,0 +1,72 @@
+// The trainer: owns this rank's stages and one optimizer step (zero gradients, run the
+// executor, the global loss, gradient finalization, optimizer), with observers for dumps.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "executor.hpp"
+#include "schedules/schedule.hpp"
+#include "stage.hpp"
+#include "step_stats.hpp"
+
+namespace minipipe {
+
+// Sees a step as it happens: boundary tensors (timed by the executor), then each local stage's
+// gradients once complete and its parameters once updated.
+template <class T>
+class StepObserver : public TensorObserver<T> {
+ public:
+  void activation(const std::string&, const MicroBatch&, CMat<T>) override {}
+  void input_grad(const std::string&, const MicroBatch&, CMat<T>) override {}
+  virtual void grads_ready(const Stage<T>&) {}
+  virtual void params_updated(const Stage<T>&) {}
+};
+
+// Per-step results known on every rank.
+struct StepResult {
+  double loss = 0;                  // global: sum of token losses / global valid tokens
+  std::vector<double> sample_loss;  // per global sample
+  std::vector<int> sample_tokens;
+  RankStepStats stats;  // this rank's
+};
+
+// The micro-batches of a batch of B samples in m parts (sizes differ by at most one, larger first).
+std::vector<MicroBatch> split_batch(int B, int m);
+
+template <class T>
+class Trainer {
+ public:
+  // Builds this rank's stages (stage s lives on plan.stage_to_rank[s]); `plan` is what the
+  // executor runs (lowered, receives posted early).
+  Trainer(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout, const sched::Schedule& plan, Mode mode,
+          std::uint64_t seed, CommPath path, const OptimizerConfig& opt);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One optimizer step (0-based `step`) over the global batch with the plan's m micro-batches.
+  StepResult step(int step, const Batch& batch, StepObserver<T>* observer = nullptr);
+
+  const std::vector<Stage<T>>& stages() const { return stages_; }
+  const sched::Schedule& plan() const { return plan_; }
+
+ private:
+  void upload(int step, const Batch& batch);
+  void gather_loss(int step, StepResult& res) const;
+  void update(int step, StepObserver<T>* observer);
+
+  MPI_Comm comm_;
+  ModelShape shape_;
+  sched::Schedule plan_;
+  OptimizerConfig opt_;
+  std::vector<Stage<T>> stages_;
+  std::unique_ptr<Executor<T>> executor_;
+  StepInputs<T> in_;
+};
+
+}  // namespace minipipe

@@ -1,0 +1,103 @@
+// summarize(): per-rank idle and the measured bubble leave observer (dump) time out alike, the
+// simulator fed with measured costs reproduces the closed form, and throughput skips warm-up.
+#include <gtest/gtest.h>
+
+#include "schedules/schedules.hpp"
+#include "summary.hpp"
+
+namespace {
+
+using namespace minipipe;
+namespace ms = minipipe::sched;
+
+RunContext context(int p, int m) {
+  RunContext c;
+  c.schedule = "1f1b", c.mode = "deterministic", c.backend = "Serial", c.blas = "test", c.comm_path = "host";
+  c.p = p, c.m = m, c.steps = 3, c.batch = 4, c.seq_len = 8;
+  return c;
+}
+
+// Every compute action of `plan` measured at `f` (F) or `b` (B) seconds, back to back per rank.
+RunMeasurements measured(const ms::Schedule& plan, double f, double b) {
+  RunMeasurements meas;
+  meas.losses = {3.0, 2.5, 2.0};
+  meas.step_seconds = {9.0, 1.0, 3.0};
+  for (const auto& row : plan.ranks) {
+    RankStepStats st;
+    double t = 0;
+    for (const auto& a : row) {
+      if (!ms::is_compute(a.op)) continue;
+      const double d = a.op == ms::Op::F ? f : b;
+      st.actions.push_back({a.op, a.stage, a.microbatch, t, t + d});
+      (a.op == ms::Op::F ? st.time_F : st.time_B) += d;
+      t += d;
+    }
+    st.makespan = t;
+    meas.ranks.push_back(st);
+  }
+  return meas;
+}
+
+TEST(Summary, IdleAndBubbleBothLeaveDumpTimeOut) {
+  const ms::Schedule plan = ms::post_receives_early(ms::lower_communication(ms::make_schedule("1f1b", 2, 2)));
+  RunMeasurements meas = measured(plan, 0.25, 0.5);  // busy 1.5 s on each rank
+  meas.ranks[0].observer_io = 0.75;                  // rank 0 spent 0.75 s writing the dump
+  const RunReport rep = summarize(context(2, 2), plan, meas);
+  const double makespan = 3.0;  // the last step's time
+  ASSERT_EQ(rep.ranks.size(), 2u);
+  EXPECT_DOUBLE_EQ(rep.ranks[0].busy, 1.5);
+  EXPECT_DOUBLE_EQ(rep.ranks[0].dump_io, 0.75);
+  EXPECT_DOUBLE_EQ(rep.ranks[0].idle, makespan - 1.5 - 0.75);
+  EXPECT_DOUBLE_EQ(rep.ranks[1].idle, makespan - 1.5);
+  // The bubble is exactly the ranks' idle over p x makespan.
+  EXPECT_DOUBLE_EQ(rep.bubble_measured, (rep.ranks[0].idle + rep.ranks[1].idle) / (2 * makespan));
+  EXPECT_DOUBLE_EQ(rep.makespan, makespan);
+  EXPECT_EQ(rep.ranks[0].stages, std::vector<int>{0});
+  EXPECT_EQ(rep.ranks[1].stages, std::vector<int>{1});
+}
+
+TEST(Summary, ThroughputSkipsTheWarmUpStep) {
+  const ms::Schedule plan = ms::lower_communication(ms::make_schedule("1f1b", 2, 2));
+  const RunReport rep = summarize(context(2, 2), plan, measured(plan, 0.25, 0.5));
+  EXPECT_DOUBLE_EQ(rep.step_seconds_mean, 2.0);  // (1 + 3) / 2, not counting the 9 s first step
+  EXPECT_DOUBLE_EQ(rep.tokens_per_second, 4.0 * 8 / 2.0);
+  EXPECT_EQ(rep.losses, (std::vector<double>{3.0, 2.5, 2.0}));
+}
+
+TEST(Summary, SimulatorFedWithMeasuredCostsMatchesTheClosedForm) {
+  // 1F1B with equal stages and B = 2F: bubble (p-1)/(m+p-1), whatever the absolute costs.
+  for (int p : {2, 3, 4})
+    for (int m : {1, 4, 8}) {
+      const ms::Schedule plan = ms::post_receives_early(ms::lower_communication(ms::make_schedule("1f1b", p, m)));
+      const RunReport rep = summarize(context(p, m), plan, measured(plan, 0.003, 0.006));
+      const double closed = (p - 1.0) / (m + p - 1.0);
+      EXPECT_NEAR(rep.bubble_simulated, closed, 1e-12) << "p=" << p << " m=" << m;
+      ASSERT_TRUE(rep.bubble_analytic.has_value());
+      EXPECT_NEAR(*rep.bubble_analytic, closed, 1e-12);
+      EXPECT_NEAR(rep.imbalance, 1.0, 1e-12);
+      ASSERT_EQ(rep.stage_compute.size(), static_cast<std::size_t>(p));
+      EXPECT_NEAR(rep.stage_compute[0], m * 0.009, 1e-12);
+    }
+}
+
+TEST(Summary, MeasuredTimelineHoldsEveryActionInMilliseconds) {
+  const ms::Schedule plan = ms::lower_communication(ms::make_schedule("gpipe", 2, 3));
+  const RunMeasurements meas = measured(plan, 0.001, 0.002);
+  RunContext ctx = context(2, 3);
+  ctx.schedule = "gpipe";
+  const ms::Timeline tl = measured_timeline(ctx, plan, meas);
+  EXPECT_EQ(tl.p, 2);
+  ASSERT_EQ(tl.events.size(), 12u);  // 2 ranks x 3 micro-batches x (F, B)
+  EXPECT_EQ(tl.events[0].rank, 0);
+  EXPECT_DOUBLE_EQ(tl.events[0].end - tl.events[0].start, 1.0);
+  EXPECT_NE(tl.title.find("gpipe p=2 v=1 m=3"), std::string::npos) << tl.title;
+}
+
+TEST(Summary, RefusesIncompleteMeasurements) {
+  const ms::Schedule plan = ms::lower_communication(ms::make_schedule("1f1b", 2, 2));
+  RunMeasurements meas = measured(plan, 1, 2);
+  meas.ranks.pop_back();
+  EXPECT_THROW(summarize(context(2, 2), plan, meas), std::logic_error);
+}
+
+}  // namespace
