@@ -22,8 +22,9 @@ std::vector<std::uint64_t> dims_of(const ParamSpec& p) {
 }  // namespace
 
 template <class T>
-DumpObserver<T>::DumpObserver(io::DumpWriter& writer, io::DumpLevel level, const ModelShape& shape, int batch)
-    : w_(writer), level_(level), shape_(shape), batch_(batch) {}
+DumpObserver<T>::DumpObserver(io::DumpWriter& writer, io::DumpLevel level, const ModelShape& shape, int batch,
+                              bool writes_params)
+    : w_(writer), level_(level), shape_(shape), batch_(batch), writes_params_(writes_params) {}
 
 template <class T>
 void DumpObserver<T>::create_param_sets(const std::string& group) {
@@ -32,6 +33,7 @@ void DumpObserver<T>::create_param_sets(const std::string& group) {
 
 template <class T>
 void DumpObserver<T>::write_params(const std::string& group, const Stage<T>& stage, bool grads) {
+  if (!writes_params_) return;
   for (const auto& p : stage.params()) {
     auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), grads ? p.grad : p.value);
     w_.write_rows(group + "/" + p.spec.name, 0, dims_of(p.spec)[0], h.data());

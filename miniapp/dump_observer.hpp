@@ -12,7 +12,9 @@ namespace minipipe {
 template <class T>
 class DumpObserver final : public StepObserver<T> {
  public:
-  DumpObserver(io::DumpWriter& writer, io::DumpLevel level, const ModelShape& shape, int batch);
+  // `writes_params`: this rank writes its stages' parameters and gradients (one data-parallel
+  // replica does; the others hold the same values).
+  DumpObserver(io::DumpWriter& writer, io::DumpLevel level, const ModelShape& shape, int batch, bool writes_params);
 
   // /init/params: every parameter before the first step (collective; local stages write).
   void write_initial(const std::vector<Stage<T>>& stages);
@@ -35,6 +37,7 @@ class DumpObserver final : public StepObserver<T> {
   io::DumpLevel level_;
   ModelShape shape_;
   int batch_;
+  bool writes_params_;
   std::string group_;  // "/step_NNNN" of the step being observed
 };
 

@@ -25,8 +25,8 @@ void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     out << "    {\n";
-    out << "      \"schedule\": " << json_quote(r.schedule) << ", \"p\": " << r.p << ", \"v\": " << r.v
-        << ", \"m\": " << r.m << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch
+    out << "      \"schedule\": " << json_quote(r.schedule) << ", \"p\": " << r.p << ", \"dp\": " << r.dp
+        << ", \"v\": " << r.v << ", \"m\": " << r.m << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch
         << ", \"seq_len\": " << r.seq_len << ",\n";
     out << "      \"mode\": " << json_quote(r.mode) << ", \"backend\": " << json_quote(r.backend)
         << ", \"blas\": " << json_quote(r.blas) << ", \"comm_path\": " << json_quote(r.comm_path) << ",\n";
@@ -47,8 +47,8 @@ void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml
           << ", \"F\": " << json_number(q.time_F) << ", \"I\": " << json_number(q.time_I)
           << ", \"W\": " << json_number(q.time_W) << ", \"B\": " << json_number(q.time_B)
           << ", \"busy\": " << json_number(q.busy) << ", \"comm_wait\": " << json_number(q.comm_wait)
-          << ", \"idle\": " << json_number(q.idle) << ", \"dump_io\": " << json_number(q.dump_io)
-          << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
+          << ", \"allreduce\": " << json_number(q.allreduce) << ", \"idle\": " << json_number(q.idle)
+          << ", \"dump_io\": " << json_number(q.dump_io) << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
           << ", \"peak_stored_bytes\": " << json_number(q.peak_stored_bytes) << "}"
           << (k + 1 < r.ranks.size() ? "," : "") << "\n";
     }

@@ -14,19 +14,20 @@ struct RankReport {
   std::vector<int> stages;
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;  // seconds, last measured step
   double comm_wait = 0, idle = 0, busy = 0, dump_io = 0;
+  double allreduce = 0;  // exposed data-parallel gradient all-reduce, after the pipeline
   int peak_stored_mb = 0;
   double peak_stored_bytes = 0;
 };
 
 struct RunReport {
   std::string schedule;
-  int p = 1, v = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
+  int p = 1, dp = 1, v = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
   std::string mode, backend, blas, comm_path;
   std::vector<double> losses;        // per step
-  std::vector<double> step_seconds;  // per step (max over ranks)
+  std::vector<double> step_seconds;  // per step (max over ranks), whole step
   double step_seconds_mean = 0;      // steps after the first (warm-up) when there are several
   double tokens_per_second = 0;
-  double makespan = 0;  // the timed step
+  double makespan = 0;  // the pipeline's makespan in the timed (last) step
   double bubble_measured = 0, bubble_simulated = 0;
   std::optional<double> bubble_analytic;
   double imbalance = 0;               // max/mean per-stage compute time

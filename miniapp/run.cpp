@@ -47,7 +47,7 @@ struct RunSetup {
   RunSetup(const ModelShape& s, DataSource d) : shape(s), data(std::move(d)) {}
   ModelShape shape;
   DataSource data;
-  int B = 0, steps = 0, print_every = 1, p = 1;
+  int B = 0, steps = 0, print_every = 1, p = 1, dp = 1;
   std::uint64_t seed = 0;
   Mode mode = Mode::deterministic;
   OptimizerConfig opt;
@@ -135,12 +135,22 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
   for (const char* key : {"output.json", "output.svg", "output.trace"})
     check_output(key, deck.get_string(key), su.force);
 
+  su.dp = static_cast<int>(deck.get_int("pipeline.dp"));
+  if (world % su.dp != 0)
+    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + " but " + std::to_string(world) +
+                     " MPI ranks were launched; allowed: a divisor of the rank count (mpiexec -n p*dp)");
+  if (su.dp > su.B)
+    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + "; allowed: 1 .. train.batch (" +
+                     std::to_string(su.B) + ") so every replica has a sample");
+  const int pp = world / su.dp;
   const long long p_key = deck.get_int("pipeline.p");
-  if (p_key > 0 && p_key != world)
+  if (p_key > 0 && p_key != pp)
     throw InputError("deck: key 'pipeline.p' has value " + std::to_string(p_key) + " but " + std::to_string(world) +
-                     " MPI ranks were launched; allowed: 0 (use the launched count) or exactly " +
-                     std::to_string(world) + " (launch mpiexec -n P with P = pipeline.p)");
-  su.p = world;
+                     " MPI ranks were launched with pipeline.dp = " + std::to_string(su.dp) +
+                     "; allowed: 0 (use ranks / dp) or exactly " + std::to_string(pp) +
+                     " (launch mpiexec -n P*dp with P = pipeline.p)");
+  su.p = pp;
+  const int smallest_share = replica_share(su.B, su.dp, su.dp - 1).count;
   su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
 
   const long long v_key = deck.get_int("pipeline.chunks");
@@ -154,10 +164,10 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
       if (!seen.insert({name, m}).second)
         throw InputError("deck: keys 'pipeline.schedule' x 'pipeline.microbatches' list (" + name +
                          ", m = " + std::to_string(m) + ") twice; allowed: each pair once");
-      if (m > su.B)
-        throw InputError("deck: key 'pipeline.microbatches' has value " + std::to_string(m) +
-                         "; allowed: 1 .. train.batch (" + std::to_string(su.B) +
-                         ") so every micro-batch has a sample");
+      if (m > smallest_share)
+        throw InputError("deck: key 'pipeline.microbatches' has value " + std::to_string(m) + "; allowed: 1 .. " +
+                         (su.dp > 1 ? "the smallest replica's share of train.batch (" : "train.batch (") +
+                         std::to_string(smallest_share) + ") so every micro-batch has a sample");
       const int v = v_key > 0 || name == "csv" ? static_cast<int>(v_key) : sched::default_v(name);
       Plan pl;
       pl.schedule = name;
@@ -190,9 +200,34 @@ void print_banner(const RunSetup& su, std::ostream& out) {
       << ") | " << blas_string() << "\n";
   out << "model: V=" << s.vocab << " T=" << s.seq_len << " C=" << s.channels << " H=" << s.n_head << " L=" << s.n_layer
       << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | p = " << su.p
-      << " ranks\n";
+      << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
+  if (su.dp > 1)
+    for (int d = 0; d < su.dp; ++d) {
+      const SampleRange r = replica_share(su.B, su.dp, d);
+      out << "replica " << d << ": ranks " << d * su.p << ".." << (d + 1) * su.p - 1 << " = (dp " << d << ", pp 0.."
+          << su.p - 1 << "), samples [" << r.first << ", " << r.first + r.count << ")\n";
+    }
 }
+
+// Where this rank sits: rank = dp * p + pp, so each replica's pipeline is a contiguous block.
+struct Coordinates {
+  int dp = 0, pp = 0;
+  MPI_Comm pipeline = MPI_COMM_NULL, replicas = MPI_COMM_NULL;  // same dp / same pp
+  Coordinates(MPI_Comm world, int p) {
+    int rank = 0;
+    MPI_Comm_rank(world, &rank);
+    dp = rank / p, pp = rank % p;
+    MPI_Comm_split(world, dp, pp, &pipeline);
+    MPI_Comm_split(world, pp, dp, &replicas);
+  }
+  ~Coordinates() {
+    MPI_Comm_free(&pipeline);
+    MPI_Comm_free(&replicas);
+  }
+  Coordinates(const Coordinates&) = delete;
+  Coordinates& operator=(const Coordinates&) = delete;
+};
 
 // Phase 2: the dump of one sweep entry, with /meta (collective; nullptr when there is none).
 std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, const Plan& pl, MPI_Comm comm) {
@@ -208,7 +243,7 @@ std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, 
                                                     {"p", su.p},
                                                     {"v", pl.lowered.v},
                                                     {"m", pl.m},
-                                                    {"dp", 1}};
+                                                    {"dp", su.dp}};
   for (const auto& [name, value] : ints) dump->set_attribute("/meta", name, value);
   dump->set_attribute("/meta", "schedule", pl.schedule);
   dump->set_attribute("/meta", "mode", std::string(to_string(su.mode)));
@@ -219,29 +254,33 @@ std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, 
   return dump;
 }
 
-// What one sweep entry's training leaves: per step loss and time, and the last step's stats.
+// What one sweep entry's training leaves: per step loss, time and pipeline makespan, and this
+// rank's stats of the last step.
 struct TrainRecord {
-  std::vector<double> losses, step_seconds;
+  std::vector<double> losses, step_seconds, makespans;
   RankStepStats last;
 };
 
 // Phase 3: the step loop, with one step line per print_every steps on rank 0.
-TrainRecord train(Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSetup& su, MPI_Comm comm,
-                  std::ostream& out) {
+TrainRecord train(Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSetup& su, const Coordinates& at,
+                  MPI_Comm comm, std::ostream& out) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  const int last_rank = trainer.plan().stage_to_rank.back();
+  const bool holds_loss = at.dp == 0 && at.pp == trainer.plan().stage_to_rank.back();
+  const SampleRange share = replica_share(su.B, su.dp, at.dp);
   TrainRecord rec;
   for (int step = 0; step < su.steps; ++step) {
     const Batch batch = su.data.batch(step, su.B);
     if (dump) dump->begin_step(step);
-    StepResult res = trainer.step(step, batch, dump);
-    if (dump) dump->end_step(batch, res, rank == 0, rank == last_rank);
-    // Step time = the slowest rank's makespan.
-    double span = res.stats.makespan;
-    MPI_Allreduce(MPI_IN_PLACE, &span, 1, MPI_DOUBLE, MPI_MAX, comm);
+    StepResult res = trainer.step(step, batch, share, dump);
+    if (dump) dump->end_step(batch, res, rank == 0, holds_loss);
+    // Step time = the slowest rank's whole step; the pipeline's makespan likewise.
+    double times[2] = {res.stats.step, res.stats.makespan};
+    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, comm);
+    const double span = times[0];
     rec.losses.push_back(res.loss);
     rec.step_seconds.push_back(span);
+    rec.makespans.push_back(times[1]);
     if (rank == 0 && (step % su.print_every == 0 || step + 1 == su.steps)) {
       char line[160];
       std::snprintf(line, sizeof(line), "step %4d  loss %.6f  %9.2f ms  %11.0f tokens/s", step, res.loss, 1e3 * span,
@@ -263,11 +302,12 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
   RankStepStats totals = rec.last;
   totals.actions.clear();
   struct Totals {
-    double makespan, F, I, W, B, comm_wait, observer_io;
+    double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step;
     long long peak_mb, peak_bytes;
   } mine{totals.makespan,    totals.time_F,         totals.time_I,
          totals.time_W,      totals.time_B,         totals.comm_wait,
-         totals.observer_io, totals.peak_stored_mb, static_cast<long long>(totals.peak_stored_bytes)};
+         totals.observer_io, totals.allreduce,      totals.allreduce_start,
+         totals.step,        totals.peak_stored_mb, static_cast<long long>(totals.peak_stored_bytes)};
   std::vector<Totals> all(static_cast<std::size_t>(p));
   MPI_Gather(&mine, sizeof(Totals), MPI_BYTE, all.data(), sizeof(Totals), MPI_BYTE, 0, comm);
 
@@ -288,11 +328,13 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
   if (rank != 0) return meas;
   meas.losses = rec.losses;
   meas.step_seconds = rec.step_seconds;
+  meas.makespans = rec.makespans;
   for (int r = 0; r < p; ++r) {
     const Totals& t = all[static_cast<std::size_t>(r)];
     RankStepStats st;
     st.makespan = t.makespan, st.time_F = t.F, st.time_I = t.I, st.time_W = t.W, st.time_B = t.B;
-    st.comm_wait = t.comm_wait, st.observer_io = t.observer_io;
+    st.comm_wait = t.comm_wait, st.observer_io = t.observer_io, st.allreduce = t.allreduce, st.step = t.step;
+    st.allreduce_start = t.allreduce_start;
     st.peak_stored_mb = static_cast<int>(t.peak_mb);
     st.peak_stored_bytes = static_cast<std::size_t>(t.peak_bytes);
     const std::size_t first = static_cast<std::size_t>(displs[r]) / sizeof(ActionTiming);
@@ -345,10 +387,10 @@ void print_run(const RunReport& rep, std::ostream& out) {
   out << line << "\n";
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
-                  "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f ms"
-                  " | peak %d mb\n",
+                  "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f"
+                  "  all-reduce %7.2f ms | peak %d mb\n",
                   rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B, 1e3 * rr.comm_wait,
-                  1e3 * rr.idle, 1e3 * rr.dump_io, rr.peak_stored_mb);
+                  1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb);
     out << line;
   }
 }
@@ -372,35 +414,32 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
   std::vector<RunReport> reports;
   std::string reference_dump;
   int exit_code = 0;
+  const Coordinates at(comm, su.p);
   for (const auto& pl : su.plans) {
     if (rank == 0)
       out << "\n== schedule " << pl.schedule << ", p = " << su.p << ", v = " << pl.lowered.v << ", m = " << pl.m
           << " ==\n";
-    Trainer<Real> trainer(comm, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path, su.opt);
+    Trainer<Real> trainer(at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path, su.opt);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;
     if (writer) {
-      dump = std::make_unique<DumpObserver<Real>>(*writer, su.level, su.shape, su.B);
+      // Every replica holds the same parameters: replica 0 writes them.
+      dump = std::make_unique<DumpObserver<Real>>(*writer, su.level, su.shape, su.B, at.dp == 0);
       dump->write_initial(trainer.stages());
     }
-    const TrainRecord rec = train(trainer, dump.get(), su, comm, out);
+    const TrainRecord rec = train(trainer, dump.get(), su, at, comm, out);
     dump.reset();
     if (writer) writer->close();
     writer.reset();
 
-    const RunMeasurements meas = gather_measurements(comm, rec);
+    // Replica 0's pipeline is measured (world rank 0 is its first rank); the others match it.
+    const RunMeasurements meas = gather_measurements(at.pipeline, rec);
     if (rank == 0) {
-      const RunContext ctx{pl.schedule,
-                           to_string(su.mode),
-                           ExecSpace::name(),
-                           blas_string(),
-                           to_string(su.path),
-                           pl.dump,
-                           su.p,
-                           pl.m,
-                           su.steps,
-                           su.B,
-                           su.shape.seq_len};
+      RunContext ctx;
+      ctx.schedule = pl.schedule, ctx.mode = to_string(su.mode), ctx.backend = ExecSpace::name();
+      ctx.blas = blas_string(), ctx.comm_path = to_string(su.path), ctx.dump_path = pl.dump;
+      ctx.p = su.p, ctx.dp = su.dp, ctx.m = pl.m, ctx.steps = su.steps, ctx.batch = su.B;
+      ctx.seq_len = su.shape.seq_len;
       RunReport rep = summarize(ctx, pl.lowered, meas);
       rep.dump_vs_reference = compare_to_reference(pl, reference_dump);
       if (rep.dump_vs_reference != "identical" && rep.dump_vs_reference != "reference" &&

@@ -19,9 +19,12 @@ struct ActionTiming {
 struct RankStepStats {
   double makespan = 0;  // step start to this rank's last action (s)
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;
-  double comm_wait = 0;    // blocked waiting for a boundary tensor (exposed communication)
-  double observer_io = 0;  // inside actions but spent in observers (dumps): neither compute nor idle
-  int peak_stored_mb = 0;  // micro-batches with stored activations, all stages of the rank
+  double comm_wait = 0;        // blocked waiting for a boundary tensor (exposed communication)
+  double observer_io = 0;      // inside actions but spent in observers (dumps): neither compute nor idle
+  double allreduce = 0;        // exact gradient all-reduce over the data-parallel replicas (exposed)
+  double allreduce_start = 0;  // when it began, on the clock of `actions`
+  double step = 0;             // the whole step on this rank: actions, loss, all-reduce, optimizer
+  int peak_stored_mb = 0;      // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
   std::vector<ActionTiming> actions;
 };

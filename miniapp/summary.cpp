@@ -52,25 +52,28 @@ StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas)
 }  // namespace
 
 RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const RunMeasurements& meas) {
-  if (meas.step_seconds.empty() || static_cast<int>(meas.ranks.size()) != ctx.p)
+  if (meas.step_seconds.empty() || meas.makespans.size() != meas.step_seconds.size() ||
+      static_cast<int>(meas.ranks.size()) != ctx.p)
     throw std::logic_error("summarize: need at least one step and the statistics of every rank");
   RunReport rep;
   rep.schedule = ctx.schedule;
-  rep.p = ctx.p, rep.v = plan.v, rep.m = ctx.m, rep.steps = ctx.steps, rep.batch = ctx.batch;
+  rep.p = ctx.p, rep.dp = ctx.dp, rep.v = plan.v, rep.m = ctx.m, rep.steps = ctx.steps, rep.batch = ctx.batch;
   rep.seq_len = ctx.seq_len;
   rep.mode = ctx.mode, rep.backend = ctx.backend, rep.blas = ctx.blas, rep.comm_path = ctx.comm_path;
   rep.dump_path = ctx.dump_path;
   rep.losses = meas.losses;
   rep.step_seconds = meas.step_seconds;
 
-  // The first step warms up (allocations, first touches) when there are several.
+  // Throughput counts whole steps (all-reduce and optimizer included); the first step warms up
+  // (allocations, first touches) when there are several.
   const std::size_t first = meas.step_seconds.size() > 1 ? 1 : 0;
   double sum = 0;
   for (std::size_t i = first; i < meas.step_seconds.size(); ++i) sum += meas.step_seconds[i];
   rep.step_seconds_mean = sum / static_cast<double>(meas.step_seconds.size() - first);
   rep.tokens_per_second = static_cast<double>(ctx.batch) * ctx.seq_len / rep.step_seconds_mean;
 
-  const double makespan = meas.step_seconds.back();
+  // The bubble is the pipeline's: its makespan, from the first action to the last.
+  const double makespan = meas.makespans.back();
   rep.makespan = makespan;
   double busy_total = 0, observed_total = 0;
   for (int r = 0; r < ctx.p; ++r) {
@@ -80,6 +83,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     rr.stages = plan.stages_of_rank(r);
     rr.time_F = st.time_F, rr.time_I = st.time_I, rr.time_W = st.time_W, rr.time_B = st.time_B;
     rr.comm_wait = st.comm_wait;
+    rr.allreduce = st.allreduce;
     rr.busy = st.time_F + st.time_I + st.time_W + st.time_B;
     rr.dump_io = st.observer_io;
     rr.idle = makespan - rr.busy - rr.dump_io;
@@ -116,9 +120,18 @@ sched::Timeline measured_timeline(const RunContext& ctx, const sched::Schedule& 
   tl.p = ctx.p;
   tl.title = "measured: " + ctx.schedule + " p=" + std::to_string(ctx.p) + " v=" + std::to_string(plan.v) +
              " m=" + std::to_string(ctx.m) + " (last step, ms)";
-  for (std::size_t r = 0; r < meas.ranks.size(); ++r)
-    for (const auto& a : meas.ranks[r].actions)
+  for (std::size_t r = 0; r < meas.ranks.size(); ++r) {
+    const RankStepStats& st = meas.ranks[r];
+    for (const auto& a : st.actions)
       tl.events.push_back({static_cast<int>(r), 1e3 * a.start, 1e3 * a.end, a.op, a.stage, a.microbatch});
+    if (st.allreduce > 0) {
+      sched::TimelineEvent e;
+      e.rank = static_cast<int>(r), e.start = 1e3 * st.allreduce_start,
+      e.end = 1e3 * (st.allreduce_start + st.allreduce);
+      e.label = "all-reduce";
+      tl.events.push_back(e);
+    }
+  }
   return tl;
 }
 

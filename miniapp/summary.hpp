@@ -15,13 +15,14 @@ namespace minipipe {
 // What a run is, beside what it measured.
 struct RunContext {
   std::string schedule, mode, backend, blas, comm_path, dump_path;
-  int p = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
+  int p = 1, dp = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
 };
 
-// A run's measurements as rank 0 holds them after the gather: per step the loss and the step
-// time (the slowest rank's makespan), and every rank's statistics of the last step.
+// A run's measurements as rank 0 holds them after the gather: per step the loss, the step time
+// and the pipeline's makespan (each the slowest rank's), and every pipeline rank's statistics
+// of the last step.
 struct RunMeasurements {
-  std::vector<double> losses, step_seconds;
+  std::vector<double> losses, step_seconds, makespans;
   std::vector<RankStepStats> ranks;  // index = rank
 };
 

@@ -2,18 +2,19 @@
 // gradients and update parameters; observers see the gradients and the new parameters.
 #include "trainer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/cross_entropy.hpp"
 
 namespace minipipe {
 
-std::vector<MicroBatch> split_batch(int B, int m) {
+std::vector<MicroBatch> split_batch(int B, int m, int first) {
   if (m < 1 || m > B)
     throw std::invalid_argument("split_batch: " + std::to_string(m) + " micro-batches of a batch of " +
                                 std::to_string(B) + "; need 1 <= m <= B");
   std::vector<MicroBatch> out;
-  int s0 = 0;
+  int s0 = first;
   for (int i = 0; i < m; ++i) {
     const int n = B / m + (i < B % m ? 1 : 0);
     out.push_back({i, s0, n});
@@ -22,12 +23,21 @@ std::vector<MicroBatch> split_batch(int B, int m) {
   return out;
 }
 
+SampleRange replica_share(int B, int dp, int d) {
+  if (dp < 1 || d < 0 || d >= dp)
+    throw std::invalid_argument("replica_share: replica " + std::to_string(d) + " of " + std::to_string(dp));
+  const int base = B / dp, extra = B % dp;
+  return {d * base + std::min(d, extra), base + (d < extra ? 1 : 0)};
+}
+
 template <class T>
-Trainer<T>::Trainer(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout, const sched::Schedule& plan,
-                    Mode mode, std::uint64_t seed, CommPath path, const OptimizerConfig& opt)
-    : comm_(comm), shape_(shape), plan_(plan), opt_(opt) {
+Trainer<T>::Trainer(MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
+                    const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path,
+                    const OptimizerConfig& opt)
+    : comm_(pipeline), replicas_(replicas), path_(path), shape_(shape), plan_(plan), opt_(opt) {
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
+  MPI_Comm_size(replicas_, &num_replicas_);
   for (int s = 0; s < plan_.num_stages(); ++s)
     if (plan_.stage_to_rank.at(static_cast<std::size_t>(s)) == rank) stages_.emplace_back(shape, layout, s, mode, seed);
   executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels);
@@ -37,8 +47,9 @@ template <class T>
 Trainer<T>::~Trainer() = default;
 
 template <class T>
-StepResult Trainer<T>::step(int step, const Batch& batch, StepObserver<T>* observer) {
-  const auto mbs = split_batch(batch.B, plan_.m);
+StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, StepObserver<T>* observer) {
+  const double t0 = MPI_Wtime();
+  const auto mbs = split_batch(share.count, plan_.m, share.first);
   StepResult res;
   res.sample_loss.assign(static_cast<std::size_t>(batch.B), 0.0);
   res.sample_tokens.assign(static_cast<std::size_t>(batch.B), 0);
@@ -47,9 +58,17 @@ StepResult Trainer<T>::step(int step, const Batch& batch, StepObserver<T>* obser
   in_.sample_tokens = res.sample_tokens.data();
   for (auto& s : stages_) s.zero_grads();
   res.stats = executor_->run(step, mbs, in_, observer);
+  const double run_end = MPI_Wtime();
   in_.sample_loss = nullptr, in_.sample_tokens = nullptr;
   gather_loss(step, res);
+  {
+    const double a0 = MPI_Wtime();
+    reduce_over_replicas();
+    res.stats.allreduce = MPI_Wtime() - a0;
+    res.stats.allreduce_start = res.stats.makespan + (a0 - run_end);
+  }
   update(step, observer);
+  res.stats.step = MPI_Wtime() - t0;
   return res;
 }
 
@@ -78,11 +97,75 @@ void Trainer<T>::gather_loss(int step, StepResult& res) const {
   const int B = static_cast<int>(res.sample_loss.size());
   MPI_Bcast(res.sample_loss.data(), B, MPI_DOUBLE, last_rank, comm_);
   MPI_Bcast(res.sample_tokens.data(), B, MPI_INT, last_rank, comm_);
+  // Each replica filled only its own samples (zeros elsewhere, and x + 0 == x exactly).
+  if (num_replicas_ > 1) {
+    MPI_Allreduce(MPI_IN_PLACE, res.sample_loss.data(), B, MPI_DOUBLE, MPI_SUM, replicas_);
+    MPI_Allreduce(MPI_IN_PLACE, res.sample_tokens.data(), B, MPI_INT, MPI_SUM, replicas_);
+  }
   try {
     res.loss = global_loss(res.sample_loss, res.sample_tokens);
   } catch (const std::exception& e) {
     throw std::runtime_error("step " + std::to_string(step) + ": " + e.what());
   }
+}
+
+// Every replica's gradient partials summed over the replicas of each stage. Deterministic
+// mode adds the exact accumulators as int64 limbs (MPI_SUM on integers is exact, so any
+// replica count and any reduction tree give the same bits); fast mode sums the float partials.
+template <class T>
+void Trainer<T>::reduce_over_replicas() {
+  if (num_replicas_ == 1) return;
+  ProfileRegion region("Trainer::allreduce");
+  const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  const bool direct = host_readable || path_ == CommPath::device_buffers;
+  constexpr std::size_t kChunk = std::size_t(1) << 20;  // elements per all-reduce: 32 MiB of limbs
+  std::vector<int> overflow;
+  for (auto& s : stages_)
+    for (auto& p : s.params()) {
+      GradAccum<T>& acc = p.acc;
+      const std::size_t n = acc.size();
+      for (std::size_t first = 0; first < n; first += kChunk) {
+        const std::size_t len = std::min(kChunk, n - first);
+        if (acc.mode == Mode::deterministic) {
+          const std::size_t words = ExactLimbs::kLimbs * len;
+          if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
+          ExactLimbs::pack(acc.exact, first, len, limbs_);
+          fence_space(ExecSpace(), "Trainer::allreduce::fence");
+          std::int64_t* buf = limbs_.data();
+          if (!direct) {
+            if (host_limbs_.extent(0) < words)
+              host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
+            Kokkos::deep_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)),
+                              Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)));
+            buf = host_limbs_.data();
+          }
+          MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
+          if (!direct)
+            Kokkos::deep_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
+                              Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
+          ExactLimbs::unpack(limbs_, first, len, acc.exact, acc.overflow);
+        } else {
+          fence_space(ExecSpace(), "Trainer::allreduce::fence");
+          auto part = Kokkos::subview(acc.sum, std::make_pair(first, first + len));
+          if (direct) {
+            MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
+          } else {
+            auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), part);
+            MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
+            Kokkos::deep_copy(part, h);
+          }
+        }
+      }
+      int ov = 0;
+      Kokkos::deep_copy(ov, acc.overflow);
+      overflow.push_back(ov);
+    }
+  // An overflow on any replica is an overflow of the sum; finalize_grads names the parameter.
+  MPI_Allreduce(MPI_IN_PLACE, overflow.data(), static_cast<int>(overflow.size()), MPI_INT, MPI_MAX, replicas_);
+  std::size_t k = 0;
+  for (auto& s : stages_)
+    for (auto& p : s.params())
+      if (overflow[k++]) Kokkos::deep_copy(p.acc.overflow, 1);
 }
 
 template <class T>

@@ -10,6 +10,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "executor.hpp"
+#include "kernels/exact_limbs.hpp"
 #include "schedules/schedule.hpp"
 #include "stage.hpp"
 #include "step_stats.hpp"
@@ -35,22 +36,32 @@ struct StepResult {
   RankStepStats stats;  // this rank's
 };
 
-// The micro-batches of a batch of B samples in m parts (sizes differ by at most one, larger first).
-std::vector<MicroBatch> split_batch(int B, int m);
+// The micro-batches of a batch of B samples in m parts (sizes differ by at most one, larger
+// first), numbered from sample `first` of the global batch.
+std::vector<MicroBatch> split_batch(int B, int m, int first = 0);
+
+// The samples [first, first + count) of the global batch that one data-parallel replica trains.
+struct SampleRange {
+  int first = 0, count = 0;
+};
+// Replica d of dp: shares of B that differ by at most one, larger first, in replica order.
+SampleRange replica_share(int B, int dp, int d);
 
 template <class T>
 class Trainer {
  public:
-  // Builds this rank's stages (stage s lives on plan.stage_to_rank[s]); `plan` is what the
-  // executor runs (lowered, receives posted early).
-  Trainer(MPI_Comm comm, const ModelShape& shape, const StageLayout& layout, const sched::Schedule& plan, Mode mode,
-          std::uint64_t seed, CommPath path, const OptimizerConfig& opt);
+  // Builds this rank's stages (stage s lives on rank plan.stage_to_rank[s] of `pipeline`);
+  // `plan` is what the executor runs (lowered, receives posted early). `replicas` joins the
+  // ranks that hold the same stages in every data-parallel replica (size 1: no data parallelism).
+  Trainer(MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
+          const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path, const OptimizerConfig& opt);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // One optimizer step (0-based `step`) over the global batch with the plan's m micro-batches.
-  StepResult step(int step, const Batch& batch, StepObserver<T>* observer = nullptr);
+  // One optimizer step (0-based `step`): this replica pipelines `share` of the global batch in
+  // the plan's m micro-batches; gradients and loss then cover the whole global batch.
+  StepResult step(int step, const Batch& batch, SampleRange share, StepObserver<T>* observer = nullptr);
 
   const std::vector<Stage<T>>& stages() const { return stages_; }
   const sched::Schedule& plan() const { return plan_; }
@@ -58,9 +69,14 @@ class Trainer {
  private:
   void upload(int step, const Batch& batch);
   void gather_loss(int step, StepResult& res) const;
+  void reduce_over_replicas();
   void update(int step, StepObserver<T>* observer);
 
-  MPI_Comm comm_;
+  MPI_Comm comm_, replicas_;
+  int num_replicas_ = 1;
+  CommPath path_;
+  LimbView limbs_;                                     // all-reduce buffer of exact gradients
+  Kokkos::View<std::int64_t*, HostSpace> host_limbs_;  // its host copy where MPI cannot read it
   ModelShape shape_;
   sched::Schedule plan_;
   OptimizerConfig opt_;

@@ -97,7 +97,8 @@ void write_svg(const Timeline& tl, std::ostream& out) {
 
   // Chunk index of each stage on its rank: position among the stages seen on that rank.
   std::map<int, std::set<int>> stages_on_rank;
-  for (const auto& e : tl.events) stages_on_rank[e.rank].insert(e.stage);
+  for (const auto& e : tl.events)
+    if (e.label.empty()) stages_on_rank[e.rank].insert(e.stage);
   auto chunk_shade = [&](const TimelineEvent& e) {
     const auto& set = stages_on_rank[e.rank];
     const auto idx = static_cast<double>(std::distance(set.begin(), set.find(e.stage)));
@@ -119,15 +120,17 @@ void write_svg(const Timeline& tl, std::ostream& out) {
   for (const auto& e : tl.events) {
     const double x = left + (e.start - t0) * scale, y = top + e.rank * (row_h + gap);
     const double w = std::max((e.end - e.start) * scale, 0.5);
-    const double light = chunk_shade(e);
-    out << "<g><title>rank " << e.rank << " " << e.stage << op_name(e.op) << e.microbatch
+    const bool compute = e.label.empty();
+    const double light = compute ? chunk_shade(e) : 0.0;
+    out << "<g><title>rank " << e.rank << " "
+        << (compute ? std::to_string(e.stage) + op_name(e.op) + std::to_string(e.microbatch) : xml_escape(e.label))
         << (e.overlapped ? " (OVERLAP_F_B)" : "") << " [" << num(e.start, 3) << ", " << num(e.end, 3) << "] "
         << xml_escape(tl.unit) << "</title>";
     out << "<rect x=\"" << num(x) << "\" y=\"" << num(y) << "\" width=\"" << num(w) << "\" height=\"" << num(row_h)
-        << "\" fill=\"" << shade(base_colour(e.op), light) << "\""
+        << "\" fill=\"" << (compute ? shade(base_colour(e.op), light) : std::string("#555555")) << "\""
         << (e.overlapped ? " stroke=\"#6a3d9a\" stroke-width=\"1.5\"" : " stroke=\"white\" stroke-width=\"0.5\"")
         << "/>";
-    const std::string label = std::to_string(e.microbatch);
+    const std::string label = compute ? std::to_string(e.microbatch) : xml_escape(e.label);
     const double font = std::min(12.0, 1.6 * w / static_cast<double>(label.size()));
     if (font >= 5.0)
       out << "<text x=\"" << num(x + w / 2) << "\" y=\"" << num(y + row_h / 2 + font * 0.35) << "\" font-size=\""
@@ -176,8 +179,11 @@ void write_chrome_trace(const Timeline& tl, std::ostream& out) {
         << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
         << ",\"args\":{\"sort_index\":" << r << "}}";
   for (const auto& e : tl.events) {
-    out << ",\n{\"name\":\"" << e.stage << op_name(e.op) << e.microbatch << "\",\"cat\":\"" << op_name(e.op)
-        << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.rank << ",\"ts\":" << num(e.start * tl.us_per_unit, 3)
+    const bool compute = e.label.empty();
+    out << ",\n{\"name\":"
+        << json_quote(compute ? std::to_string(e.stage) + op_name(e.op) + std::to_string(e.microbatch) : e.label)
+        << ",\"cat\":" << json_quote(compute ? op_name(e.op) : "communication")
+        << ",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.rank << ",\"ts\":" << num(e.start * tl.us_per_unit, 3)
         << ",\"dur\":" << num((e.end - e.start) * tl.us_per_unit, 3) << ",\"args\":{\"stage\":" << e.stage
         << ",\"microbatch\":" << e.microbatch << ",\"overlapped\":" << (e.overlapped ? "true" : "false") << "}}";
   }

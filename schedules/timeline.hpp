@@ -16,6 +16,7 @@ struct TimelineEvent {
   Op op = Op::F;              // F, B, I or W (an OVERLAP_F_B pair appears as two events)
   int stage = 0, microbatch = 0;
   bool overlapped = false;  // half of an OVERLAP_F_B pair
+  std::string label{};      // non-empty: a span that is no compute action ("all-reduce"); op unused
 };
 
 struct Timeline {

@@ -2,6 +2,8 @@
 // simulator fed with measured costs reproduces the closed form, and throughput skips warm-up.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "schedules/schedules.hpp"
 #include "summary.hpp"
 
@@ -22,6 +24,7 @@ RunMeasurements measured(const ms::Schedule& plan, double f, double b) {
   RunMeasurements meas;
   meas.losses = {3.0, 2.5, 2.0};
   meas.step_seconds = {9.0, 1.0, 3.0};
+  meas.makespans = meas.step_seconds;
   for (const auto& row : plan.ranks) {
     RankStepStats st;
     double t = 0;
@@ -56,11 +59,15 @@ TEST(Summary, IdleAndBubbleBothLeaveDumpTimeOut) {
   EXPECT_EQ(rep.ranks[1].stages, std::vector<int>{1});
 }
 
-TEST(Summary, ThroughputSkipsTheWarmUpStep) {
+TEST(Summary, ThroughputSkipsTheWarmUpStepAndBubbleUsesThePipelineMakespan) {
   const ms::Schedule plan = ms::lower_communication(ms::make_schedule("1f1b", 2, 2));
-  const RunReport rep = summarize(context(2, 2), plan, measured(plan, 0.25, 0.5));
+  RunMeasurements meas = measured(plan, 0.25, 0.5);
+  meas.makespans = {8.0, 0.5, 2.0};  // the steps' all-reduce and optimizer come after the pipeline
+  const RunReport rep = summarize(context(2, 2), plan, meas);
   EXPECT_DOUBLE_EQ(rep.step_seconds_mean, 2.0);  // (1 + 3) / 2, not counting the 9 s first step
   EXPECT_DOUBLE_EQ(rep.tokens_per_second, 4.0 * 8 / 2.0);
+  EXPECT_DOUBLE_EQ(rep.makespan, 2.0);
+  EXPECT_DOUBLE_EQ(rep.bubble_measured, 1.0 - (1.5 + 1.5) / (2 * 2.0));
   EXPECT_EQ(rep.losses, (std::vector<double>{3.0, 2.5, 2.0}));
 }
 
@@ -91,6 +98,21 @@ TEST(Summary, MeasuredTimelineHoldsEveryActionInMilliseconds) {
   EXPECT_EQ(tl.events[0].rank, 0);
   EXPECT_DOUBLE_EQ(tl.events[0].end - tl.events[0].start, 1.0);
   EXPECT_NE(tl.title.find("gpipe p=2 v=1 m=3"), std::string::npos) << tl.title;
+
+  // Data parallelism: each rank's exposed all-reduce is its own labelled span after its actions.
+  RunMeasurements dp = meas;
+  dp.ranks[1].allreduce = 0.004, dp.ranks[1].allreduce_start = 0.010;
+  const ms::Timeline tl2 = measured_timeline(ctx, plan, dp);
+  ASSERT_EQ(tl2.events.size(), 13u);
+  EXPECT_EQ(tl2.events.back().label, "all-reduce");
+  EXPECT_EQ(tl2.events.back().rank, 1);
+  EXPECT_DOUBLE_EQ(tl2.events.back().start, 10.0);
+  EXPECT_DOUBLE_EQ(tl2.events.back().end, 14.0);
+  std::ostringstream svg, trace;
+  ms::write_svg(tl2, svg);
+  ms::write_chrome_trace(tl2, trace);
+  EXPECT_NE(svg.str().find("rank 1 all-reduce [10.000, 14.000]"), std::string::npos);
+  EXPECT_NE(trace.str().find("{\"name\":\"all-reduce\",\"cat\":\"communication\""), std::string::npos) << trace.str();
 }
 
 TEST(Summary, RefusesIncompleteMeasurements) {
