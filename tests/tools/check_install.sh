@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# check_install.sh BUILD_DIR SOURCE_DIR MPIEXEC: installs into a fresh prefix, moves the prefix,
+# check_install.sh BUILD_DIR SOURCE_DIR MPIEXEC CMAKE: installs into a fresh prefix, moves the prefix,
 # hides the source and build trees (a private mount namespace where available) and runs the
 # installed binary from an unrelated directory on the installed decks, CSV schedule and batch script.
 set -u
-build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) mpiexec=$3
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) mpiexec=$3 cmake=${4:-cmake}
 work=$(mktemp -d /tmp/minipipe_install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cmake --install "$build" --prefix "$work/stage" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install"; }
+"$cmake" --install "$build" --prefix "$work/stage" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install"; }
 mv "$work/stage" "$work/prefix"  # nothing may depend on the prefix it was installed to either
 p=$work/prefix
 for f in bin/minipipe share/minipipe/inputs/tiny.toml share/minipipe/inputs/text.toml share/minipipe/inputs/gpt2-124m.toml \
