@@ -14,6 +14,8 @@
 #include "run.hpp"
 #include "schedule_tool.hpp"
 #include "schedules/schedule.hpp"
+#include "tokenize_tool.hpp"
+#include "version.hpp"
 
 namespace {
 
@@ -38,6 +40,9 @@ int main(int argc, char** argv) {
   {
     CLI::App app{"miniPipe: pipeline-parallel GPT-2 training mini-app (Kokkos + MPI + HDF5)"};
     app.require_subcommand(1);
+    app.set_version_flag(
+        "--version", [] { return minipipe::build_report(); },
+        "print miniPipe, Kokkos, MPI, HDF5 and BLAS versions and the determinism flags");
     app.fallthrough();
     app.footer(
         "Every deck key can be overridden after the subcommand, e.g.\n"
@@ -69,6 +74,8 @@ int main(int argc, char** argv) {
     schedule_tool.attach(app);
     minipipe::io::CompareTool compare_tool;
     compare_tool.attach(app);
+    minipipe::TokenizeTool tokenize_tool;
+    tokenize_tool.attach(app);
 
     try {
       app.parse(static_cast<int>(app_args.size()), app_args.data());
@@ -86,6 +93,8 @@ int main(int argc, char** argv) {
       rc = world_rank() == 0 ? schedule_tool.run(std::cout) : 0;
     } else if (compare_tool.sub->parsed()) {
       rc = world_rank() == 0 ? compare_tool.run(std::cout) : 0;
+    } else if (tokenize_tool.sub->parsed()) {
+      rc = world_rank() == 0 ? tokenize_tool.run(std::cout) : 0;
     } else {
       minipipe::Deck deck;
       bool failed = false;

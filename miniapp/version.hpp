@@ -1,5 +1,5 @@
 // Build and platform identification printed by the driver, the benchmarks and the reports:
-// miniPipe version, Kokkos version and backend, BLAS library and (for OpenBLAS) its core.
+// miniPipe version, Kokkos version and backends, MPI and HDF5 libraries, BLAS, determinism flags.
 #pragma once
 
 #include <string>
@@ -9,5 +9,17 @@ namespace minipipe {
 std::string version_string();
 std::string kokkos_version_string();
 std::string blas_string();
+
+// Kokkos backends compiled into the Kokkos install, e.g. "Serial, OpenMP", and the default one.
+std::string kokkos_backends_string();
+// The MPI library's own identification (first line of MPI_Get_library_version) and standard.
+std::string mpi_library_string();
+// "1.10.8 (parallel)" from H5get_libversion and how miniPipe was built against it.
+std::string hdf5_version_string();
+// The compile-time switches that the determinism contract depends on, one "name: value" each.
+std::string determinism_flags_string();
+
+// Everything above, one item per line (no final newline): the text of `minipipe --version`.
+std::string build_report();
 
 }  // namespace minipipe

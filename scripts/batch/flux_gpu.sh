@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# flux_gpu.sh: miniPipe on GPU nodes under Flux, one rank (pipeline stage) per GPU.
+# flux batch [options] flux_gpu.sh [DECK] [minipipe run options]; outside Flux it runs through mpiexec.
+#flux: --job-name=minipipe-gpu
+#flux: -N 2
+#flux: --exclusive
+#flux: -t 30m
+#flux: --output=minipipe-gpu-{{id}}.out
+# Set MP_RANKS_PER_NODE to the GPUs per node; Flux gives each task its GPU (gpu-affinity=per-task).
+# MP_CUDA_AWARE=on hands device buffers to a CUDA-aware MPI; off stages through host memory.
+set -euo pipefail
+# sbatch / flux batch run a copy of this file elsewhere: find launch.sh next to the original,
+# through scontrol, or in the install tree of the minipipe on PATH (or set MP_BATCH_DIR).
+if [ -z "${MP_BATCH_DIR:-}" ]; then
+  for d in "$(dirname "$0")" \
+    "$(scontrol show job "${SLURM_JOB_ID:-none}" 2>/dev/null | sed -n "s/^ *Command=\([^ ]*\).*/\1/p" | xargs -r dirname)" \
+    "$(dirname "$(command -v minipipe 2>/dev/null || echo .)")/../share/minipipe/batch"; do
+    [ -n "$d" ] && [ -f "$d/launch.sh" ] && { MP_BATCH_DIR=$(cd "$d" && pwd); break; }
+  done
+fi
+: "${MP_BATCH_DIR:?cannot find launch.sh; set MP_BATCH_DIR to the scripts/batch directory}"
+# shellcheck source-path=SCRIPTDIR source=launch.sh
+source "$MP_BATCH_DIR/launch.sh"
+if [ -n "${FLUX_JOB_ID:-}" ]; then
+  : "${MINIPIPE_LAUNCHER:=flux}" "${MP_NODES:=$(flux resource list -s up -no "{nnodes}")}"
+fi
+: "${MINIPIPE_LAUNCHER:=mpiexec}" "${MP_NODES:=1}" "${MP_RANKS_PER_NODE:=2}"
+export MP_OUT=${MP_OUT:-$PWD/minipipe-${FLUX_JOB_ID:-local}}
+: "${MP_GPUS_PER_RANK:=1}" "${MP_CUDA_AWARE:=auto}"
+export MP_GPUS_PER_RANK
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+  export MP_DECK=$1
+  shift
+fi
+minipipe_defaults small.toml
+minipipe_launch "$@"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# check_batch.sh SOURCE_DIR MINIPIPE MPIEXEC OUTDIR: runs the Slurm and Flux scripts' launch line
+# locally through mpiexec on 2 ranks and checks each dump bitwise against a one-rank run; checks
+# the srun / flux lines they would use on a cluster (dry run) and that a bad setting is refused.
+set -u
+src=$1 bin=$2 mpiexec=$3 out=$4
+deck=$src/inputs/tiny.toml
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$out" && mkdir -p "$out"
+"$bin" run --deck "$deck" --train.steps 2 --schedule sequential -m 1 --dump "$out/ref.h5" >/dev/null ||
+  fail "reference run"
+for script in slurm_cpu flux_cpu slurm_gpu flux_gpu; do
+  MINIPIPE_LAUNCHER=mpiexec MPIEXEC=$mpiexec MP_BIN=$bin MP_RANKS_PER_NODE=2 MP_OUT=$out/$script MP_DUMP_LEVEL=full \
+    bash "$src/scripts/batch/$script.sh" "$deck" --train.steps 2 --schedule 1f1b -m 2 >"$out/$script.log" 2>&1 ||
+    { cat "$out/$script.log"; fail "$script.sh exited $?"; }
+  grep -m1 '^launch: ' "$out/$script.log"
+  for f in dump.h5 report.json timeline.svg trace.json minipipe.log; do
+    [ -s "$out/$script/$f" ] || fail "$script.sh left no $f in MP_OUT"
+  done
+  h5diff --exclude-path /meta "$out/ref.h5" "$out/$script/dump.h5" >/dev/null ||
+    fail "$script.sh: the 2-rank 1F1B dump differs from the one-rank run"
+  echo "$script.sh: 2 ranks through mpiexec, dump bitwise equal to the one-rank run"
+done
+grep -q "bind_gpu.sh" "$out/slurm_gpu.log" || fail "slurm_gpu.sh under mpiexec does not bind GPUs by local rank"
+
+line=$(MP_DRY_RUN=1 MINIPIPE_LAUNCHER=srun MP_BIN=$bin MP_NODES=2 MP_RANKS_PER_NODE=4 MP_CPUS_PER_RANK=16 \
+  MP_CUDA_AWARE=on MP_OUT=$out/dry bash "$src/scripts/batch/slurm_gpu.sh" "$deck")
+echo "$line"
+for want in "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=16 --cpu-bind=cores --gpus-per-task=1 --gpu-bind=closest" \
+  "--pipeline.cuda_aware on" "OMP_NUM_THREADS=16" "OMPI_MCA_pml=ucx" "MPICH_GPU_SUPPORT_ENABLED=1" "--output.dump $out/dry/dump.h5"; do
+  echo "$line" | grep -qF -- "$want" || fail "slurm_gpu.sh dry run lacks '$want'"
+done
+line=$(MP_DRY_RUN=1 MINIPIPE_LAUNCHER=flux MP_BIN=$bin MP_NODES=2 MP_RANKS_PER_NODE=4 MP_OUT=$out/dry \
+  bash "$src/scripts/batch/flux_gpu.sh" "$deck")
+echo "$line"
+echo "$line" | grep -qF -- "flux run --nodes=2 --ntasks=8 --cores-per-task=1 -o cpu-affinity=per-task --gpus-per-task=1 -o gpu-affinity=per-task" ||
+  fail "flux_gpu.sh dry run has the wrong flux line"
+[ -e "$out/dry" ] && fail "a dry run created MP_OUT"
+MINIPIPE_LAUNCHER=aprun MP_BIN=$bin MP_OUT=$out/bad bash "$src/scripts/batch/slurm_cpu.sh" "$deck" >"$out/bad.log" 2>&1
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "allowed: srun | flux | mpiexec" "$out/bad.log"; then
+  cat "$out/bad.log"
+  fail "unknown launcher: exit $rc"
+fi
+echo PASS
