@@ -68,7 +68,7 @@ Identity identify(const std::string& path) {
   }
   std::error_code ec;
   fs::path c = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  id.canonical = ec ? fs::absolute(path).lexically_normal().string() : c.string();
+  id.canonical = (ec ? fs::absolute(path) : c).lexically_normal().string();
   return id;
 }
 
