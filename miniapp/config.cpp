@@ -191,8 +191,8 @@ Deck Deck::from_file(const std::string& path) {
                      "); pass --deck FILE with an existing TOML deck");
   if (!S_ISREG(st.st_mode))
     throw InputError("deck: key '--deck' has value " + quoted_text(path) + ", which is " +
-                     (S_ISDIR(st.st_mode)    ? "a directory"
-                      : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     (S_ISDIR(st.st_mode)                          ? "a directory"
+                      : S_ISFIFO(st.st_mode)                       ? "a FIFO"
                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                                                                    : "not a regular file") +
                      "; allowed: a regular TOML file");
@@ -251,7 +251,8 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
         pos = 0;
       }
       if (pos == 0 || pos != text.size())
-        throw InputError("command line: key '" + key + "' has value " + quoted_text(text) + ", but it must be a number");
+        throw InputError("command line: key '" + key + "' has value " + quoted_text(text) +
+                         ", but it must be a number");
       v = x;
       break;
     }

@@ -57,8 +57,8 @@ void check_effective_keys(const Deck& deck) {
   const std::string& source = deck.get_string("data.source");
   if (source != "hdf5") {
     if (!deck.get_string("data.path").empty())
-      no_effect("data.path", quoted_text(deck.get_string("data.path")),
-                "with data.source = " + quoted_text(source), "leave it empty, or set data.source = hdf5");
+      no_effect("data.path", quoted_text(deck.get_string("data.path")), "with data.source = " + quoted_text(source),
+                "leave it empty, or set data.source = hdf5");
     if (deck.get_string("data.dataset") != std::get<std::string>(default_of("data.dataset")))
       no_effect("data.dataset", quoted_text(deck.get_string("data.dataset")),
                 "with data.source = " + quoted_text(source), "leave it at \"tokens\", or set data.source = hdf5");
@@ -69,8 +69,8 @@ void check_effective_keys(const Deck& deck) {
 
   const std::string& opt = deck.get_string("train.optimizer");
   if (opt == "adamw" && !is_default_double(deck, "train.momentum"))
-    no_effect("train.momentum", compact_number(deck.get_double("train.momentum")),
-              "with train.optimizer = \"adamw\"", "leave it at 0, or set train.optimizer = sgd");
+    no_effect("train.momentum", compact_number(deck.get_double("train.momentum")), "with train.optimizer = \"adamw\"",
+              "leave it at 0, or set train.optimizer = sgd");
   if (opt == "sgd") {
     for (const char* k : {"train.beta1", "train.beta2", "train.eps"}) {
       if (!is_default_double(deck, k))

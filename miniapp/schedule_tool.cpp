@@ -117,7 +117,8 @@ int ScheduleTool::run(std::ostream& out) {
       out << "wrote " << trace_out << "\n";
     }
     if (!json_out.empty()) {
-      io::write_output_file(json_out, force, [&](std::ostream& f) { sched::write_json(s, costs, result, analytic, f); });
+      io::write_output_file(json_out, force,
+                            [&](std::ostream& f) { sched::write_json(s, costs, result, analytic, f); });
       out << "wrote " << json_out << "\n";
     }
     return 0;

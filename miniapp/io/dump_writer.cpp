@@ -199,8 +199,8 @@ std::string failure_reason(const std::string& file, int saved_errno) {
   std::string dir = fs::path(file).parent_path().string();
   if (dir.empty()) dir = ".";
   if (saved_errno != ENOSPC && ::statvfs(dir.c_str(), &vfs) == 0 && vfs.f_bavail == 0)
-    why += (why.empty() ? "" : "; ") + std::string("the file system of ") + dir + " is full (" +
-           std::strerror(ENOSPC) + ")";
+    why += (why.empty() ? "" : "; ") + std::string("the file system of ") + dir + " is full (" + std::strerror(ENOSPC) +
+           ")";
   return why.empty() ? std::string("HDF5 and the operating system gave no reason") : why;
 }
 
@@ -242,7 +242,7 @@ struct DumpWriter::Impl {
   std::string path;
   std::string tmp;
   bool force = false;
-  bool finished = false;  // close() ran, successfully or not
+  bool finished = false;            // close() ran, successfully or not
   std::unique_ptr<OutputFile> out;  // rank 0: the exclusive temporary and its final rename
   H5Handle file;
   H5Handle dxpl;  // independent transfers: a write may come from one rank alone

@@ -88,8 +88,7 @@ void check_output(const OutputSpec& o) {
                     (errno == ENOENT ? std::string(" does not exist")
                                      : " is not accessible (" + std::string(std::strerror(errno)) + ")") +
                     "; allowed: a file in an existing, writable directory");
-  if (!S_ISDIR(dst.st_mode))
-    throw PathError(named(o.key, path) + ": " + quoted_text(dir) + " is not a directory");
+  if (!S_ISDIR(dst.st_mode)) throw PathError(named(o.key, path) + ": " + quoted_text(dir) + " is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw PathError(named(o.key, path) + ": directory " + quoted_text(dir) + " is not writable (" +
                     std::strerror(errno) + ")");
@@ -108,8 +107,8 @@ void check_output(const OutputSpec& o) {
                     std::to_string(path_max - 1 - static_cast<long>(kTempSuffixLength)) + " (PATH_MAX " +
                     std::to_string(path_max) + " less the temporary's suffix)");
   if (o.mpi_io && temp_len > kMpiIoNameMax)
-    throw PathError(named(o.key, path) + ": the path is " + std::to_string(path.size()) +
-                    " bytes; allowed: at most " + std::to_string(kMpiIoNameMax - kTempSuffixLength) +
+    throw PathError(named(o.key, path) + ": the path is " + std::to_string(path.size()) + " bytes; allowed: at most " +
+                    std::to_string(kMpiIoNameMax - kTempSuffixLength) +
                     " for a file written through MPI-IO (OpenMPI aborts on longer names); use a shorter or "
                     "relative path");
 

@@ -192,8 +192,9 @@ TEST(OutputPathsTest, OutputsThatAreOneFileOrAnInputAreRefusedNamingBothKeys) {
   EXPECT_TRUE(contains(e, "names the input of '--deck'")) << e;
   // Through a symlink to the deck, even with force.
   fs::create_symlink(deck, d / "r.json");
-  e = error_of(
-      [&] { check_outputs({{"output.json", (d / "r.json").string(), true, false}}, {{"--deck", deck.string()}}); });
+  e = error_of([&] {
+    check_outputs({{"output.json", (d / "r.json").string(), true, false}}, {{"--deck", deck.string()}});
+  });
   EXPECT_TRUE(contains(e, "names the input of '--deck'")) << e;
   // Distinct files pass.
   EXPECT_EQ(error_of([&] {
@@ -270,8 +271,7 @@ TEST(DumpWriterStopTest, StoppedRunKeepsCompletedStepsAndRecordsWhy) {
         w.write_rows(g + "/activations/layer_00", 0, 1, rows);  // stopped mid-step
       }
     }
-    w.close_stopped("NaN at element 3 of step 2 / stage 0 / layer_00 / micro-batch 0 / activation", 2,
-                    {"/step_0002"});
+    w.close_stopped("NaN at element 3 of step 2 / stage 0 / layer_00 / micro-batch 0 / activation", 2, {"/step_0002"});
   }
   ASSERT_TRUE(fs::exists(p));
   EXPECT_TRUE(leftover_temporaries(p).empty());

@@ -177,9 +177,7 @@ TEST_F(ScheduleToolTest, HelpPrintsDefaults) {
 
 // Outputs are never replaced without --force, never the loaded CSV, never one another.
 TEST_F(ScheduleToolTest, OutputsRefuseOverwriteInputsAndEachOther) {
-  {
-    std::ofstream(path("t.svg")) << "keep";
-  }
+  { std::ofstream(path("t.svg")) << "keep"; }
   const auto o = run_tool({"schedule", "--svg", path("t.svg")});
   EXPECT_EQ(o.rc, 2);
   EXPECT_NE(o.err.find("refusing to overwrite"), std::string::npos) << o.err;
