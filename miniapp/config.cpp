@@ -2,13 +2,18 @@
 // All type and unknown-key errors are raised here; range checks live with the code using them.
 #include "config.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
 #include <toml++/toml.h>
 
+#include "message_text.hpp"
 #include "schedules/schedule.hpp"
 
 namespace minipipe {
@@ -133,6 +138,8 @@ const std::vector<DeckKey>& deck_keys() {
       {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")", {}},
       {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules", A::one_of({"loop", "v"})},
       {"pipeline.cuda_aware", std::string("auto"), "device buffers straight to MPI", A::one_of({"auto", "on", "off"})},
+      {"pipeline.timeout", 600.0, "seconds any wait for a peer rank may take before the job aborts naming the wait",
+       A::at_least(0, "0 = wait forever")},
       {"output.dump", std::string(""), "HDF5 dump file (empty = none); a sweep adds _<schedule>_m<M>", {}},
       {"output.dump_level", std::string("full"), "what the dump holds", A::one_of({"none", "loss", "grads", "full"})},
       {"output.force", false, "overwrite existing output files", {}},
@@ -230,14 +237,23 @@ DeckValue convert_node(const std::string& key, const toml::node& n, const DeckVa
   bad_type(key, node_text(n), want, origin);
 }
 
-StrList split_list(const std::string& text) {
+// "a,b" -> {a, b}; an empty text is the empty list. An empty entry ("2,,4", "2,4,") is an
+// error rather than skipped: it is almost always a typo, and dropping it would change the sweep.
+StrList split_list(const std::string& key, const std::string& text) {
   StrList out;
-  std::string cur;
-  std::istringstream is(text);
-  while (std::getline(is, cur, ',')) {
-    auto b = cur.find_first_not_of(" \t[]\"");
-    auto e = cur.find_last_not_of(" \t[]\"");
-    if (b != std::string::npos) out.push_back(cur.substr(b, e - b + 1));
+  if (text.find_first_not_of(" \t[]\"") == std::string::npos) return out;
+  std::size_t start = 0;
+  for (int index = 1;; ++index) {
+    const std::size_t comma = text.find(',', start);
+    const std::string cur = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto b = cur.find_first_not_of(" \t[]\"");
+    const auto e = cur.find_last_not_of(" \t[]\"");
+    if (b == std::string::npos)
+      throw InputError("command line: key '" + key + "' has value " + quoted_text(text) + ", whose entry " +
+                       std::to_string(index) + " is empty; allowed: a comma-separated list without empty entries");
+    out.push_back(cur.substr(b, e - b + 1));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
   return out;
 }
@@ -251,7 +267,7 @@ long long parse_int(const std::string& key, const std::string& text) {
     pos = 0;
   }
   if (pos == 0 || pos != text.size())
-    throw InputError("command line: key '" + key + "' has value '" + text + "', but it must be an integer");
+    throw InputError("command line: key '" + key + "' has value " + quoted_text(text) + ", but it must be an integer");
   return v;
 }
 
@@ -262,10 +278,22 @@ Deck::Deck() {
 }
 
 Deck Deck::from_file(const std::string& path) {
+  // A directory opens as an empty stream and a FIFO blocks forever: only regular files are decks.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw InputError("deck: cannot read file " + quoted_text(path) + " (" + std::strerror(errno) +
+                     "); pass --deck FILE with an existing TOML deck");
+  if (!S_ISREG(st.st_mode))
+    throw InputError("deck: key '--deck' has value " + quoted_text(path) + ", which is " +
+                     (S_ISDIR(st.st_mode)                          ? "a directory"
+                      : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                      : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                   : "not a regular file") +
+                     "; allowed: a regular TOML file");
   std::ifstream in(path);
   if (!in)
-    throw InputError("deck: cannot read file '" + path +
-                     "' (missing or not readable); pass --deck FILE with an existing TOML deck");
+    throw InputError("deck: cannot read file " + quoted_text(path) +
+                     " (missing or not readable); pass --deck FILE with an existing TOML deck");
   std::stringstream ss;
   ss << in.rdbuf();
   return from_string(ss.str(), path);
@@ -287,13 +315,13 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
     const std::string sec(section.str());
     const auto* sub = node.as_table();
     if (!sub)
-      throw InputError(origin + ": top-level key '" + sec +
-                       "' must be a table; allowed sections are model, train, data, pipeline, output");
+      throw InputError(origin + ": top-level key " + quoted_text(sec) +
+                       " must be a table; allowed sections are model, train, data, pipeline, output");
     for (const auto& [name, value] : *sub) {
       const std::string key = sec + "." + std::string(name.str());
       auto it = d.values_.find(key);
       if (it == d.values_.end())
-        throw InputError(origin + ": unknown key '" + key + "'; run `minipipe --help` for the list of keys");
+        throw InputError(origin + ": unknown key " + quoted_text(key) + "; run `minipipe --help` for the list of keys");
       it->second = convert_node(key, value, it->second, origin);
     }
   }
@@ -302,7 +330,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
 
 void Deck::set_from_text(const std::string& key, const std::string& text) {
   auto it = values_.find(key);
-  if (it == values_.end()) throw InputError("command line: unknown key '" + key + "'");
+  if (it == values_.end()) throw InputError("command line: unknown key " + quoted_text(key));
   DeckValue& v = it->second;
   switch (v.index()) {
     case 0:
@@ -317,7 +345,8 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
         pos = 0;
       }
       if (pos == 0 || pos != text.size())
-        throw InputError("command line: key '" + key + "' has value '" + text + "', but it must be a number");
+        throw InputError("command line: key '" + key + "' has value " + quoted_text(text) +
+                         ", but it must be a number");
       v = x;
       break;
     }
@@ -327,19 +356,20 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
       else if (text == "false" || text == "0" || text == "off")
         v = false;
       else
-        throw InputError("command line: key '" + key + "' has value '" + text + "', but it must be true or false");
+        throw InputError("command line: key '" + key + "' has value " + quoted_text(text) +
+                         ", but it must be true or false");
       break;
     case 3:
       v = text;
       break;
     case 4: {
       IntList out;
-      for (const auto& s : split_list(text)) out.push_back(parse_int(key, s));
+      for (const auto& s : split_list(key, text)) out.push_back(parse_int(key, s));
       v = out;
       break;
     }
     default:
-      v = split_list(text);
+      v = split_list(key, text);
       break;
   }
 }
@@ -426,7 +456,7 @@ std::string to_text(const DeckValue& v) {
       os << std::get<long long>(v);
       break;
     case 1:
-      os << shortest(std::get<double>(v));
+      os << compact_number(std::get<double>(v));
       break;
     case 2:
       os << (std::get<bool>(v) ? "true" : "false");

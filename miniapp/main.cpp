@@ -9,15 +9,20 @@
 #include <vector>
 
 #include "config.hpp"
+#include "deck_checks.hpp"
 #include "io/compare_tool.hpp"
 #include "io/dump_writer.hpp"
+#include "message_text.hpp"
 #include "run.hpp"
 #include "schedule_tool.hpp"
 #include "schedules/schedule.hpp"
+#include "signals.hpp"
 #include "tokenize_tool.hpp"
 #include "version.hpp"
 
 namespace {
+
+using minipipe::quoted_text;
 
 int world_rank() {
   int r = 0;
@@ -25,17 +30,86 @@ int world_rank() {
   return r;
 }
 
+// Exit codes, the same for every subcommand (DESIGN.md §7).
+constexpr int kExitUsage = 2;    // bad input or usage: parse errors, bad Kokkos options, bad deck
+constexpr int kExitFailure = 3;  // failure during the run
+
+bool is_count(const std::string& v, long long lo) {
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  return std::stoll(v) >= lo;
+}
+
+// Kokkos 3.4 answers a malformed --kokkos-* value with an uncaught std::invalid_argument (from
+// stoi) on every rank and ignores unknown options silently; both are checked here first. The
+// list covers the options of Kokkos 3.x and 4.x. Returns "" or the error message.
+std::string check_kokkos_args(const std::vector<char*>& args) {
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string a = args[i];
+    const auto eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    const bool has_value = eq != std::string::npos;
+    const std::string v = has_value ? a.substr(eq + 1) : std::string();
+    auto bad = [&](const std::string& allowed) {
+      return "command line: Kokkos option " + quoted_text(a) + " is malformed; allowed: " + name + "=" + allowed;
+    };
+    if (name == "--kokkos-threads" || name == "--kokkos-num-threads" || name == "--kokkos-numa") {
+      if (!has_value || !is_count(v, 1)) return bad("INT (>= 1)");
+    } else if (name == "--kokkos-device-id" || name == "--kokkos-skip-device") {
+      if (!has_value || !is_count(v, 0)) return bad("INT (>= 0)");
+    } else if (name == "--kokkos-num-devices" || name == "--kokkos-ndevices") {
+      const auto comma = v.find(',');
+      if (!has_value || !is_count(v.substr(0, comma), 1) ||
+          (comma != std::string::npos && !is_count(v.substr(comma + 1), 0)))
+        return bad("INT[,INT] (devices >= 1, optional device to skip)");
+    } else if (name == "--kokkos-map-device-id-by") {
+      if (v != "mpi_rank" && v != "random") return bad("mpi_rank | random");
+    } else if (name == "--kokkos-tools-libs" || name == "--kokkos-tools-library" || name == "--kokkos-tools-args") {
+      if (!has_value || v.empty()) return bad("TEXT");
+    } else if (name == "--kokkos-help" || name == "--kokkos-disable-warnings" || name == "--kokkos-tune-internals" ||
+               name == "--kokkos-print-configuration" || name == "--kokkos-tools-help") {
+      if (has_value) return "command line: Kokkos option " + quoted_text(a) + " takes no value; allowed: " + name;
+    } else {
+      return "command line: unknown Kokkos option " + quoted_text(a) +
+             "; allowed: --kokkos-threads=INT, --kokkos-num-threads=INT, --kokkos-numa=INT, "
+             "--kokkos-device-id=INT, --kokkos-num-devices=INT[,INT], --kokkos-skip-device=INT, "
+             "--kokkos-map-device-id-by=mpi_rank|random, --kokkos-tools-libs=PATH, --kokkos-tools-args=TEXT, "
+             "--kokkos-disable-warnings, --kokkos-tune-internals, --kokkos-print-configuration, --kokkos-help";
+    }
+  }
+  return {};
+}
+
+// Rank 0's exit code on every rank, so that mpiexec reports the same code however it picks.
+int same_on_all_ranks(int rc) {
+  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  // SIGINT/SIGTERM from here on remove the temporaries of outputs being written.
+  minipipe::install_termination_handlers(world_rank());
   // Kokkos reads only its own --kokkos-* options (it would also answer a plain --help with its
   // own text); everything else is the driver's.
   std::vector<char*> kokkos_args{argv[0]}, app_args{argv[0]};
   for (int i = 1; i < argc; ++i)
     (std::string(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : app_args).push_back(argv[i]);
   int kokkos_argc = static_cast<int>(kokkos_args.size());
-  Kokkos::initialize(kokkos_argc, kokkos_args.data());
+  std::string kokkos_error = check_kokkos_args(kokkos_args);
+  if (kokkos_error.empty()) {
+    try {
+      Kokkos::initialize(kokkos_argc, kokkos_args.data());
+    } catch (const std::exception& e) {
+      kokkos_error = std::string("command line: Kokkos rejected its options: ") + e.what();
+    }
+  }
+  if (!kokkos_error.empty()) {
+    if (world_rank() == 0) std::cerr << "minipipe: error: " << kokkos_error << "\n";
+    MPI_Finalize();
+    return kExitUsage;
+  }
   int rc = 0;
   {
     CLI::App app{"miniPipe: pipeline-parallel GPT-2 training mini-app (Kokkos + MPI + HDF5)"};
@@ -47,7 +121,10 @@ int main(int argc, char** argv) {
     app.footer(
         "Every deck key can be overridden after the subcommand, e.g.\n"
         "  mpiexec -n 2 minipipe run --deck inputs/tiny.toml --train.steps 5 --pipeline.schedule 1f1b,gpipe\n"
-        "Kokkos options (--kokkos-...) are read by Kokkos::initialize.");
+        "Kokkos options (--kokkos-...) are read by Kokkos::initialize.\n"
+        "Exit codes (every subcommand): 0 success; 1 `compare` found differences (or a sweep's dumps\n"
+        "differ); 2 bad input or usage (command-line, Kokkos option, deck, path); 3 failure during the run\n"
+        "(I/O error, disk full, peer timeout, divergence); killed by SIGINT/SIGTERM: 128 + signal.");
     std::map<std::string, std::string> overrides;
     for (const auto& k : minipipe::deck_keys()) {
       auto* o = app.add_option_function<std::string>(
@@ -80,21 +157,23 @@ int main(int argc, char** argv) {
     try {
       app.parse(static_cast<int>(app_args.size()), app_args.data());
     } catch (const CLI::ParseError& e) {
+      // --help and --version are "errors" with code 0; every real parse error is usage (2).
       if (world_rank() == 0)
         rc = app.exit(e);
       else
         rc = e.get_exit_code();
+      if (rc != 0) rc = kExitUsage;
       Kokkos::finalize();
       MPI_Finalize();
       return rc;
     }
 
     if (schedule_tool.sub->parsed()) {
-      rc = world_rank() == 0 ? schedule_tool.run(std::cout) : 0;
+      rc = same_on_all_ranks(world_rank() == 0 ? schedule_tool.run(std::cout) : 0);
     } else if (compare_tool.sub->parsed()) {
-      rc = world_rank() == 0 ? compare_tool.run(std::cout) : 0;
+      rc = same_on_all_ranks(world_rank() == 0 ? compare_tool.run(std::cout) : 0);
     } else if (tokenize_tool.sub->parsed()) {
-      rc = world_rank() == 0 ? tokenize_tool.run(std::cout) : 0;
+      rc = same_on_all_ranks(world_rank() == 0 ? tokenize_tool.run(std::cout) : 0);
     } else {
       minipipe::Deck deck;
       bool failed = false;
@@ -108,12 +187,17 @@ int main(int argc, char** argv) {
         if (!dump.empty()) deck.set_from_text("output.dump", dump);
         if (!json.empty()) deck.set_from_text("output.json", json);
         if (force) deck.set_from_text("output.force", "true");
+        // Cross-key and file checks before anything runs (DESIGN.md §7): each rank checks what
+        // it sees (a node-local file system may differ) and any_rank_failed agrees below.
+        minipipe::pipeline_timeout(deck);
+        minipipe::check_effective_keys(deck);
+        minipipe::check_run_files(deck, deck_path);
       } catch (const std::exception& e) {
         failed = true;
         message = e.what();
       }
       if (minipipe::any_rank_failed(MPI_COMM_WORLD, failed ? &message : nullptr, std::cerr)) {
-        rc = 2;
+        rc = kExitUsage;
       } else {
         try {
           rc = minipipe::run_command(deck, MPI_COMM_WORLD, std::cout);
@@ -123,8 +207,10 @@ int main(int argc, char** argv) {
           std::cerr << "minipipe: error on rank " << world_rank() << ": " << e.what() << "\n" << std::flush;
           int world = 1;
           MPI_Comm_size(MPI_COMM_WORLD, &world);
-          if (world > 1) MPI_Abort(MPI_COMM_WORLD, 3);
-          rc = 3;
+          // MPI_Abort also skips HDF5's second close of a file whose close failed (full disk),
+          // which crashes inside MPI_Finalize (see io::unclosable_hdf5_files).
+          if (world > 1 || minipipe::io::unclosable_hdf5_files() > 0) MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+          rc = kExitFailure;
         }
       }
     }

@@ -3,33 +3,16 @@
 #include "schedule_tool.hpp"
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
-#include <fstream>
 #include <functional>
 #include <sstream>
 
+#include "miniapp/io/output_file.hpp"
+#include "miniapp/io/output_paths.hpp"
 #include "schedules/schedules.hpp"
 
 namespace minipipe {
 
 namespace {
-
-// Writes through a temporary name and renames when complete, so a failed run never leaves a
-// half-written picture or report under the requested name.
-void write_file(const std::string& path, const std::function<void(std::ostream&)>& body) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot write '" + path + "' (opening '" + tmp + "' failed)");
-    body(f);
-    f.flush();
-    if (!f) throw std::runtime_error("cannot write '" + path + "' (write failed)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write '" + path + "' (rename from '" + tmp + "' failed)");
-  }
-}
 
 std::string names_joined() {
   std::string out;
@@ -73,6 +56,7 @@ void ScheduleTool::attach(CLI::App& parent) {
       ->check(CLI::IsMember({"auto", "loop", "v"}));
   sub->add_option("--grid", grid, "print the rank-by-step grid: auto (cut long grids), full or none")
       ->check(CLI::IsMember({"auto", "full", "none"}));
+  sub->add_flag("--force", force, "overwrite existing output files");
   sub->add_flag("--list", list, "name every schedule variant with its constraints and exit");
   for (auto* o : {o_sched, o_p, o_m, o_v}) o_load->excludes(o);
 }
@@ -85,6 +69,13 @@ int ScheduleTool::run(std::ostream& out) {
       }
       return 0;
     }
+    // Outputs: distinct, not the loaded CSV, not existing unless --force, within length limits.
+    if (!load_csv.empty()) io::check_input_file("--load-csv", load_csv);
+    io::check_outputs({{"--csv", csv_out, force, false},
+                       {"--svg", svg_out, force, false},
+                       {"--trace", trace_out, force, false},
+                       {"--json", json_out, force, false}},
+                      {{"--load-csv", load_csv}});
     sched::Schedule s;
     if (!load_csv.empty()) {
       s = sched::read_csv_file(load_csv, 0, sched::parse_placement(placement));
@@ -103,7 +94,7 @@ int ScheduleTool::run(std::ostream& out) {
     sched::write_summary(s, costs, result, analytic, out);
 
     if (!csv_out.empty()) {
-      write_file(csv_out, [&](std::ostream& f) {
+      io::write_output_file(csv_out, force, [&](std::ostream& f) {
         if (csv_layout == "comms")
           sched::write_csv(sched::lower_communication(s), f);
         else
@@ -118,21 +109,25 @@ int ScheduleTool::run(std::ostream& out) {
       tl.title = title.str();
     }
     if (!svg_out.empty()) {
-      write_file(svg_out, [&](std::ostream& f) { sched::write_svg(tl, f); });
+      io::write_output_file(svg_out, force, [&](std::ostream& f) { sched::write_svg(tl, f); });
       out << "wrote " << svg_out << "\n";
     }
     if (!trace_out.empty()) {
-      write_file(trace_out, [&](std::ostream& f) { sched::write_chrome_trace(tl, f); });
+      io::write_output_file(trace_out, force, [&](std::ostream& f) { sched::write_chrome_trace(tl, f); });
       out << "wrote " << trace_out << "\n";
     }
     if (!json_out.empty()) {
-      write_file(json_out, [&](std::ostream& f) { sched::write_json(s, costs, result, analytic, f); });
+      io::write_output_file(json_out, force,
+                            [&](std::ostream& f) { sched::write_json(s, costs, result, analytic, f); });
       out << "wrote " << json_out << "\n";
     }
     return 0;
+  } catch (const io::OutputError& e) {
+    *err << "minipipe schedule: error: " << e.what() << "\n";
+    return 3;  // the input was fine; writing a result failed
   } catch (const std::exception& e) {
     *err << "minipipe schedule: error: " << e.what() << "\n";
-    return 1;
+    return 2;
   }
 }
 

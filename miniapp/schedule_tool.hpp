@@ -27,14 +27,16 @@ struct ScheduleTool {
   std::string load_csv, placement = "auto";
   std::string grid = "auto";
   bool list = false;
+  bool force = false;  // replace existing output files
 
   std::ostream* err = &std::cerr;  // where error messages go (tests redirect it)
 
   // Adds the subcommand "schedule" with all flags to `parent`.
   void attach(CLI::App& parent);
 
-  // After parsing: prints the grid and the numbers to `out`, writes the requested files.
-  // Returns 0, or 1 after printing one error message to *err.
+  // After parsing: prints the grid and the numbers to `out`, writes the requested files
+  // (atomically, io::write_output_file). Returns 0; 2 after one error message to *err for bad
+  // input (schedule, CSV, costs, paths); 3 when writing an output failed.
   int run(std::ostream& out);
 };
 

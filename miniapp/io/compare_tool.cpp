@@ -2,12 +2,37 @@
 // parser but by compare_files, so they get h5diff's exit code 2 and a message naming the file.
 #include "miniapp/io/compare_tool.hpp"
 
+#include <cmath>
+#include <cstdlib>
+
+#include "miniapp/message_text.hpp"
+
 namespace minipipe::io {
+
+namespace {
+
+// CLI11's NonNegativeNumber lets "nan" through (nan < 0 is false), and a NaN tolerance would
+// silently mean "no tolerance at all"; refuse it, and infinities, naming the value.
+const CLI::Validator& finite_non_negative() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == nullptr || *end != '\0' || !std::isfinite(x) || x < 0)
+          return "value " + quoted_text(text) + " is not allowed; allowed: a finite number >= 0";
+        return {};
+      },
+      "FINITE>=0");
+  return v;
+}
+
+}  // namespace
 
 void CompareTool::attach(CLI::App& parent) {
   sub = parent.add_subcommand("compare",
                               "Compare two HDF5 dumps dataset by dataset: bitwise equality, max abs/rel "
-                              "error, max ULP distance. Exit 0 same, 1 differ, 2 error (like h5diff).");
+                              "error, max ULP distance. Exit 0 same, 1 differ, 2 bad input or usage: unreadable "
+                              "file, bad option (like h5diff).");
   sub->add_option("A", file_a, "first dump (reference)")->required();
   sub->add_option("B", file_b, "second dump")->required();
   sub->add_flag("--include-meta", options.include_meta,
@@ -15,14 +40,14 @@ void CompareTool::attach(CLI::App& parent) {
   rtol_opt_ = sub->add_option("--rtol", rtol_,
                               "relative tolerance: elements with |a-b|/max(|a|,|b|) <= X count as same "
                               "(default: off, bitwise)")
-                  ->check(CLI::NonNegativeNumber);
+                  ->check(finite_non_negative());
   atol_opt_ =
       sub->add_option("--atol", atol_, "absolute tolerance: elements with |a-b| <= X count as same (default: off)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(finite_non_negative());
   norm_opt_ = sub->add_option("--norm-rtol", norm_rtol_,
                               "normwise tolerance: a dataset with max|a-b| <= X * max(|a|,|b|) counts as same "
                               "(default: off)")
-                  ->check(CLI::NonNegativeNumber);
+                  ->check(finite_non_negative());
   sub->add_flag("-v,--verbose", options.verbose, "a line for every dataset, not only the differing ones");
 }
 

@@ -2,10 +2,13 @@
 // a coverage check and an atomic rename at close so no partial dump ever carries the final name.
 #include "miniapp/io/dump_writer.hpp"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include <tuple>
 
 #include "miniapp/io/h5_handle.hpp"
+#include "miniapp/io/output_file.hpp"
 
 namespace minipipe::io {
 
@@ -162,7 +166,7 @@ std::string parent_of(const std::string& p) {
 }
 
 // Rank 0's check of the target before anything is created; empty string = fine.
-std::string validate_target(const std::string& path, const std::string& tmp, bool force) {
+std::string validate_target(const std::string& path, bool force) {
   if (path.empty()) return "dump path is empty";
   const fs::path p(path);
   if (p.filename().empty()) return "dump path " + path + " names a directory, not a file";
@@ -182,12 +186,46 @@ std::string validate_target(const std::string& path, const std::string& tmp, boo
     if (fs::is_directory(pst)) return "dump path " + path + " is an existing directory";
     if (!force) return "refusing to overwrite " + path + "; pass --force";
   }
-  if (fs::is_directory(fs::status(fs::path(tmp), ec)))
-    return "cannot write dump " + path + ": temporary path " + tmp + " is a directory";
   return {};
 }
 
+// Why an HDF5 call on `file` failed: HDF5's innermost messages, else the errno the failing
+// system call left (MPI-IO reports ENOSPC only on stderr, so HDF5's stack is often empty), and
+// a full file system named as such.
+std::string failure_reason(const std::string& file, int saved_errno) {
+  std::string why = h5_error_text();
+  if (saved_errno != 0) why += (why.empty() ? "" : "; ") + std::string(std::strerror(saved_errno));
+  struct statvfs vfs {};
+  std::string dir = fs::path(file).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (saved_errno != ENOSPC && ::statvfs(dir.c_str(), &vfs) == 0 && vfs.f_bavail == 0)
+    why += (why.empty() ? "" : "; ") + std::string("the file system of ") + dir + " is full (" + std::strerror(ENOSPC) +
+           ")";
+  return why.empty() ? std::string("HDF5 and the operating system gave no reason") : why;
+}
+
+// Every rank's view of the first failure: the lowest failing rank's text ("" = none failed).
+std::string first_error(MPI_Comm comm, const std::string& local) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int first = local.empty() ? INT_MAX : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == INT_MAX) return {};
+  unsigned long long n = rank == first ? local.size() : 0;
+  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, first, comm);
+  std::string text = rank == first ? local : std::string(n, '\0');
+  if (n > 0) MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, first, comm);
+  return first == 0 ? text : text + " (on rank " + std::to_string(first) + ")";
+}
+
+// Files whose H5Fclose failed: HDF5 keeps them open and closes them again at MPI_Finalize.
+std::atomic<int> g_unclosed_files{0};
+
 }  // namespace
+
+int unclosable_hdf5_files() {
+  return g_unclosed_files.load();
+}
 
 struct DumpWriter::Impl {
   struct Dataset {
@@ -195,6 +233,7 @@ struct DumpWriter::Impl {
     std::vector<std::uint64_t> dims;
     DType type;
     H5Handle id;
+    bool discarded = false;  // its group was removed by discard_group(); not in the file
   };
 
   MPI_Comm comm = MPI_COMM_NULL;
@@ -203,7 +242,8 @@ struct DumpWriter::Impl {
   std::string path;
   std::string tmp;
   bool force = false;
-  bool finished = false;  // close() ran, successfully or not
+  bool finished = false;            // close() ran, successfully or not
+  std::unique_ptr<OutputFile> out;  // rank 0: the exclusive temporary and its final rename
   H5Handle file;
   H5Handle dxpl;  // independent transfers: a write may come from one rank alone
   std::vector<Dataset> datasets;
@@ -243,9 +283,10 @@ struct DumpWriter::Impl {
   bool close_handles() {
     bool ok = true;
     for (auto& d : datasets) ok = d.id.reset() && ok;
-    ok = file.reset() && ok;
+    const bool file_ok = file.reset();
+    if (!file_ok) g_unclosed_files.fetch_add(1);
     dxpl.reset();
-    return ok;
+    return ok && file_ok;
   }
 
   // For the destructor on several ranks: closing would be collective, so just forget the ids.
@@ -253,6 +294,14 @@ struct DumpWriter::Impl {
     for (auto& d : datasets) d.id.release();
     file.release();
     dxpl.reset();  // property lists are process-local
+  }
+
+  // Rank 0, on the way to deleting the temporary: empties it so that HDF5's closing flush finds
+  // space again on a full file system. A close that fails leaves the file id open inside HDF5,
+  // which then crashes closing it again at MPI_Finalize (H5F__close_cb); a close that succeeds
+  // does not. The metadata it writes lands past the cut, in a file about to be deleted.
+  void free_space_of_temporary() const {
+    if (rank == 0 && !tmp.empty()) (void)::truncate(tmp.c_str(), 0);
   }
 
   void write_attribute(const std::string& obj_path, const std::string& name, hid_t ftype, hid_t mtype, const void* buf,
@@ -302,6 +351,7 @@ std::string DumpWriter::Impl::coverage_problems(const std::vector<std::uint64_t>
   };
   for (std::size_t k = 0; k < datasets.size(); ++k) {
     const Dataset& d = datasets[k];
+    if (d.discarded) continue;
     const std::uint64_t rows = d.dims.empty() ? 1 : d.dims[0];
     auto& s = spans[k];
     std::sort(s.begin(), s.end());
@@ -328,20 +378,34 @@ DumpWriter::DumpWriter(MPI_Comm comm, const std::string& path, bool force) : imp
   MPI_Comm_rank(im.comm, &im.rank);
   MPI_Comm_size(im.comm, &im.size);
   im.path = path;
-  im.tmp = path + ".tmp";
   im.force = force;
   H5QuietErrors quiet;
 
+  // Rank 0 creates a unique temporary exclusively (never through a symlink, never one that
+  // another run is writing) and every rank opens that name through HDF5.
   std::string err;
-  if (!same_on_all_ranks(im.comm, "open|" + path + "|" + (force ? "1" : "0")))
+  if (!same_on_all_ranks(im.comm, "open|" + path + "|" + (force ? "1" : "0"))) {
     err = "DumpWriter(" + path + "): ranks passed different paths or force flags";
-  else if (im.rank == 0)
-    err = validate_target(path, im.tmp, force);
+  } else if (im.rank == 0) {
+    err = validate_target(path, force);
+    if (err.empty()) {
+      try {
+        im.out = std::make_unique<OutputFile>(path, force);
+        im.out->close_descriptor();
+        im.tmp = im.out->temp_path();
+      } catch (const std::exception& e) {
+        im.out.reset();
+        err = e.what();
+      }
+    }
+  }
   err = bcast_string(im.comm, err);
   if (!err.empty()) {
+    im.out.reset();
     MPI_Comm_free(&im.comm);
     throw DumpError(err);
   }
+  im.tmp = bcast_string(im.comm, im.tmp);
 
   H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_mpio(fapl.get(), im.comm, MPI_INFO_NULL);
@@ -350,17 +414,16 @@ DumpWriter::DumpWriter(MPI_Comm comm, const std::string& path, bool force) : imp
   H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
   H5Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   H5Pset_obj_track_times(fcpl.get(), false);
+  errno = 0;
   im.file = H5Handle(H5Fcreate(im.tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
-  const std::string h5err = im.file.valid() ? std::string() : h5_error_text();
-  int ok = im.file.valid() ? 1 : 0;
-  int all_ok = 0;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, im.comm);
-  if (!all_ok) {
+  const std::string h5err = im.file.valid() ? std::string() : failure_reason(im.tmp, errno);
+  const std::string create_err = first_error(im.comm, h5err);
+  if (!create_err.empty()) {
     im.file.release();  // a partly opened MPI-IO file cannot be closed by some ranks only
-    if (im.rank == 0) std::remove(im.tmp.c_str());
+    im.out.reset();     // rank 0: removes the temporary
     MPI_Comm_free(&im.comm);
     throw DumpError("cannot create HDF5 file " + im.tmp + " (directory " + fs::path(im.tmp).parent_path().string() +
-                    ")" + (h5err.empty() ? std::string() : ": " + h5err));
+                    "): " + create_err);
   }
   im.dxpl = H5Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
   H5Pset_dxpl_mpio(im.dxpl.get(), H5FD_MPIO_INDEPENDENT);
@@ -371,12 +434,13 @@ DumpWriter::~DumpWriter() {
   Impl& im = *impl_;
   H5QuietErrors quiet;
   if (im.size == 1) {
+    im.free_space_of_temporary();
     im.close_handles();
-    std::remove(im.tmp.c_str());
+    im.out.reset();  // removes the temporary
     MPI_Comm_free(&im.comm);
   } else {
     // Unlink first: even if this process is killed next, the partial file is gone.
-    if (im.rank == 0) std::remove(im.tmp.c_str());
+    im.out.reset();
     im.abandon_handles();
   }
 }
@@ -459,6 +523,7 @@ void DumpWriter::write_rows(const std::string& path, std::uint64_t row0, std::ui
   if (host_data == nullptr) throw DumpError(what + ": null host buffer");
 
   herr_t status = 0;
+  errno = 0;
   if (d.dims.empty()) {
     status = H5Dwrite(d.id.get(), memory_type(type), H5S_ALL, H5S_ALL, im.dxpl.get(), host_data);
   } else {
@@ -473,7 +538,7 @@ void DumpWriter::write_rows(const std::string& path, std::uint64_t row0, std::ui
   }
   if (status < 0)
     throw DumpError(what + ": cannot write rows [" + std::to_string(row0) + ", " + std::to_string(row0 + nrows) +
-                    ") to " + im.tmp + ": " + h5_error_text());
+                    ") to " + im.tmp + ": " + failure_reason(im.tmp, errno));
   im.writes.insert(im.writes.end(), {static_cast<std::uint64_t>(it->second), row0, nrows});
 }
 
@@ -496,21 +561,67 @@ void DumpWriter::close() {
               im.comm);
   std::string err = im.rank == 0 ? im.coverage_problems(all_writes) : std::string();
 
-  int ok = im.close_handles() ? 1 : 0;
-  int all_ok = 0;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, im.comm);
+  // Flush first (collective, checked) so that a full file system shows up here, with the file
+  // still open, rather than in a failed H5Fclose that HDF5 would repeat, and crash in, at
+  // MPI_Finalize. After a failed flush the temporary is emptied so that the close succeeds.
+  errno = 0;
+  std::string local = H5Fflush(im.file.get(), H5F_SCOPE_GLOBAL) < 0 ? failure_reason(im.tmp, errno) : std::string();
+  std::string io_err = first_error(im.comm, local);
+  if (!io_err.empty()) {
+    im.free_space_of_temporary();
+    MPI_Barrier(im.comm);
+  }
+  errno = 0;
+  local = im.close_handles() ? std::string() : failure_reason(im.tmp, errno);
+  const std::string close_err = first_error(im.comm, local);
+  if (io_err.empty()) io_err = close_err;
   im.finished = true;
   if (im.rank == 0) {
-    if (err.empty() && !all_ok) err = "cannot close HDF5 file " + im.tmp + ": " + h5_error_text();
-    if (err.empty() && !im.force && fs::exists(fs::path(im.path)))
-      err = "refusing to overwrite " + im.path + " (it appeared while the dump was written); pass --force";
-    if (err.empty() && std::rename(im.tmp.c_str(), im.path.c_str()) != 0)
-      err = "cannot rename " + im.tmp + " to " + im.path + ": " + std::strerror(errno);
-    if (!err.empty()) std::remove(im.tmp.c_str());
+    if (err.empty() && !io_err.empty()) err = "cannot write HDF5 file " + im.tmp + " (dump " + im.path + "): " + io_err;
+    if (err.empty()) {
+      try {
+        im.out->commit();  // fsync, then rename; refused if `path` appeared meanwhile and !force
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+    }
+    im.out.reset();  // removes the temporary unless committed
   }
   err = bcast_string(im.comm, err);  // also the barrier: the file is in place for everyone
   MPI_Comm_free(&im.comm);
   if (!err.empty()) throw DumpError(err);
+}
+
+void DumpWriter::discard_group(const std::string& group) {
+  Impl& im = *impl_;
+  const std::string what = "discard_group(" + group + ")";
+  im.check_open(what);
+  H5QuietErrors quiet;
+  const std::string g = normalize_object_path(group, what);
+  im.check_same(what, "discard|" + g);
+  if (g == "/") throw DumpError(what + ": the root group cannot be discarded");
+  if (!im.groups.count(g)) return;  // never created: nothing to remove
+  const std::string prefix = g + "/";
+  for (auto& d : im.datasets) {
+    if (d.discarded || d.path.compare(0, prefix.size(), prefix) != 0) continue;
+    d.id.reset();
+    d.discarded = true;
+    im.by_path.erase(d.path);
+  }
+  for (auto it = im.groups.begin(); it != im.groups.end();) {
+    it = (*it == g || it->compare(0, prefix.size(), prefix) == 0) ? im.groups.erase(it) : std::next(it);
+  }
+  if (H5Ldelete(im.file.get(), g.c_str(), H5P_DEFAULT) < 0)
+    throw DumpError(what + ": cannot remove group " + g + " from " + im.tmp + ": " + h5_error_text());
+}
+
+void DumpWriter::close_stopped(const std::string& reason, long long completed_steps,
+                               const std::vector<std::string>& incomplete_groups) {
+  for (const auto& g : incomplete_groups) discard_group(g);
+  set_attribute("/meta", "stopped_early", 1LL);
+  set_attribute("/meta", "stop_reason", reason);
+  set_attribute("/meta", "completed_steps", completed_steps);
+  close();
 }
 
 const std::string& DumpWriter::path() const {

@@ -1,5 +1,5 @@
 // Parallel HDF5 dump writer (MPI-IO driver): every rank creates the same datasets collectively,
-// then each rank writes the rows it owns independently, into "<path>.tmp" renamed on close.
+// then each rank writes the rows it owns independently, into a unique temporary renamed on close.
 #pragma once
 
 #include <mpi.h>
@@ -32,6 +32,12 @@ struct DumpError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Number of dump files whose HDF5 close failed even after the doomed temporary was emptied
+// (a file system too full for the file's metadata alone). HDF5 keeps such a file open and, in
+// HDF5 1.10, crashes closing it again inside MPI_Finalize (H5F__close_cb); a driver that sees a
+// non-zero count ends with MPI_Abort, which skips that second close.
+int unclosable_hdf5_files();
+
 // One dump file shared by all ranks of `comm`.
 //
 // Collective calls (constructor, create_dataset, set_attribute, close) must be made by every
@@ -42,18 +48,24 @@ struct DumpError : std::runtime_error {
 // close() checks that every row of every dataset was written exactly once before the file
 // gets its final name, so a dump with holes never appears under `path`.
 //
+// The temporary is "<path>.tmp.XXXXXX" (see output_file.hpp): rank 0 creates it exclusively,
+// never through a symlink, registered for removal on SIGINT/SIGTERM; two runs writing the same
+// path never share a file, and the one that finishes second is refused unless force.
+//
 // Error paths: a DumpError thrown by a collective call is thrown on every rank, and the writer
 // stays usable. If a DumpWriter is destroyed without close() (an exception unwinding), the
-// destructor deletes "<path>.tmp" on rank 0 and does no collective work, because the peers
+// destructor deletes the temporary on rank 0 and does no collective work, because the peers
 // may be gone or waiting elsewhere (DESIGN.md §7: the driver then aborts the communicator).
-// On one rank it closes the HDF5 file properly; with more ranks the open HDF5 handles are left
-// to HDF5's own shutdown at MPI_Finalize (or to MPI_Abort), never to a call that could hang.
+// On one rank it closes the HDF5 file properly (emptying the doomed temporary first, so that
+// closing succeeds on a full file system); with more ranks the open HDF5 handles are left to
+// HDF5's own shutdown at MPI_Finalize (or to MPI_Abort), never to a call that could hang.
+// I/O failures (a full disk) name the file and the OS reason, seen on whichever rank failed.
 class DumpWriter {
  public:
   // Collective. Rank 0 validates the path and every rank throws the same DumpError when:
   // `path` exists and !force ("refusing to overwrite <path>; pass --force"); `path` is a
   // directory; its directory is missing, not a directory, or not writable (the message names
-  // the directory); or HDF5 cannot create "<path>.tmp". With force an existing file is
+  // the directory); or the temporary cannot be created. With force an existing file is
   // replaced only by the final rename, so it survives a failed run.
   DumpWriter(MPI_Comm comm, const std::string& path, bool force);
   ~DumpWriter();
@@ -88,10 +100,22 @@ class DumpWriter {
     write_rows(path, row0, nrows, data, DType::i32);
   }
 
-  // Collective. Verifies full coverage, closes every handle and the file, and rank 0 renames
-  // "<path>.tmp" to `path`; returns on every rank once the file is in place. On any failure
-  // the temporary file is deleted and every rank throws the same DumpError.
+  // Collective. Verifies full coverage, flushes and closes every handle and the file (each
+  // checked), and rank 0 fsyncs and renames the temporary to `path`, refusing if `path`
+  // appeared meanwhile (unless force); returns on every rank once the file is in place. On any
+  // failure the temporary file is deleted and every rank throws the same DumpError.
   void close();
+
+  // Collective. Removes `group` and every dataset under it from the file (e.g. the step that was
+  // running when the run stopped, whose rows are only partly written); close() then checks the
+  // coverage of the remaining datasets only. A group that was never created is ignored.
+  void discard_group(const std::string& group);
+
+  // Collective. Ends a run that stopped early but keeps what it completed: discards
+  // `incomplete_groups`, records on /meta `stopped_early` = 1, `stop_reason` and
+  // `completed_steps`, then close(). The dump then carries the final name like a full one.
+  void close_stopped(const std::string& reason, long long completed_steps,
+                     const std::vector<std::string>& incomplete_groups);
 
   const std::string& path() const;
   std::string temp_path() const;

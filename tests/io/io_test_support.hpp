@@ -51,6 +51,16 @@ inline int count_ranks(bool flag) {
   return sum;
 }
 
+// Temporaries of `target` ("<name>.tmp.XXXXXX", or the old fixed "<name>.tmp") in its directory.
+inline std::vector<fs::path> leftover_temporaries(const fs::path& target) {
+  std::vector<fs::path> out;
+  const std::string prefix = target.filename().string() + ".tmp";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(target.parent_path(), ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  return out;
+}
+
 inline std::string read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());

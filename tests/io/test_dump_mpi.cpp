@@ -39,7 +39,7 @@ TEST(DumpMpi, SplitWritesReproduceSingleRankFile) {
   }
   // close() returned on every rank: the file is complete and renamed for everyone.
   EXPECT_TRUE(fs::exists(split));
-  EXPECT_FALSE(fs::exists(split.string() + ".tmp"));
+  EXPECT_TRUE(leftover_temporaries(split).empty());
   if (world_rank() != 0) return;
 
   std::ostringstream out;
@@ -78,7 +78,7 @@ TEST(DumpMpi, ExistingPathWithoutForceThrowsOnEveryRankAndKeepsOldFile) {
   EXPECT_EQ(count_ranks(!msg.empty()), world_size());
   if (world_rank() == 0) {
     EXPECT_EQ(read_bytes(p), "precious old bytes");
-    EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+    EXPECT_TRUE(leftover_temporaries(p).empty());
   }
 }
 
@@ -100,16 +100,17 @@ TEST(DumpMpi, ForceReplacesExistingFileOnlyAtClose) {
     const auto v = minipipe::io::read_i32(p, "/x", dims);
     ASSERT_EQ(dims, std::vector<std::uint64_t>{static_cast<std::uint64_t>(world_size())});
     for (int r = 0; r < world_size(); ++r) EXPECT_EQ(v[r], 100 + r);
-    EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+    EXPECT_TRUE(leftover_temporaries(p).empty());
   }
 }
 
 TEST(DumpMpi, DestructorWithoutCloseLeavesNoFile) {
   const fs::path p = outdir() / "abandoned.h5";
-  const std::string tmp = p.string() + ".tmp";
+  std::string tmp;
   bool tmp_seen = false;
   try {
     DumpWriter w(MPI_COMM_WORLD, p, false);
+    tmp = w.temp_path();
     w.create_dataset("/a/b", {4, 2}, DType::f64);
     const double row[2] = {1.0, 2.0};
     if (world_rank() == 0) w.write_rows("/a/b", 0, 1, row);
@@ -138,13 +139,13 @@ TEST(DumpMpi, DestructorOnOneRankAloneDoesNotWaitForPeers) {
   if (world_rank() == 1) w.reset();
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) {
-    EXPECT_TRUE(fs::exists(p.string() + ".tmp"));  // only rank 0's destructor unlinks it
+    EXPECT_EQ(leftover_temporaries(p).size(), 1u);  // only rank 0's destructor unlinks it
   }
   w.reset();
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) {
     EXPECT_FALSE(fs::exists(p));
-    EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+    EXPECT_TRUE(leftover_temporaries(p).empty());
   }
 }
 
@@ -213,7 +214,7 @@ TEST(DumpMpi, IncompleteOrDoublyWrittenDumpIsRejectedAtCloseOnEveryRank) {
   EXPECT_EQ(count_ranks(!msg.empty()), world_size());
   if (world_rank() == 0) {
     EXPECT_FALSE(fs::exists(p));
-    EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+    EXPECT_TRUE(leftover_temporaries(p).empty());
   }
 }
 

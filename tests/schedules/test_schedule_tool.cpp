@@ -103,7 +103,8 @@ TEST_F(ScheduleToolTest, OneF1BNumbersAndAllFiles) {
 
   std::ifstream csv(path("s.csv"));
   EXPECT_EQ(ms::read_csv(csv).ranks, ms::make_schedule("1f1b", 4, 8).ranks);
-  EXPECT_FALSE(fs::exists(path("r.json.tmp")));
+  for (const auto& e : fs::directory_iterator(dir_))  // no temporary ("<name>.tmp.XXXXXX") is left
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 TEST_F(ScheduleToolTest, WorkedCaseThroughTheCommandLine) {
@@ -136,24 +137,25 @@ TEST_F(ScheduleToolTest, LoadCsvInsteadOfAGenerator) {
   EXPECT_NE(slurp(path("t.svg")).find("#6a3d9a"), std::string::npos);  // overlapped halves outlined
 
   const auto bad = run_tool({"schedule", "--load-csv", file, "--placement", "loop"});
-  EXPECT_EQ(bad.rc, 1);
+  EXPECT_EQ(bad.rc, 2);
   EXPECT_NE(bad.err.find("belongs to rank"), std::string::npos) << bad.err;
   EXPECT_THROW(run_tool({"schedule", "--load-csv", file, "-p", "3"}), CLI::ParseError);
 }
 
 TEST_F(ScheduleToolTest, BadInputIsOneClearMessageAndNonZero) {
   const auto o = run_tool({"schedule", "--schedule", "zb-h2", "-p", "4", "-m", "5"});
-  EXPECT_EQ(o.rc, 1);
+  EXPECT_EQ(o.rc, 2);
   EXPECT_NE(o.err.find("m = 5 is not allowed"), std::string::npos) << o.err;
   EXPECT_EQ(count(o.err, "\n"), 1u);
 
   const auto c = run_tool({"schedule", "--cost", "F=1,Q=2"});
-  EXPECT_EQ(c.rc, 1);
+  EXPECT_EQ(c.rc, 2);
   EXPECT_NE(c.err.find("cost Q = '2' is not allowed"), std::string::npos) << c.err;
 
   const auto f = run_tool({"schedule", "--load-csv", path("missing.csv")});
-  EXPECT_EQ(f.rc, 1);
-  EXPECT_NE(f.err.find("cannot open"), std::string::npos);
+  EXPECT_EQ(f.rc, 2);
+  EXPECT_NE(f.err.find("'--load-csv' has value"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("cannot be read"), std::string::npos) << f.err;
 
   try {
     run_tool({"schedule", "--schedule", "pipedream"});
@@ -171,4 +173,36 @@ TEST_F(ScheduleToolTest, HelpPrintsDefaults) {
   const std::string help = tool.sub->help();
   for (const char* expected : {"--schedule", "1f1b", "F=1,I=1,W=1", "--load-csv", "--placement", "auto", "--trace"})
     EXPECT_NE(help.find(expected), std::string::npos) << expected << "\n" << help;
+}
+
+// Outputs are never replaced without --force, never the loaded CSV, never one another.
+TEST_F(ScheduleToolTest, OutputsRefuseOverwriteInputsAndEachOther) {
+  { std::ofstream(path("t.svg")) << "keep"; }
+  const auto o = run_tool({"schedule", "--svg", path("t.svg")});
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_NE(o.err.find("refusing to overwrite"), std::string::npos) << o.err;
+  EXPECT_EQ(slurp(path("t.svg")), "keep");
+  const auto forced = run_tool({"schedule", "--svg", path("t.svg"), "--force"});
+  EXPECT_EQ(forced.rc, 0) << forced.err;
+  EXPECT_EQ(slurp(path("t.svg")).rfind("<svg", 0), 0u);
+
+  const auto same = run_tool({"schedule", "--svg", path("a.out"), "--json", path("a.out")});
+  EXPECT_EQ(same.rc, 2);
+  EXPECT_NE(same.err.find("'--svg'"), std::string::npos) << same.err;
+  EXPECT_NE(same.err.find("'--json'"), std::string::npos) << same.err;
+  EXPECT_NE(same.err.find("same output file"), std::string::npos) << same.err;
+  EXPECT_FALSE(fs::exists(path("a.out")));
+
+  const std::string csv = path("in.csv");
+  ASSERT_EQ(run_tool({"schedule", "--csv", csv}).rc, 0);
+  const std::string before = slurp(csv);
+  const auto onto_input = run_tool({"schedule", "--load-csv", csv, "--json", csv, "--force"});
+  EXPECT_EQ(onto_input.rc, 2);
+  EXPECT_NE(onto_input.err.find("names the input of '--load-csv'"), std::string::npos) << onto_input.err;
+  EXPECT_EQ(slurp(csv), before);
+  // A symlink to the input is the input.
+  fs::create_symlink(csv, path("link.json"));
+  const auto via_link = run_tool({"schedule", "--load-csv", csv, "--json", path("link.json"), "--force"});
+  EXPECT_EQ(via_link.rc, 2);
+  EXPECT_EQ(slurp(csv), before);
 }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# check_bad_paths.sh MINIPIPE DECK OUTDIR: outputs that collide with each other, with an input or
+# with an existing file, and dump paths too long for MPI-IO, are refused up front with exit 2,
+# naming the key, and nothing is modified or created.
+set -u
+bin=$1 deck=$2 dir=$3
+rm -rf "$dir"; mkdir -p "$dir"
+xc() { bash "$(dirname "$0")/expect_code.sh" "$@"; }
+cp "$deck" "$dir/deck.toml"
+d=$dir/deck.toml
+before=$(md5sum < "$d")
+xc 2 "output.json.*names the input of '--deck'" -- "$bin" run --deck "$d" --output.json "$d" --force || exit 1
+[ "$(md5sum < "$d")" = "$before" ] || { echo "FAIL: the deck was modified"; exit 1; }
+xc 2 "'output.dump'.*'output.json'.*same output file" -- "$bin" run --deck "$d" --dump "$dir/x.h5" \
+  --json "$dir/x.h5" || exit 1
+[ -e "$dir/x.h5" ] && { echo "FAIL: x.h5 created"; exit 1; }
+echo keep > "$dir/r.json"
+xc 2 "output.json.*exists; refusing to overwrite it without --force" -- "$bin" run --deck "$d" \
+  --json "$dir/r.json" || exit 1
+[ "$(cat "$dir/r.json")" = keep ] || { echo "FAIL: r.json was replaced"; exit 1; }
+echo keep > "$dir/t.svg"
+xc 2 "output.svg.*exists" -- "$bin" run --deck "$d" --output.svg "$dir/t.svg" || exit 1
+# A 220-character basename: OpenMPI's MPI-IO aborted with "buffer overflow detected" (exit 134).
+long=$dir/$(printf 'a%.0s' $(seq 220)).h5
+xc 2 "output.dump.*bytes; allowed: at most 228 for a file written through MPI-IO" -- \
+  mpiexec -n 2 "$bin" run --deck "$d" --dump "$long" || exit 1
+ls "$dir" | grep -q '^aaaa' && { echo "FAIL: a file was created for the long path"; exit 1; }
+echo PASS
