@@ -23,6 +23,12 @@ struct ExactTarget {
   }
 };
 
+// An exact accumulator overflowed: a per-sample partial or the running sum left the fixed-point
+// range or was not finite (the message names the parameter).
+struct GradientOverflow : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 template <class T>
 struct GradAccum {
   Mode mode = Mode::deterministic;
@@ -59,9 +65,9 @@ struct GradAccum {
     int ov = 0;
     Kokkos::deep_copy(ov, overflow);
     if (ov)
-      throw std::runtime_error("gradient accumulator overflow in parameter '" + name +
-                               "': a per-sample partial or the running sum exceeded the exact "
-                               "fixed-point range (|x| < 2^47) or was not finite");
+      throw GradientOverflow("gradient accumulator overflow in parameter '" + name +
+                             "': a per-sample partial or the running sum exceeded the exact "
+                             "fixed-point range (|x| < 2^47) or was not finite");
     if (mode == Mode::deterministic) {
       auto ex = exact;
       Kokkos::parallel_for(

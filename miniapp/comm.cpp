@@ -2,6 +2,8 @@
 // MPI_TAG_UB query, each in one place.
 #include "comm.hpp"
 
+#include <climits>
+#include <cmath>
 #include <sstream>
 
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -48,6 +50,29 @@ CommPath choose_comm_path(const std::string& cuda_aware, std::string& why) {
     throw InputError("deck: key 'pipeline.cuda_aware' has value \"" + cuda_aware + "\"; allowed: auto | on | off");
   if (host_accessible) return CommPath::host_memory;
   return runtime ? CommPath::device_buffers : CommPath::host_staging;
+}
+
+std::string broadcast_text(MPI_Comm comm, int root, const std::string& text) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string out = rank == root ? text : std::string();
+  int len = static_cast<int>(out.size());
+  MPI_Bcast(&len, 1, MPI_INT, root, comm);
+  out.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(out.data(), len, MPI_CHAR, root, comm);
+  return out;
+}
+
+EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::string& text) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  struct {
+    double key;
+    int rank;
+  } mine{has ? key : HUGE_VAL, has ? rank : INT_MAX}, first{};
+  MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE_INT, MPI_MINLOC, comm);
+  if (first.rank == INT_MAX) return {};
+  return {first.rank, broadcast_text(comm, first.rank, text)};
 }
 
 int mpi_tag_ub(MPI_Comm comm) {

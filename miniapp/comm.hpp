@@ -19,6 +19,17 @@ CommPath choose_comm_path(const std::string& cuda_aware, std::string& why);
 // MPI_TAG_UB of `comm` (32767, the least the standard allows, if the attribute is missing).
 int mpi_tag_ub(MPI_Comm comm);
 
+// Collective: `text` of rank `root`, on every rank.
+std::string broadcast_text(MPI_Comm comm, int root, const std::string& text);
+
+// Collective: the rank with the smallest `key` among those that pass `has` (ties: the lowest
+// rank), and its `text`; root = -1 when no rank has one.
+struct EarliestText {
+  int root = -1;
+  std::string text;
+};
+EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::string& text);
+
 template <class T>
 MPI_Datatype mpi_type() {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");

@@ -21,6 +21,12 @@ std::vector<std::uint64_t> dims_of(const ParamSpec& p) {
 
 }  // namespace
 
+std::string step_group(int step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/step_%04d", step);
+  return name;
+}
+
 template <class T>
 DumpObserver<T>::DumpObserver(io::DumpWriter& writer, io::DumpLevel level, const ModelShape& shape, int batch,
                               bool writes_params)
@@ -49,9 +55,7 @@ void DumpObserver<T>::write_initial(const std::vector<Stage<T>>& stages) {
 
 template <class T>
 void DumpObserver<T>::begin_step(int step) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "/step_%04d", step);
-  group_ = name;
+  group_ = step_group(step);
   const std::uint64_t B = static_cast<std::uint64_t>(batch_), Tl = shape_.seq_len, C = shape_.channels;
   w_.create_dataset(group_ + "/tokens", {B, Tl}, io::DType::i32);
   w_.create_dataset(group_ + "/targets", {B, Tl}, io::DType::i32);

@@ -9,6 +9,9 @@
 
 namespace minipipe {
 
+// "/step_0003": the dump group of a (0-based) step.
+std::string step_group(int step);
+
 template <class T>
 class DumpObserver final : public StepObserver<T> {
  public:

@@ -3,6 +3,10 @@
 // fenced before MPI reads a buffer.
 #include "executor.hpp"
 
+#include "kernels/finite_check.hpp"
+#include "peer_wait.hpp"
+
+#include <algorithm>
 #include <climits>
 #include <sstream>
 #include <stdexcept>
@@ -26,31 +30,50 @@ bool Executor<T>::Key::operator<(const Key& o) const {
   return std::tie(dir, stage, mb) < std::tie(o.dir, o.stage, o.mb);
 }
 
-// Forwards boundary tensors to the caller's observer and times it, so that dump I/O inside an
+// Sees every boundary tensor of the step: checks it for NaN/inf (one device reduction, the first
+// bad one kept) and forwards it to the caller's observer, timed, so that dump I/O inside an
 // action is neither compute nor idle.
 template <class T>
-class Executor<T>::TimedObserver final : public TensorObserver<T> {
+class Executor<T>::Watch final : public TensorObserver<T> {
  public:
-  explicit TimedObserver(TensorObserver<T>* inner) : inner_(inner) {}
+  Watch(TensorObserver<T>* inner, RankStepStats& stats, int step, double t0)
+      : inner_(inner), stats_(stats), step_(step), t0_(t0) {}
   void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) override {
-    const double t = MPI_Wtime();
-    inner_->activation(layer, mb, x);
-    seconds += MPI_Wtime() - t;
+    check(layer, mb, x, "activation");
+    if (inner_) timed([&] { inner_->activation(layer, mb, x); });
   }
   void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) override {
-    const double t = MPI_Wtime();
-    inner_->input_grad(layer, mb, dx);
-    seconds += MPI_Wtime() - t;
+    check(layer, mb, dx, "input gradient");
+    if (inner_) timed([&] { inner_->input_grad(layer, mb, dx); });
   }
   double seconds = 0;
+  int stage = -1;  // of the action running
 
  private:
+  template <class F>
+  void timed(F&& f) {
+    const double t = MPI_Wtime();
+    f();
+    seconds += MPI_Wtime() - t;
+  }
+  void check(const std::string& layer, const MicroBatch& mb, CMat<T> x, const char* what) {
+    if (stats_.non_finite.found) return;
+    const NonFinite bad = FiniteCheck<T>::first_non_finite(x);
+    if (!bad) return;
+    stats_.non_finite = {
+        true, MPI_Wtime() - t0_,
+        describe_non_finite(bad, "step " + std::to_string(step_) + " / stage " + std::to_string(stage) + " / " + layer +
+                                     " / micro-batch " + std::to_string(mb.index) + " / " + what)};
+  }
   TensorObserver<T>* inner_;
+  RankStepStats& stats_;
+  int step_;
+  double t0_;
 };
 
 template <class T>
 Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path,
-                      int seq_len, int channels)
+                      int seq_len, int channels, double timeout_s)
     : comm_(comm),
       num_stages_(plan.num_stages()),
       m_(plan.m),
@@ -59,7 +82,8 @@ Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<St
       channels_(channels),
       path_(path),
       stage_to_rank_(plan.stage_to_rank),
-      stages_(stages) {
+      stages_(stages),
+      timeout_(timeout_s) {
   MPI_Comm_rank(comm_, &rank_);
   actions_ = plan.ranks.at(static_cast<std::size_t>(rank_));
   for (std::size_t i = 0; i < stages_.size(); ++i) local_index_[stages_[i].id()] = static_cast<int>(i);
@@ -69,7 +93,17 @@ template <class T>
 RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, const StepInputs<T>& in,
                                TensorObserver<T>* observer) {
   RankStepStats stats;
-  TimedObserver timed(observer);
+  {
+    CollectiveGuard guard(
+        timeout_, "the start of step " + std::to_string(step) + " on every rank of the pipeline (" +
+                      std::to_string(stage_to_rank_.empty()
+                                         ? 0
+                                         : *std::max_element(stage_to_rank_.begin(), stage_to_rank_.end()) + 1) +
+                      " ranks)");
+    MPI_Barrier(comm_);
+  }
+  t0_ = MPI_Wtime();
+  Watch watch(observer, stats, step, t0_);
   // Stages see the timed observer for this step only, also when an action throws.
   struct Detach {
     std::vector<Stage<T>>& stages;
@@ -77,11 +111,8 @@ RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, con
       for (auto& s : stages) s.observe(nullptr);
     }
   } detach{stages_};
-  for (auto& s : stages_) s.observe(observer ? &timed : nullptr);
-  mbs_ = &mbs, in_ = &in, stats_ = &stats, observer_ = &timed;
-
-  MPI_Barrier(comm_);
-  t0_ = MPI_Wtime();
+  for (auto& s : stages_) s.observe(&watch);
+  mbs_ = &mbs, in_ = &in, stats_ = &stats, watch_ = &watch, step_ = step;
   for (const auto& a : actions_) {
     try {
       dispatch(a);
@@ -102,7 +133,7 @@ RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, con
   }
   check_drained(step);
   stats.makespan = now();
-  mbs_ = nullptr, in_ = nullptr, stats_ = nullptr, observer_ = nullptr;
+  mbs_ = nullptr, in_ = nullptr, stats_ = nullptr, watch_ = nullptr;
   return stats;
 }
 
@@ -184,7 +215,8 @@ View2<T> Executor<T>::input_of(Dir dir, const sched::Action& a) {
   {
     ProfileRegion r("Pipeline::wait_recv");
     const double w0 = now();
-    MPI_Wait(&p.req, MPI_STATUS_IGNORE);
+    const int peer = peer_of(dir == kFwd ? a.stage - 1 : a.stage + 1, a);
+    wait_for_peer(p.req, timeout_, [&] { return describe_wait(dir == kFwd ? "activation" : "gradient", peer, a); });
     stats_->comm_wait += now() - w0;
   }
   if (path_ == CommPath::host_staging) Kokkos::deep_copy(p.dev, p.host);
@@ -209,7 +241,8 @@ void Executor<T>::compute(const sched::Action& a) {
   if (fwd && !s.is_first()) input = input_of(kFwd, a);
   if (bwd && !s.is_last()) input = input_of(kBwd, a);
   const double c0 = now();
-  const double observed0 = observer_->seconds;
+  watch_->stage = a.stage;
+  const double observed0 = watch_->seconds;
   if (fwd) {
     View2<T> y = s.is_last() ? View2<T>() : take(rows_of(a.microbatch));
     s.forward(mb, *in_, input, y);
@@ -225,7 +258,7 @@ void Executor<T>::compute(const sched::Action& a) {
   fence_space(ExecSpace(), "Pipeline::compute::fence");
   give(input);
   // Observers (device-to-host copies, HDF5 writes) ran inside the action: not compute.
-  const double observed = observer_->seconds - observed0;
+  const double observed = watch_->seconds - observed0;
   stats_->observer_io += observed;
   record(a, c0, now() - observed);
   note_memory();
@@ -266,10 +299,15 @@ template <class T>
 void Executor<T>::reap_sends(bool wait_all) {
   for (auto it = sends_.begin(); it != sends_.end();) {
     int done = 0;
-    if (wait_all)
-      MPI_Wait(&it->req, MPI_STATUS_IGNORE), done = 1;
-    else
+    if (wait_all) {
+      wait_for_peer(it->req, timeout_, [&] {
+        return "step " + std::to_string(step_) + ", rank " + std::to_string(rank_) +
+               ": the completion of a boundary send (" + std::to_string(it->dev.size()) + " elements)";
+      });
+      done = 1;
+    } else {
       MPI_Test(&it->req, &done, MPI_STATUS_IGNORE);
+    }
     if (done) {
       give(it->dev);
       it = sends_.erase(it);
@@ -286,6 +324,12 @@ void Executor<T>::check_drained(int step) const {
   os << "step " << step << ", rank " << rank_ << ": " << recvs_.size() << " receive(s) and " << outputs_.size()
      << " produced tensor(s) were never consumed; the schedule's communication does not match its compute";
   throw std::runtime_error(os.str());
+}
+
+template <class T>
+std::string Executor<T>::describe_wait(const char* what, int peer, const sched::Action& a) const {
+  return std::string("the ") + what + " of micro-batch " + std::to_string(a.microbatch) + " for action " +
+         sched::to_string(a) + " from rank " + std::to_string(peer);
 }
 
 template <class T>

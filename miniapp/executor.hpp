@@ -20,13 +20,15 @@ class Executor {
   // `plan` is lowered (SEND/RECV in it, receives where they are to be posted: see
   // sched::post_receives_early); `stages` are this rank's, in ascending stage id, and outlive
   // the executor.
+  // `timeout_s` bounds every wait for a peer (0: wait forever; see wait_for_peer).
   Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path, int seq_len,
-           int channels);
+           int channels, double timeout_s);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   // Runs every action of this rank for one step. Boundary tensors reach `observer` (nullptr:
-  // none); the time spent there is reported as observer_io, never as compute or idle.
+  // none); the time spent there is reported as observer_io, never as compute or idle. Every
+  // boundary tensor is checked for NaN/inf; the first one found is in the stats' non_finite.
   RankStepStats run(int step, const std::vector<MicroBatch>& mbs, const StepInputs<T>& in, TensorObserver<T>* observer);
 
  private:
@@ -42,7 +44,7 @@ class Executor {
     View2<T> dev;                                            // tensor on the device
     Kokkos::View<T**, Kokkos::LayoutRight, HostSpace> host;  // staging mirror (host_staging only)
   };
-  class TimedObserver;
+  class Watch;
 
   void dispatch(const sched::Action& a);
   void post_recv(Dir dir, const sched::Action& a);
@@ -65,6 +67,7 @@ class Executor {
 
   MPI_Comm comm_;
   int rank_ = 0, num_stages_ = 0, m_ = 0, tag_ub_ = 0, seq_len_ = 0, channels_ = 0;
+  std::string describe_wait(const char* what, int peer, const sched::Action& a) const;
   CommPath path_;
   std::vector<int> stage_to_rank_;
   std::vector<sched::Action> actions_;
@@ -80,8 +83,9 @@ class Executor {
   const std::vector<MicroBatch>* mbs_ = nullptr;
   const StepInputs<T>* in_ = nullptr;
   RankStepStats* stats_ = nullptr;
-  TimedObserver* observer_ = nullptr;
-  double t0_ = 0;
+  Watch* watch_ = nullptr;
+  double t0_ = 0, timeout_ = 0;
+  int step_ = 0;
 };
 
 }  // namespace minipipe

@@ -187,11 +187,6 @@ int main(int argc, char** argv) {
         if (!dump.empty()) deck.set_from_text("output.dump", dump);
         if (!json.empty()) deck.set_from_text("output.json", json);
         if (force) deck.set_from_text("output.force", "true");
-        // Cross-key and file checks before anything runs (DESIGN.md §7): each rank checks what
-        // it sees (a node-local file system may differ) and any_rank_failed agrees below.
-        minipipe::pipeline_timeout(deck);
-        minipipe::check_effective_keys(deck);
-        minipipe::check_run_files(deck, deck_path);
       } catch (const std::exception& e) {
         failed = true;
         message = e.what();
@@ -200,7 +195,7 @@ int main(int argc, char** argv) {
         rc = kExitUsage;
       } else {
         try {
-          rc = minipipe::run_command(deck, MPI_COMM_WORLD, std::cout);
+          rc = minipipe::run_command(deck, deck_path, MPI_COMM_WORLD, std::cout);
         } catch (const std::exception& e) {
           // Input was validated on every rank before anything ran, so this is a failure on one
           // rank while its peers may be waiting for it: report it and abort them all.

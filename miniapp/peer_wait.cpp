@@ -2,12 +2,18 @@
 // microseconds to a millisecond so that short waits stay fast and long ones cost no CPU.
 #include "peer_wait.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "io/temp_registry.hpp"
 #include "message_text.hpp"
 
 namespace minipipe {
@@ -26,21 +32,95 @@ std::string expired(double timeout_s, const std::string& what) {
          "); the peer is stopped, hung or far slower; aborting the job";
 }
 
-// Calls `done()` until it is true or the deadline passes; false on expiry.
+// Calls `done()` until it is true or the deadline passes; false on expiry. The first
+// millisecond only yields (a boundary tensor usually lands within it, and a sleep would add its
+// own latency to the exposed wait); then sleeps grow to a millisecond so long waits cost no CPU.
 template <class Done>
 bool poll_until(double timeout_s, Done done) {
   using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
-  auto pause = std::chrono::microseconds(2);
+  const auto start = clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  const auto spin_until = start + std::chrono::milliseconds(1);
+  auto pause = std::chrono::microseconds(20);
   while (!done()) {
-    if (clock::now() >= deadline) return false;
+    const auto now = clock::now();
+    if (now >= deadline) return false;
+    if (now < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
   return true;
 }
 
+// The watchdog behind CollectiveGuard: one detached thread, started by the first guard.
+struct Watchdog {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool active = false;
+  unsigned long generation = 0;
+  std::chrono::steady_clock::time_point deadline;
+  double timeout_s = 0;
+  std::string what;
+  int rank = 0;
+
+  static Watchdog& get() {
+    static Watchdog* w = [] {
+      auto* d = new Watchdog;  // never destroyed: the thread may outlive static destruction
+      d->rank = world_rank();
+      std::thread([d] { d->watch(); }).detach();
+      return d;
+    }();
+    return *w;
+  }
+
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return active; });
+      const unsigned long g = generation;
+      if (cv.wait_until(lock, deadline, [&] { return !active || generation != g; })) continue;
+      const std::string text =
+          "minipipe: error on rank " + std::to_string(rank) + ": " + expired(timeout_s, what) + "\n";
+            (void)!::write(2, text.data(), text.size());
+      io::remove_registered_temporaries();
+      // Give the launcher's output forwarding a moment to carry the line before the exit.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::_Exit(3);
+    }
+  }
+};
+
 }  // namespace
+
+CollectiveGuard::CollectiveGuard(double timeout_s, std::string what) {
+  if (timeout_s <= 0) return;
+  Watchdog& w = Watchdog::get();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.active = true;
+    ++w.generation;
+    w.timeout_s = timeout_s;
+    w.what = std::move(what);
+    w.deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                        std::chrono::duration<double>(timeout_s));
+  }
+  w.cv.notify_all();
+  armed_ = true;
+}
+
+CollectiveGuard::~CollectiveGuard() {
+  if (!armed_) return;
+  Watchdog& w = Watchdog::get();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.active = false;
+    ++w.generation;
+  }
+  w.cv.notify_all();
+}
 
 void wait_for_peer(MPI_Request& request, double timeout_s, const std::function<std::string()>& describe,
                    MPI_Status* status) {

@@ -26,6 +26,21 @@ struct PeerTimeout : std::runtime_error {
 void wait_for_peer(MPI_Request& request, double timeout_s, const std::function<std::string()>& describe,
                    MPI_Status* status = MPI_STATUS_IGNORE);
 
+// Bounds a blocking call that cannot be polled (an MPI collective, an HDF5 collective call):
+// when the guarded section outlives timeout_s, a watchdog thread prints "rank R waited T s for
+// <what> ...", removes the run's temporary files and ends the process with exit code 3, and the
+// launcher then stops the job. timeout_s <= 0: no bound. One guard at a time per process.
+class CollectiveGuard {
+ public:
+  CollectiveGuard(double timeout_s, std::string what);
+  ~CollectiveGuard();
+  CollectiveGuard(const CollectiveGuard&) = delete;
+  CollectiveGuard& operator=(const CollectiveGuard&) = delete;
+
+ private:
+  bool armed_ = false;
+};
+
 // The same for several requests at once (MPI_Waitall); `describe(i)` names request i, and the
 // message lists every request still pending at the deadline.
 void wait_for_peers(int count, MPI_Request* requests, double timeout_s,

@@ -2,8 +2,6 @@
 // outputs, train, gather the measurements into one record, summarize, write the reports.
 #include "run.hpp"
 
-#include <unistd.h>
-
 #include <climits>
 #include <cstdio>
 #include <fstream>
@@ -12,9 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "deck_checks.hpp"
 #include "dump_observer.hpp"
 #include "io/compare.hpp"
 #include "io/dump_writer.hpp"
+#include "io/output_file.hpp"
+#include "peer_wait.hpp"
 #include "report.hpp"
 #include "schedules/csv.hpp"
 #include "schedules/timeline.hpp"
@@ -48,6 +49,7 @@ struct RunSetup {
   ModelShape shape;
   DataSource data;
   int B = 0, steps = 0, print_every = 1, p = 1, dp = 1;
+  double timeout = 0;  // pipeline.timeout, seconds (0 = wait forever)
   std::uint64_t seed = 0;
   Mode mode = Mode::deterministic;
   OptimizerConfig opt;
@@ -58,24 +60,9 @@ struct RunSetup {
   std::vector<Plan> plans;
 };
 
-std::string run_suffix(const std::string& path, const std::string& schedule, int m) {
-  const auto dot = path.rfind(".h5");
-  const std::string stem = dot == std::string::npos ? path : path.substr(0, dot);
-  return stem + "_" + schedule + "_m" + std::to_string(m) + ".h5";
-}
-
-std::string with_suffix(const std::string& path, const std::string& tag, const std::string& ext) {
-  if (path.empty()) return path;
-  const auto slash = path.rfind('/');
-  auto dot = path.rfind('.');
-  if (dot != std::string::npos && slash != std::string::npos && dot < slash) dot = std::string::npos;
-  const std::string stem = dot == std::string::npos ? path : path.substr(0, dot);
-  return stem + "_" + tag + (dot == std::string::npos ? ext : path.substr(dot));
-}
-
 // Where a sweep entry's picture goes: the key's path, tagged with schedule and m in a sweep.
 std::string picture_path(const std::string& path, const Plan& pl, bool sweep, const char* ext) {
-  return sweep ? with_suffix(path, pl.schedule + "_m" + std::to_string(pl.m), ext) : path;
+  return sweep ? sweep_file_name(path, pl.schedule + "_m" + std::to_string(pl.m), ext) : path;
 }
 
 sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p, int m, int v) {
@@ -93,20 +80,6 @@ sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p,
   return s;
 }
 
-// Refuses an output file that exists (without output.force) or whose directory cannot be
-// written, before anything runs.
-void check_output(const std::string& key, const std::string& path, bool force) {
-  if (path.empty()) return;
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (access(dir.c_str(), W_OK | X_OK) != 0)
-    throw InputError("deck: key '" + key + "' has value \"" + path + "\": directory '" + dir +
-                     "' does not exist or is not writable");
-  if (!force && access(path.c_str(), F_OK) == 0)
-    throw InputError("deck: key '" + key + "' has value \"" + path +
-                     "\": the file exists; refusing to overwrite it without --force (output.force = true)");
-}
-
 OptimizerConfig optimizer_from_deck(const Deck& deck) {
   OptimizerConfig opt;
   opt.kind = deck.get_string("train.optimizer") == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
@@ -119,9 +92,13 @@ OptimizerConfig optimizer_from_deck(const Deck& deck) {
   return opt;
 }
 
-// Phase 1: every key against its rule, then what needs several keys or the launch.
-RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
+// Phase 1: every key against its rule, keys without effect, every input and output path (each
+// rank checks what it sees: a node-local file system may differ), then what needs several
+// keys or the launch.
+RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, long long tag_ub) {
   deck.validate();
+  check_effective_keys(deck);
+  check_run_files(deck, deck_path);
   const ModelShape checked_shape = model_shape_from_deck(deck);
   RunSetup su{checked_shape, DataSource(deck, checked_shape)};
   su.B = static_cast<int>(deck.get_int("train.batch"));
@@ -132,8 +109,7 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
-  for (const char* key : {"output.json", "output.svg", "output.trace"})
-    check_output(key, deck.get_string(key), su.force);
+  su.timeout = pipeline_timeout(deck);
 
   su.dp = static_cast<int>(deck.get_int("pipeline.dp"));
   if (world % su.dp != 0)
@@ -186,8 +162,7 @@ RunSetup plan_run(const Deck& deck, int world, long long tag_ub) {
           make_stage_layout(su.shape.n_layer, pl.lowered.num_stages(), deck.get_int_list("pipeline.layers_per_stage"));
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
                     ? ""
-                    : (sweep ? run_suffix(dump_path, name, pl.m) : dump_path);
-      check_output("output.dump", pl.dump, su.force);
+                    : (sweep ? sweep_dump_name(dump_path, name, pl.m) : dump_path);
       su.plans.push_back(std::move(pl));
     }
   }
@@ -271,12 +246,18 @@ TrainRecord train(Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSet
   TrainRecord rec;
   for (int step = 0; step < su.steps; ++step) {
     const Batch batch = su.data.batch(step, su.B);
-    if (dump) dump->begin_step(step);
+    if (dump) {
+      CollectiveGuard guard(su.timeout, "every rank to create the dump datasets of step " + std::to_string(step));
+      dump->begin_step(step);
+    }
     StepResult res = trainer.step(step, batch, share, dump);
     if (dump) dump->end_step(batch, res, rank == 0, holds_loss);
     // Step time = the slowest rank's whole step; the pipeline's makespan likewise.
     double times[2] = {res.stats.step, res.stats.makespan};
-    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, comm);
+    {
+      CollectiveGuard guard(su.timeout, "every rank's time of step " + std::to_string(step));
+      MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, comm);
+    }
     const double span = times[0];
     rec.losses.push_back(res.loss);
     rec.step_seconds.push_back(span);
@@ -353,14 +334,12 @@ void write_pictures(const Deck& deck, const RunSetup& su, const Plan& pl, const 
   if (svg.empty() && trace.empty()) return;
   const bool sweep = su.plans.size() > 1;
   const sched::Timeline tl = measured_timeline(ctx, pl.lowered, meas);
-  if (!svg.empty()) {
-    std::ofstream f(picture_path(svg, pl, sweep, ".svg"));
-    sched::write_svg(tl, f);
-  }
-  if (!trace.empty()) {
-    std::ofstream f(picture_path(trace, pl, sweep, ".json"));
-    sched::write_chrome_trace(tl, f);
-  }
+  if (!svg.empty())
+    io::write_output_file(picture_path(svg, pl, sweep, ".svg"), su.force,
+                          [&](std::ostream& f) { sched::write_svg(tl, f); });
+  if (!trace.empty())
+    io::write_output_file(picture_path(trace, pl, sweep, ".json"), su.force,
+                          [&](std::ostream& f) { sched::write_chrome_trace(tl, f); });
 }
 
 // Phase 5 (rank 0): the dump of this entry against the sweep's first ("reference"), bit for bit.
@@ -401,9 +380,8 @@ void write_reports(const Deck& deck, const std::vector<RunReport>& reports, std:
   print_table(reports, out);
   const std::string json = deck.get_string("output.json");
   if (json.empty()) return;
-  std::ofstream f(json);
-  if (!f) throw InputError("deck: key 'output.json' has value \"" + json + "\", which cannot be written");
-  write_json(reports, deck.effective_toml(), f);
+  io::write_output_file(json, deck.get_bool("output.force"),
+                        [&](std::ostream& f) { write_json(reports, deck.effective_toml(), f); });
   out << "report: " << json << "\n";
 }
 
@@ -419,7 +397,8 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
     if (rank == 0)
       out << "\n== schedule " << pl.schedule << ", p = " << su.p << ", v = " << pl.lowered.v << ", m = " << pl.m
           << " ==\n";
-    Trainer<Real> trainer(at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path, su.opt);
+    Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
+                          su.opt, su.timeout);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;
     if (writer) {
@@ -427,13 +406,27 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
       dump = std::make_unique<DumpObserver<Real>>(*writer, su.level, su.shape, su.B, at.dp == 0);
       dump->write_initial(trainer.stages());
     }
-    const TrainRecord rec = train(trainer, dump.get(), su, at, comm, out);
+    TrainRecord rec;
+    try {
+      rec = train(trainer, dump.get(), su, at, comm, out);
+    } catch (const Diverged& e) {
+      // Every rank agreed: keep the completed steps, record why the run stopped, then stop.
+      if (writer) writer->close_stopped(e.what(), e.step, {step_group(e.step)});
+      throw;
+    }
     dump.reset();
-    if (writer) writer->close();
+    if (writer) {
+      CollectiveGuard guard(su.timeout, "every rank to close the dump " + pl.dump);
+      writer->close();
+    }
     writer.reset();
 
     // Replica 0's pipeline is measured (world rank 0 is its first rank); the others match it.
-    const RunMeasurements meas = gather_measurements(at.pipeline, rec);
+    RunMeasurements meas;
+    {
+      CollectiveGuard guard(su.timeout, "every rank's measurements of " + pl.schedule);
+      meas = gather_measurements(at.pipeline, rec);
+    }
     if (rank == 0) {
       RunContext ctx;
       ctx.schedule = pl.schedule, ctx.mode = to_string(su.mode), ctx.backend = ExecSpace::name();
@@ -461,32 +454,35 @@ bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err)
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // The lowest failing rank's message is the one reported, by rank 0, whichever rank it was.
-  int first = error ? rank : INT_MAX;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == INT_MAX) return false;
-  std::string text = rank == first ? *error : std::string();
-  int len = static_cast<int>(text.size());
-  MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  text.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(text.data(), len, MPI_CHAR, first, comm);
+  const EarliestText e = earliest_text(comm, error != nullptr, 0.0, error ? *error : std::string());
+  if (e.root < 0) return false;
+  const int first = e.root;
+  const std::string& text = e.text;
   if (rank == 0)
     err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
   return true;
 }
 
-int run_command(const Deck& deck, MPI_Comm comm, std::ostream& out) {
+int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out) {
   int world = 1;
   MPI_Comm_size(comm, &world);
   std::unique_ptr<RunSetup> setup;
   std::string message;
   try {
-    setup = std::make_unique<RunSetup>(plan_run(deck, world, mpi_tag_ub(comm)));
+    setup = std::make_unique<RunSetup>(plan_run(deck, deck_path, world, mpi_tag_ub(comm)));
   } catch (const std::exception& e) {
     message = e.what();
   }
   // Every rank validated its input; agree before anyone communicates.
   if (any_rank_failed(comm, setup ? nullptr : &message, std::cerr)) return 2;
-  return execute_run(deck, *setup, comm, out);
+  try {
+    return execute_run(deck, *setup, comm, out);
+  } catch (const Diverged& e) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) std::cerr << "minipipe: error: " << e.what() << "\n" << std::flush;
+    return 3;
+  }
 }
 
 }  // namespace minipipe

@@ -11,9 +11,11 @@
 
 namespace minipipe {
 
-// Validates the deck on every rank (InputError on all ranks alike), then runs. Returns the exit
-// code: 0 ok, 1 when a dump differs from the reference run of the sweep.
-int run_command(const Deck& deck, MPI_Comm comm, std::ostream& out);
+// Validates the deck (read from `deck_path`, empty when none) and every input and output path on
+// every rank, agreeing before anything runs, then runs. Returns the exit code: 0 ok, 1 when a
+// dump differs from the reference run of the sweep, 2 bad input, 3 when the run diverged (every
+// rank returns it after the dump kept the completed steps). Other failures during the run throw.
+int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out);
 
 // Collective: true when any rank passes an error. The lowest failing rank's message is printed
 // once, by rank 0, so a problem seen on one rank only (a node-local file) is still named.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "schedules/action.hpp"
@@ -16,6 +17,14 @@ struct ActionTiming {
   double start = 0, end = 0;
 };
 
+// The first NaN or infinity this rank saw in a step, on the step's clock so that ranks can agree
+// on the earliest (a non-finite value spreads forward in time from where it first appears).
+struct FirstNonFinite {
+  bool found = false;
+  double time = 0;
+  std::string where;  // "NaN at element 17 of step 3 / stage 1 / layer_02 / micro-batch 0 / activation"
+};
+
 struct RankStepStats {
   double makespan = 0;  // step start to this rank's last action (s)
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;
@@ -27,6 +36,7 @@ struct RankStepStats {
   int peak_stored_mb = 0;      // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
   std::vector<ActionTiming> actions;
+  FirstNonFinite non_finite;
 };
 
 }  // namespace minipipe

@@ -3,9 +3,12 @@
 #include "trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "kernels/cross_entropy.hpp"
+#include "kernels/finite_check.hpp"
+#include "peer_wait.hpp"
 
 namespace minipipe {
 
@@ -31,16 +34,23 @@ SampleRange replica_share(int B, int dp, int d) {
 }
 
 template <class T>
-Trainer<T>::Trainer(MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
-                    const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path,
-                    const OptimizerConfig& opt)
-    : comm_(pipeline), replicas_(replicas), path_(path), shape_(shape), plan_(plan), opt_(opt) {
+Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape,
+                    const StageLayout& layout, const sched::Schedule& plan, Mode mode, std::uint64_t seed,
+                    CommPath path, const OptimizerConfig& opt, double timeout_s)
+    : job_(job),
+      comm_(pipeline),
+      replicas_(replicas),
+      timeout_(timeout_s),
+      path_(path),
+      shape_(shape),
+      plan_(plan),
+      opt_(opt) {
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
   MPI_Comm_size(replicas_, &num_replicas_);
   for (int s = 0; s < plan_.num_stages(); ++s)
     if (plan_.stage_to_rank.at(static_cast<std::size_t>(s)) == rank) stages_.emplace_back(shape, layout, s, mode, seed);
-  executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels);
+  executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s);
 }
 
 template <class T>
@@ -59,15 +69,22 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   for (auto& s : stages_) s.zero_grads();
   res.stats = executor_->run(step, mbs, in_, observer);
   const double run_end = MPI_Wtime();
+  // The step's clock (that of res.stats) starts at run_end - makespan.
+  clock0_ = run_end - res.stats.makespan;
   in_.sample_loss = nullptr, in_.sample_tokens = nullptr;
   gather_loss(step, res);
+  if (!std::isfinite(res.loss))
+    note_non_finite(res.stats, "the loss of step " + std::to_string(step) + " is " + std::to_string(res.loss));
   {
     const double a0 = MPI_Wtime();
     reduce_over_replicas();
     res.stats.allreduce = MPI_Wtime() - a0;
-    res.stats.allreduce_start = res.stats.makespan + (a0 - run_end);
+    res.stats.allreduce_start = a0 - clock0_;
   }
-  update(step, observer);
+  finalize(step, res.stats);
+  agree_finite(step, res.stats);
+  update(step, res.stats, observer);
+  agree_finite(step, res.stats);
   res.stats.step = MPI_Wtime() - t0;
   return res;
 }
@@ -95,6 +112,8 @@ template <class T>
 void Trainer<T>::gather_loss(int step, StepResult& res) const {
   const int last_rank = plan_.stage_to_rank.back();
   const int B = static_cast<int>(res.sample_loss.size());
+  CollectiveGuard guard(timeout_, "the loss of step " + std::to_string(step) + " from the last stage's rank " +
+                                      std::to_string(last_rank) + " (and the other replicas)");
   MPI_Bcast(res.sample_loss.data(), B, MPI_DOUBLE, last_rank, comm_);
   MPI_Bcast(res.sample_tokens.data(), B, MPI_INT, last_rank, comm_);
   // Each replica filled only its own samples (zeros elsewhere, and x + 0 == x exactly).
@@ -102,11 +121,53 @@ void Trainer<T>::gather_loss(int step, StepResult& res) const {
     MPI_Allreduce(MPI_IN_PLACE, res.sample_loss.data(), B, MPI_DOUBLE, MPI_SUM, replicas_);
     MPI_Allreduce(MPI_IN_PLACE, res.sample_tokens.data(), B, MPI_INT, MPI_SUM, replicas_);
   }
+  for (std::size_t i = 0; i < res.sample_loss.size(); ++i)
+    if (!std::isfinite(res.sample_loss[i])) {
+      res.loss = res.sample_loss[i];  // the step diverged: agree_finite names where first
+      return;
+    }
   try {
     res.loss = global_loss(res.sample_loss, res.sample_tokens);
   } catch (const std::exception& e) {
     throw std::runtime_error("step " + std::to_string(step) + ": " + e.what());
   }
+}
+
+template <class T>
+void Trainer<T>::note_non_finite(RankStepStats& st, const std::string& where) const {
+  if (!st.non_finite.found) st.non_finite = {true, MPI_Wtime() - clock0_, where};
+}
+
+// Gradients of the step into Param::grad; an exact accumulator that overflowed (a partial out
+// of range or not finite) or a non-finite float gradient is the step's divergence.
+template <class T>
+void Trainer<T>::finalize(int step, RankStepStats& st) {
+  for (auto& s : stages_) {
+    try {
+      s.finalize_grads();
+    } catch (const GradientOverflow& e) {
+      note_non_finite(
+          st, "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) + ": out of range: " + e.what());
+      continue;
+    }
+    for (const auto& p : s.params()) {
+      const NonFinite bad = FiniteCheck<T>::first_non_finite(CVec<T>(p.grad.data(), p.grad.extent(0)));
+      if (bad)
+        note_non_finite(st, describe_non_finite(bad, "step " + std::to_string(step) + " / stage " +
+                                                         std::to_string(s.id()) + " / " + p.spec.name + " gradient"));
+    }
+  }
+}
+
+// Collective over the job: when any rank met a non-finite value, every rank throws the same
+// Diverged naming the earliest (on the step's clock) and the rank that saw it.
+template <class T>
+void Trainer<T>::agree_finite(int step, const RankStepStats& st) const {
+  CollectiveGuard guard(timeout_, "every rank's finiteness check of step " + std::to_string(step));
+  const EarliestText first = earliest_text(job_, st.non_finite.found, st.non_finite.time, st.non_finite.where);
+  if (first.root >= 0)
+    throw Diverged(step,
+                   "the run diverged: " + first.text + " (seen first on rank " + std::to_string(first.root) + ")");
 }
 
 // Every replica's gradient partials summed over the replicas of each stage. Deterministic
@@ -116,6 +177,7 @@ template <class T>
 void Trainer<T>::reduce_over_replicas() {
   if (num_replicas_ == 1) return;
   ProfileRegion region("Trainer::allreduce");
+  CollectiveGuard guard(timeout_, "the gradient all-reduce over the data-parallel replicas");
   const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
   const bool direct = host_readable || path_ == CommPath::device_buffers;
   constexpr std::size_t kChunk = std::size_t(1) << 20;  // elements per all-reduce: 32 MiB of limbs
@@ -169,12 +231,18 @@ void Trainer<T>::reduce_over_replicas() {
 }
 
 template <class T>
-void Trainer<T>::update(int step, StepObserver<T>* observer) {
+void Trainer<T>::update(int step, RankStepStats& st, StepObserver<T>* observer) {
   ProfileRegion r("Pipeline::optimizer");
   for (auto& s : stages_) {
-    s.finalize_grads();
     if (observer) observer->grads_ready(s);
     s.optimizer_step(opt_, step + 1);
+    for (const auto& p : s.params()) {
+      const NonFinite bad = FiniteCheck<T>::first_non_finite(CVec<T>(p.value.data(), p.value.extent(0)));
+      if (bad)
+        note_non_finite(
+            st, describe_non_finite(bad, "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) + " / " +
+                                             p.spec.name + " after the optimizer"));
+    }
     if (observer) observer->params_updated(s);
   }
   fence_space(ExecSpace(), "Pipeline::optimizer::fence");

@@ -28,6 +28,13 @@ class StepObserver : public TensorObserver<T> {
   virtual void params_updated(const Stage<T>&) {}
 };
 
+// A step met a NaN or an infinity (or an exact accumulator overflowed). Thrown on every rank
+// alike, naming the first tensor where it appeared; the steps before `step` are complete.
+struct Diverged : std::runtime_error {
+  Diverged(int s, const std::string& what) : std::runtime_error(what), step(s) {}
+  int step;
+};
+
 // Per-step results known on every rank.
 struct StepResult {
   double loss = 0;                  // global: sum of token losses / global valid tokens
@@ -52,15 +59,18 @@ class Trainer {
  public:
   // Builds this rank's stages (stage s lives on rank plan.stage_to_rank[s] of `pipeline`);
   // `plan` is what the executor runs (lowered, receives posted early). `replicas` joins the
-  // ranks that hold the same stages in every data-parallel replica (size 1: no data parallelism).
-  Trainer(MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
-          const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path, const OptimizerConfig& opt);
+  // ranks that hold the same stages in every data-parallel replica (size 1: no data
+  // parallelism); `job` holds every rank. `timeout_s` bounds each wait for a peer.
+  Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
+          const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path, const OptimizerConfig& opt,
+          double timeout_s);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   // One optimizer step (0-based `step`): this replica pipelines `share` of the global batch in
-  // the plan's m micro-batches; gradients and loss then cover the whole global batch.
+  // the plan's m micro-batches; gradients and loss then cover the whole global batch. Throws
+  // Diverged on every rank when any rank met a non-finite value.
   StepResult step(int step, const Batch& batch, SampleRange share, StepObserver<T>* observer = nullptr);
 
   const std::vector<Stage<T>>& stages() const { return stages_; }
@@ -70,10 +80,15 @@ class Trainer {
   void upload(int step, const Batch& batch);
   void gather_loss(int step, StepResult& res) const;
   void reduce_over_replicas();
-  void update(int step, StepObserver<T>* observer);
+  void finalize(int step, RankStepStats& st);
+  void update(int step, RankStepStats& st, StepObserver<T>* observer);
+  void agree_finite(int step, const RankStepStats& st) const;
+  void note_non_finite(RankStepStats& st, const std::string& where) const;
 
-  MPI_Comm comm_, replicas_;
+  MPI_Comm job_, comm_, replicas_;
   int num_replicas_ = 1;
+    double clock0_ = 0;  // MPI_Wtime() at the start of the step's clock
+  double timeout_ = 0;  // pipeline.timeout: the bound of every collective wait
   CommPath path_;
   LimbView limbs_;                                     // all-reduce buffer of exact gradients
   Kokkos::View<std::int64_t*, HostSpace> host_limbs_;  // its host copy where MPI cannot read it

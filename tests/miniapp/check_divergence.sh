@@ -2,8 +2,7 @@
 # check_divergence.sh MINIPIPE DECK OUTDIR: SGD with lr 10 diverges. The run must stop with
 # exit 3 naming the first non-finite tensor (step, stage, layer, micro-batch, tensor, NaN / inf /
 # out of range), and the dump must keep every completed step with /meta stopped_early = 1,
-# completed_steps and stop_reason. Needs the trainer to call FiniteCheck and
-# DumpWriter::close_stopped (issue 7 wiring): not registered in ctest until then.
+# completed_steps and stop_reason.
 set -u
 bin=$1 deck=$2 dir=$3
 rm -rf "$dir"; mkdir -p "$dir"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_full_disk.sh MINIPIPE DECK OUTDIR: outputs on a 64 KiB tmpfs (needs root and mount;
 # exits 77 = skipped otherwise). A dump that runs out of space, at 1 and at 2 ranks, and the
-# schedule tool's SVG/JSON on a full file system: exit 3, a message naming the file and the OS
+# schedule tool's and the run's SVG/JSON on a full file system: exit 3, a message naming the file and the OS
 # reason, no crash, nothing left on the file system.
 set -u
 bin=$1 deck=$2 dir=$3
@@ -26,6 +26,11 @@ xc 3 "cannot write $fs/t\.svg: write to .*No space left on device" -- \
   "$bin" schedule --schedule 1f1b -p 4 -m 64 --svg "$fs/t.svg" || exit 1
 xc 3 "cannot write $fs/r\.json: .*No space left on device" -- \
   "$bin" schedule --schedule zb-h1 -p 4 -m 64 --json "$fs/r.json" || exit 1
+# The run's own report and timeline: exit 3 naming the file, and no "report:" line.
+xc 3 "cannot write $fs/r\.json: .*No space left on device" -- \
+  "$bin" run --deck "$deck" --train.steps 1 --json "$fs/r.json" || exit 1
+xc 3 "cannot write $fs/t\.svg: .*No space left on device" -- \
+  mpiexec -n 2 "$bin" run --deck "$deck" --train.steps 1 --schedule 1f1b --output.svg "$fs/t.svg" || exit 1
 rm -f "$fs/filler"
 empty
 echo PASS
