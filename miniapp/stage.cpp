@@ -109,6 +109,7 @@ struct Stage<T>::Saved {
 template <class T>
 struct Stage<T>::Workspace {
   View2<T> c1, c2, d4;
+  KernelWorkspace kernels;  // GEMM packing and dW buffers of the Linear kernels
   std::size_t rows = 0;
   void ensure(std::size_t N, std::size_t C) {
     if (N <= rows) return;
@@ -179,6 +180,12 @@ std::size_t Stage<T>::stored_bytes() const {
 }
 
 template <class T>
+std::size_t Stage<T>::workspace_bytes() const {
+  const auto& w = *ws_;
+  return (w.c1.size() + w.c2.size() + w.d4.size()) * sizeof(T) + w.kernels.bytes();
+}
+
+template <class T>
 typename Stage<T>::Saved& Stage<T>::saved(const MicroBatch& mb, const char* action) {
   auto it = store_.find(mb.index);
   if (it == store_.end()) {
@@ -234,15 +241,15 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     auto& k = s.blocks[b];
     const Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
     LayerNorm<T>::forward(mode_, k.x_in, cvec(P[LN1_W].value), cvec(P[LN1_B].value), k.ln1, k.mean1, k.rstd1);
-    Linear<T>::forward(mode_, k.ln1, cmat(P[QKV_W]), cvec(P[QKV_B].value), k.qkv);
+    Linear<T>::forward(mode_, k.ln1, cmat(P[QKV_W]), cvec(P[QKV_B].value), k.qkv, ws.kernels);
     Attention<T>::forward(mode_, n, T_, C, H, k.qkv, k.att, k.atty);
     auto tmp = rows(ws.c1, N);
-    Linear<T>::forward(mode_, k.atty, cmat(P[PROJ_W]), cvec(P[PROJ_B].value), tmp);
+    Linear<T>::forward(mode_, k.atty, cmat(P[PROJ_W]), cvec(P[PROJ_B].value), tmp, ws.kernels);
     Elementwise<T>::add(flat(k.x_in), CVec<T>(tmp.data(), tmp.size()), flat_mut(k.res1));
     LayerNorm<T>::forward(mode_, k.res1, cvec(P[LN2_W].value), cvec(P[LN2_B].value), k.ln2, k.mean2, k.rstd2);
-    Linear<T>::forward(mode_, k.ln2, cmat(P[FC_W]), cvec(P[FC_B].value), k.fc);
+    Linear<T>::forward(mode_, k.ln2, cmat(P[FC_W]), cvec(P[FC_B].value), k.fc, ws.kernels);
     Gelu<T>::forward(mode_, flat(k.fc), flat_mut(k.gelu));
-    Linear<T>::forward(mode_, k.gelu, cmat(P[FCP_W]), cvec(P[FCP_B].value), tmp);
+    Linear<T>::forward(mode_, k.gelu, cmat(P[FCP_W]), cvec(P[FCP_B].value), tmp, ws.kernels);
     Mat<T> out = b + 1 < num_layers_ ? rows(s.blocks[b + 1].x_in, N) : (last_ ? rows(s.h_x, N) : y_out);
     Elementwise<T>::add(flat(k.res1), CVec<T>(tmp.data(), tmp.size()), Vec<T>(out.data(), out.size()));
     if (on_activation) on_activation(block_name(first_layer_ + b), mb, out);
@@ -252,7 +259,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     const std::size_t h = params_.size() - 3;
     LayerNorm<T>::forward(mode_, s.h_x, cvec(params_[h].value), cvec(params_[h + 1].value), s.lnf, s.h_mean, s.h_rstd);
     if (on_activation) on_activation("lnf", mb, s.lnf);
-    Linear<T>::forward(mode_, s.lnf, cmat(params_[h + 2]), CVec<T>(), s.logits);
+    Linear<T>::forward(mode_, s.lnf, cmat(params_[h + 2]), CVec<T>(), s.logits, ws.kernels);
     CrossEntropy<T>::forward(mode_, s.logits, targets, s.losses);
     Kokkos::View<double*, MemSpace> loss_sum("Stage::loss_sum", n);
     Kokkos::View<int*, MemSpace> valid("Stage::valid", n);
@@ -289,7 +296,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     const std::size_t h = params_.size() - 3;
     const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
     CrossEntropy<T>::backward_input(mode_, s.logits, targets, scale, s.dlogits);
-    Linear<T>::backward_input(mode_, s.dlogits, cmat(params_[h + 2]), s.d_lnf);
+    Linear<T>::backward_input(mode_, s.dlogits, cmat(params_[h + 2]), s.d_lnf, ws.kernels);
     LayerNorm<T>::backward_input(mode_, s.h_x, cvec(params_[h].value), cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, top);
     if (on_input_grad) on_input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
@@ -303,14 +310,14 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     auto d4 = rows(ws.d4, N);
     auto c1 = rows(ws.c1, N);
     auto c2 = rows(ws.c2, N);
-    Linear<T>::backward_input(mode_, k.dout, cmat(P[FCP_W]), d4);  // d gelu (N,4C)
+    Linear<T>::backward_input(mode_, k.dout, cmat(P[FCP_W]), d4, ws.kernels);  // d gelu (N,4C)
     Gelu<T>::backward_input(mode_, flat(k.fc), CVec<T>(d4.data(), d4.size()), flat_mut(k.d_fc));
-    Linear<T>::backward_input(mode_, k.d_fc, cmat(P[FC_W]), k.d_ln2);  // (N,C)
+    Linear<T>::backward_input(mode_, k.d_fc, cmat(P[FC_W]), k.d_ln2, ws.kernels);  // (N,C)
     LayerNorm<T>::backward_input(mode_, k.res1, cvec(P[LN2_W].value), cvec(k.mean2), cvec(k.rstd2), k.d_ln2, c1);
     Elementwise<T>::add(flat(k.dout), CVec<T>(c1.data(), c1.size()), flat_mut(k.d_res1));
-    Linear<T>::backward_input(mode_, k.d_res1, cmat(P[PROJ_W]), c2);  // d atty (N,C)
+    Linear<T>::backward_input(mode_, k.d_res1, cmat(P[PROJ_W]), c2, ws.kernels);  // d atty (N,C)
     Attention<T>::backward_input(mode_, n, T_, C, H, k.qkv, k.att, c2, k.d_qkv);
-    Linear<T>::backward_input(mode_, k.d_qkv, cmat(P[QKV_W]), k.d_ln1);
+    Linear<T>::backward_input(mode_, k.d_qkv, cmat(P[QKV_W]), k.d_ln1, ws.kernels);
     LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P[LN1_W].value), cvec(k.mean1), cvec(k.rstd1), k.d_ln1, c1);
     Mat<T> out = b > 0 ? rows(s.blocks[b - 1].dout, N) : exit_grad();
     Elementwise<T>::add(flat(k.d_res1), CVec<T>(c1.data(), c1.size()), Vec<T>(out.data(), out.size()));
@@ -329,9 +336,10 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
   }
   const int n = mb.nsamples, T_ = shape_.seq_len;
   const std::size_t N = static_cast<std::size_t>(n) * T_;
+  auto& ws = *ws_;
   if (last_) {
     const std::size_t h = params_.size() - 3;
-    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, params_[h + 2].acc, nullptr);
+    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, params_[h + 2].acc, nullptr, ws.kernels);
     LayerNorm<T>::backward_weight(mode_, s.h_x, cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, T_, params_[h].acc,
                                   params_[h + 1].acc);
   }
@@ -339,11 +347,11 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
   for (int b = num_layers_ - 1; b >= 0; --b) {
     auto& k = s.blocks[b];
     Param<T>* P = &params_[boff + static_cast<std::size_t>(b) * kBlockParams];
-    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P[FCP_W].acc, &P[FCP_B].acc);
-    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P[FC_W].acc, &P[FC_B].acc);
+    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P[FCP_W].acc, &P[FCP_B].acc, ws.kernels);
+    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P[FC_W].acc, &P[FC_B].acc, ws.kernels);
     LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P[LN2_W].acc, P[LN2_B].acc);
-    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P[PROJ_W].acc, &P[PROJ_B].acc);
-    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P[QKV_W].acc, &P[QKV_B].acc);
+    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P[PROJ_W].acc, &P[PROJ_B].acc, ws.kernels);
+    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P[QKV_W].acc, &P[QKV_B].acc, ws.kernels);
     LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P[LN1_W].acc, P[LN1_B].acc);
   }
   if (first_) {

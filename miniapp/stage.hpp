@@ -78,6 +78,8 @@ class Stage {
   // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes).
   int stored_microbatches() const { return static_cast<int>(store_.size()); }
   std::size_t stored_bytes() const;
+  // Scratch shared by the stage's actions: its own buffers plus the kernels' workspace.
+  std::size_t workspace_bytes() const;
 
   TensorHook<T> on_activation, on_input_grad;
   LossHook on_loss;
