@@ -219,16 +219,14 @@ struct ExactSum {
 
   // The fixed-point value as a double (within an ulp; a function of the integer alone). The
   // magnitude is converted and the sign applied after, because hi * 2^64 + lo in doubles
-  // cancels catastrophically for small negative values.
+  // cancels catastrophically for small negative values. Branch-free (the negation is masked), so
+  // a loop over accumulators vectorizes; the operations are those of the former branchy form.
   KOKKOS_INLINE_FUNCTION static double to_double(const Fixed128& a) {
-    const bool neg = a.hi < 0;
-    std::uint64_t lo = a.lo, hi = static_cast<std::uint64_t>(a.hi);
-    if (neg) {
-      lo = ~lo + 1u;
-      hi = ~hi + (lo == 0 ? 1u : 0u);
-    }
+    const std::uint64_t m = u(a.hi >> 63);  // all ones when negative
+    const std::uint64_t lo = (a.lo ^ m) + (m & 1u);
+    const std::uint64_t hi = (u(a.hi) ^ m) + ((m & 1u) & (lo == 0 ? 1u : 0u));
     const double mag = static_cast<double>(hi) * 18446744073709551616.0 + static_cast<double>(lo);
-    return (neg ? -mag : mag) * 8.271806125530277e-25;  // 2^-80
+    return (m != 0 ? -mag : mag) * 8.271806125530277e-25;  // 2^-80
   }
 };
 
