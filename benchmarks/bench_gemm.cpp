@@ -68,16 +68,17 @@ void bench_gemm(benchmark::State& st, Impl impl, Phase phase, LayerShape l, int 
   const CMat<T> xm(x.data(), tokens, I), Wm(W.data(), O, I), dym(dy.data(), tokens, O);
   const Extents e = extents(phase, l, tokens);
   const Mat<T> cm(out.data(), e.M, e.N);
+  KernelWorkspace ws;
 
   auto run = [&] {
     switch (impl) {
       case Impl::det:
         if (phase == Phase::forward)
-          gemm_det<T>(e.M, e.N, e.K, row_major(x.data(), I), transposed(W.data(), I), out.data(), e.N);
+          gemm_det<T>(ws, e.M, e.N, e.K, row_major(x.data(), I), transposed(W.data(), I), out.data(), e.N);
         else if (phase == Phase::backward_input)
-          gemm_det<T>(e.M, e.N, e.K, row_major(dy.data(), O), row_major(W.data(), I), out.data(), e.N);
+          gemm_det<T>(ws, e.M, e.N, e.K, row_major(dy.data(), O), row_major(W.data(), I), out.data(), e.N);
         else
-          gemm_det<T>(e.M, e.N, e.K, transposed(dy.data(), O), row_major(x.data(), I), out.data(), e.N);
+          gemm_det<T>(ws, e.M, e.N, e.K, transposed(dy.data(), O), row_major(x.data(), I), out.data(), e.N);
         break;
       case Impl::kokkosblas:
         if (phase == Phase::forward)
@@ -119,8 +120,9 @@ void bench_gemm(benchmark::State& st, Impl impl, Phase phase, LayerShape l, int 
 }
 
 // Linear layer as the stage calls it. backward_weight accumulates into GradAccum with samples
-// of seq_len rows: in deterministic mode that is one gemm_det (K = seq_len) per sample plus the
-// exact fixed-point add of each partial, which is what the mode costs over fast.
+// of seq_len rows: in deterministic mode each sample's partial (K = seq_len) is added exactly to
+// the fixed-point accumulators as it leaves the GEMM microkernel, which is what the mode costs
+// over fast.
 template <class T>
 void bench_linear(benchmark::State& st, Mode mode, Phase phase, LayerShape l, int tokens, int seq_len) {
   const int O = l.O, I = l.I;
@@ -131,13 +133,14 @@ void bench_linear(benchmark::State& st, Mode mode, Phase phase, LayerShape l, in
   View2<T> y("y", tokens, O), dx("dx", tokens, I);
   const CMat<T> xm(x.data(), tokens, I), Wm(W.data(), O, I), dym(dy.data(), tokens, O);
   GradAccum<T> gW("bench_w", static_cast<std::size_t>(O) * I, mode), gb("bench_b", O, mode);
+  KernelWorkspace ws;
   auto run = [&] {
     if (phase == Phase::forward)
-      Linear<T>::forward(mode, xm, Wm, b, y);
+      Linear<T>::forward(mode, xm, Wm, b, y, ws);
     else if (phase == Phase::backward_input)
-      Linear<T>::backward_input(mode, dym, Wm, dx);
+      Linear<T>::backward_input(mode, dym, Wm, dx, ws);
     else
-      Linear<T>::backward_weight(mode, xm, dym, seq_len, gW, &gb);
+      Linear<T>::backward_weight(mode, xm, dym, seq_len, gW, &gb, ws);
     fence("bench::linear");
   };
   run();

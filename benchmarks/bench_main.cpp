@@ -81,7 +81,7 @@ void add_context(const minipipe::bench::ModelShape& shape) {
   AddCustomContext("kokkos_exec_space", minipipe::ExecSpace::name());
   AddCustomContext("kokkos_concurrency", std::to_string(minipipe::ExecSpace().concurrency()));
   AddCustomContext("gemm_det_microkernel", minipipe::gemm_det_microkernel());
-  AddCustomContext("gemm_det_avx2", minipipe::gemm_det_has_simd() ? "yes" : "no");
+  AddCustomContext("gemm_det_simd", minipipe::gemm_det_has_simd() ? "yes" : "no");
   AddCustomContext("model_shape",
                    "tokens=" + std::to_string(shape.tokens) + " channels=" + std::to_string(shape.channels) +
                        " seq_len=" + std::to_string(shape.seq_len) + " heads=" + std::to_string(shape.heads));

@@ -141,6 +141,53 @@ struct ExactSum {
     acc.hi = static_cast<std::int64_t>(w1);
   }
 
+  // acc += a0 + a1 2^32 + a2 2^64 + a3 2^96 exactly: the bits and the overflow rule of add_limbs
+  // for limb sums of at most kMaxLimbAdds float_limb words (|a_j| <= 2^63 - 2^39). The limbs are
+  // first carry-normalized (a0..a2 into [0, 2^32), which cannot overflow within that bound), so
+  // the sum is three 64-bit words with no carries between them; then one 128-bit add whose third
+  // word detects overflow. Branch-free, so a loop over lanes vectorizes.
+  KOKKOS_INLINE_FUNCTION static void fold_limbs(Fixed128& acc, std::int64_t a0, std::int64_t a1, std::int64_t a2,
+                                                std::int64_t a3, std::int64_t& overflow) {
+    constexpr std::int64_t kLow = 0xFFFFFFFF;
+    a1 += a0 >> 32;
+    a0 &= kLow;
+    a2 += a1 >> 32;
+    a1 &= kLow;
+    a3 += a2 >> 32;
+    a2 &= kLow;
+    const std::uint64_t s0 = u(a0) | (u(a1) << 32);
+    const std::uint64_t s1 = u(a2) | (u(a3) << 32);
+    const std::int64_t s2 = a3 >> 32;
+    const std::uint64_t r0 = acc.lo + s0;
+    const std::uint64_t c0 = r0 < s0 ? 1u : 0u;
+    const std::uint64_t t = u(acc.hi) + s1;
+    const std::uint64_t c1 = t < s1 ? 1u : 0u;
+    const std::uint64_t r1 = t + c0;
+    const std::uint64_t c2 = r1 < t ? 1u : 0u;
+    const std::int64_t r2 = (acc.hi >> 63) + s2 + static_cast<std::int64_t>(c1 + c2);
+    overflow |= r2 != (static_cast<std::int64_t>(r1) >> 63) ? 1 : 0;
+    acc.lo = r0;
+    acc.hi = static_cast<std::int64_t>(r1);
+  }
+
+  // Carry-save accumulation of n <= L float values p[0..n): a_j[l] += the limb-j word of p[l]
+  // (float_limb), bad[l] |= its overflow bit. Branch-free per value, so the lane loop vectorizes.
+  template <int L>
+  KOKKOS_INLINE_FUNCTION static void limb_accumulate(const float* p, int n, std::int64_t* a0, std::int64_t* a1,
+                                                     std::int64_t* a2, std::int64_t* a3, std::int64_t* bad) {
+    std::uint32_t bits[L];
+    ::memcpy(bits, p, sizeof(std::uint32_t) * static_cast<std::size_t>(n));  // the floats' bit patterns
+    for (int l = 0; l < n; ++l) {
+      std::int64_t w, j, bd;
+      float_limb(p[l], bits[l], w, j, bd);
+      a0[l] += j == 0 ? w : 0;
+      a1[l] += j == 1 ? w : 0;
+      a2[l] += j == 2 ? w : 0;
+      a3[l] += j == 3 ? w : 0;
+      bad[l] |= bd;
+    }
+  }
+
   // from_double(v) for a float v, through the limb path (same bits, same overflow rule).
   KOKKOS_INLINE_FUNCTION static Fixed128 from_float(float v, int& overflow) {
     std::int64_t w, j, bad;
@@ -172,16 +219,14 @@ struct ExactSum {
 
   // The fixed-point value as a double (within an ulp; a function of the integer alone). The
   // magnitude is converted and the sign applied after, because hi * 2^64 + lo in doubles
-  // cancels catastrophically for small negative values.
+  // cancels catastrophically for small negative values. Branch-free (the negation is masked), so
+  // a loop over accumulators vectorizes; the operations are those of the former branchy form.
   KOKKOS_INLINE_FUNCTION static double to_double(const Fixed128& a) {
-    const bool neg = a.hi < 0;
-    std::uint64_t lo = a.lo, hi = static_cast<std::uint64_t>(a.hi);
-    if (neg) {
-      lo = ~lo + 1u;
-      hi = ~hi + (lo == 0 ? 1u : 0u);
-    }
+    const std::uint64_t m = u(a.hi >> 63);  // all ones when negative
+    const std::uint64_t lo = (a.lo ^ m) + (m & 1u);
+    const std::uint64_t hi = (u(a.hi) ^ m) + ((m & 1u) & (lo == 0 ? 1u : 0u));
     const double mag = static_cast<double>(hi) * 18446744073709551616.0 + static_cast<double>(lo);
-    return (neg ? -mag : mag) * 8.271806125530277e-25;  // 2^-80
+    return (m != 0 ? -mag : mag) * 8.271806125530277e-25;  // 2^-80
   }
 };
 

@@ -1,5 +1,6 @@
-// gemm_det implementations: a packed, register-tiled host path (AVX2+FMA or scalar microkernel)
-// and a generic one-thread-per-element Kokkos kernel for device backends; identical bits by design.
+// gemm_det implementations: a packed, register-tiled host path (AVX-512F, AVX2+FMA or scalar
+// microkernel), the fused exact-accumulation variant of the deterministic backward-weight, and a
+// generic one-thread-per-element Kokkos kernel for device backends; identical bits by design.
 #include "gemm.hpp"
 
 #include <algorithm>
@@ -10,30 +11,58 @@
 #include <stdexcept>
 #include <string>
 
-// Host-only: the device passes of nvcc/hipcc never see the intrinsics.
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+// Host-only: the device passes of nvcc/hipcc never see the intrinsics. The widest ISA the build
+// targets is taken; every one gives the same bits (one rounding per explicit FMA, k in order).
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#if defined(__AVX512F__)
+// GCC 12 warns about the deliberately undefined pass-through operand inside some AVX-512
+// intrinsics (GCC bug 105593); the warning points into the header, so it is silenced there.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#define MINIPIPE_GEMM_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define MINIPIPE_GEMM_AVX2 1
+#endif
 #endif
 
 namespace minipipe {
 namespace gemm_detail {
 
-// Register tile MR x NR (6 rows x two SIMD vectors) and BLIS-style cache blocks: an MC x KC
-// block of A stays in L2, a KC x NR micro-panel of B in L1, a KC x NC block of B in L3.
-constexpr int kMR = 6;
+// Register tile MR x NR (MR rows x two SIMD vectors) and BLIS-style cache blocks: an MC x KC
+// block of A stays in L2, a KC x NR micro-panel of B in L1, a KC x NC block of B in L3. The scalar
+// microkernel uses the same tile, so the packed layouts do not depend on the microkernel.
 template <class T>
 struct Tile;
+#ifdef MINIPIPE_GEMM_AVX512
 template <>
-struct Tile<float> {
-  static constexpr int NR = 16, MC = 168, KC = 256, NC = 4080;
+struct Tile<float> {  // 24 zmm accumulators, 2 for B, 1 broadcast
+  static constexpr int MR = 12, NR = 32, MC = 192, KC = 256, NC = 4096;
 };
 template <>
 struct Tile<double> {
-  static constexpr int NR = 8, MC = 72, KC = 256, NC = 4080;
+  static constexpr int MR = 12, NR = 16, MC = 96, KC = 256, NC = 4096;
 };
-constexpr int kUnitPanels = 16;   // B micro-panels per parallel work unit (the parallel grain)
+#else
+template <>
+struct Tile<float> {  // 12 ymm accumulators
+  static constexpr int MR = 6, NR = 16, MC = 168, KC = 256, NC = 4080;
+};
+template <>
+struct Tile<double> {
+  static constexpr int MR = 6, NR = 8, MC = 72, KC = 256, NC = 4080;
+};
+#endif
+constexpr int kUnitCols = 256;    // B columns per parallel work unit (the parallel grain)
 constexpr int kChunkBlocks = 24;  // MC blocks of A packed at once (bounds the A buffer)
+constexpr int kUnitPanelsA = 4;   // A micro-panels per work unit of the fused exact path
 
 inline int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -41,29 +70,6 @@ inline int ceil_div(int a, int b) {
 inline int round_up(int a, int b) {
   return ceil_div(a, b) * b;
 }
-
-// Grow-only 64-byte aligned buffer. Each host thread that calls gemm_det owns its own (they are
-// thread_local), so concurrent callers never share packing buffers.
-template <class T>
-class Scratch {
- public:
-  T* get(std::size_t n) {
-    if (n > cap_) {
-      const std::size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
-      buf_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-      if (!buf_) throw std::bad_alloc();
-      cap_ = n;
-    }
-    return buf_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<T, Free> buf_;
-  std::size_t cap_ = 0;
-};
 
 // A microkernel updates one full MR x NR tile of C:
 //   acc = load ? C : 0;  for k < kb: acc(i,j) = fma(Ap[k][i], Bp[k][j], acc(i,j));
@@ -76,7 +82,7 @@ using Microkernel = void (*)(int kb, const T* Ap, const T* Bp, T* C, std::ptrdif
 template <class T>
 void ukernel_scalar(int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bool load, const T* E,
                     std::ptrdiff_t lde) {
-  constexpr int NR = Tile<T>::NR;
+  constexpr int kMR = Tile<T>::MR, NR = Tile<T>::NR;
   T acc[kMR][NR];
   for (int i = 0; i < kMR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = load ? C[i * ldc + j] : T(0);
@@ -93,9 +99,33 @@ void ukernel_scalar(int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, 
     for (int j = 0; j < NR; ++j) C[i * ldc + j] = acc[i][j];
 }
 
-#ifdef MINIPIPE_GEMM_AVX2
-// _mm256_fmadd_* rounds once, exactly like fmaf/fma, so the vector lanes reproduce the scalar
-// microkernel bit for bit; the k loop stays sequential per lane.
+#if defined(MINIPIPE_GEMM_AVX512) || defined(MINIPIPE_GEMM_AVX2)
+// _mm512_fmadd_* / _mm256_fmadd_* round once, exactly like fmaf/fma, so the vector lanes
+// reproduce the scalar microkernel bit for bit; the k loop stays sequential per lane.
+#ifdef MINIPIPE_GEMM_AVX512
+struct SimdFloat {
+  using V = __m512;
+  static constexpr int W = 16;
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V zero() { return _mm512_setzero_ps(); }
+};
+struct SimdDouble {
+  using V = __m512d;
+  static constexpr int W = 8;
+  static V load(const double* p) { return _mm512_load_pd(p); }
+  static V loadu(const double* p) { return _mm512_loadu_pd(p); }
+  static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V bcast(const double* p) { return _mm512_set1_pd(*p); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static V zero() { return _mm512_setzero_pd(); }
+};
+#else
 struct SimdFloat {
   using V = __m256;
   static constexpr int W = 8;
@@ -118,62 +148,54 @@ struct SimdDouble {
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static V zero() { return _mm256_setzero_pd(); }
 };
+#endif
 
-// 12 named accumulators (6 rows x 2 vectors) so the compiler keeps all of them in registers.
-#define MP_GEMM_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+// MR rows x 2 vectors of accumulators. The row loops have constant trip counts and are fully
+// unrolled, so the compiler keeps every accumulator in a register (the AVX-512 tile uses 27 of
+// the 32 zmm registers; checked in the disassembly: no spills in the k loop).
 template <class S, class T>
-void ukernel_avx2(int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bool load, const T* E,
+void ukernel_simd(int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bool load, const T* E,
                   std::ptrdiff_t lde) {
   using V = typename S::V;
-  constexpr int W = S::W;
+  constexpr int W = S::W, MR = Tile<T>::MR;
   static_assert(2 * W == Tile<T>::NR, "register tile is two vectors wide");
-#define MP_DECL(i) V c##i##a, c##i##b;
-  MP_GEMM_ROWS(MP_DECL)
-#undef MP_DECL
+  V ca[MR], cb[MR];
   if (load) {
-#define MP_LOAD(i)                 \
-  c##i##a = S::loadu(C + i * ldc); \
-  c##i##b = S::loadu(C + i * ldc + W);
-    MP_GEMM_ROWS(MP_LOAD)
-#undef MP_LOAD
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      ca[i] = S::loadu(C + i * ldc);
+      cb[i] = S::loadu(C + i * ldc + W);
+    }
   } else {
-#define MP_ZERO(i)     \
-  c##i##a = S::zero(); \
-  c##i##b = S::zero();
-    MP_GEMM_ROWS(MP_ZERO)
-#undef MP_ZERO
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) ca[i] = cb[i] = S::zero();
   }
-#if defined(__GNUC__)
-#pragma GCC unroll 4
-#endif
+#pragma GCC unroll 2
   for (int k = 0; k < kb; ++k) {
     const V b0 = S::load(Bp);
     const V b1 = S::load(Bp + W);
-#define MP_FMA(i)                     \
-  {                                   \
-    const V a = S::bcast(Ap + i);     \
-    c##i##a = S::fma(a, b0, c##i##a); \
-    c##i##b = S::fma(a, b1, c##i##b); \
-  }
-    MP_GEMM_ROWS(MP_FMA)
-#undef MP_FMA
-    Ap += kMR;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const V a = S::bcast(Ap + i);
+      ca[i] = S::fma(a, b0, ca[i]);
+      cb[i] = S::fma(a, b1, cb[i]);
+    }
+    Ap += MR;
     Bp += 2 * W;
   }
   if (E) {
-#define MP_EPI(i)                                   \
-  c##i##a = S::add(c##i##a, S::loadu(E + i * lde)); \
-  c##i##b = S::add(c##i##b, S::loadu(E + i * lde + W));
-    MP_GEMM_ROWS(MP_EPI)
-#undef MP_EPI
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      ca[i] = S::add(ca[i], S::loadu(E + i * lde));
+      cb[i] = S::add(cb[i], S::loadu(E + i * lde + W));
+    }
   }
-#define MP_STORE(i)                \
-  S::storeu(C + i * ldc, c##i##a); \
-  S::storeu(C + i * ldc + W, c##i##b);
-  MP_GEMM_ROWS(MP_STORE)
-#undef MP_STORE
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    S::storeu(C + i * ldc, ca[i]);
+    S::storeu(C + i * ldc + W, cb[i]);
+  }
 }
-#undef MP_GEMM_ROWS
 
 template <class T>
 struct SimdOf;
@@ -185,12 +207,13 @@ template <>
 struct SimdOf<double> {
   using type = SimdDouble;
 };
-#endif  // MINIPIPE_GEMM_AVX2
+#define MINIPIPE_GEMM_SIMD 1
+#endif  // AVX-512 or AVX2
 
 template <class T>
 Microkernel<T> simd_microkernel() {
-#ifdef MINIPIPE_GEMM_AVX2
-  return &ukernel_avx2<typename SimdOf<T>::type, T>;
+#ifdef MINIPIPE_GEMM_SIMD
+  return &ukernel_simd<typename SimdOf<T>::type, T>;
 #else
   return nullptr;
 #endif
@@ -201,7 +224,7 @@ Microkernel<T> simd_microkernel() {
 template <class T>
 void run_tile(Microkernel<T> uk, int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bool load, const T* E,
               std::ptrdiff_t lde, int mr, int nr) {
-  constexpr int NR = Tile<T>::NR;
+  constexpr int kMR = Tile<T>::MR, NR = Tile<T>::NR;
   if (mr == kMR && nr == NR) {
     uk(kb, Ap, Bp, C, ldc, load, E, lde);
     return;
@@ -240,6 +263,7 @@ inline void prefetch_tile(const T* C, std::ptrdiff_t ldc, int rows) {
 // Packs rows m0..m0+MR-1, columns k0..k0+kb-1 of A as dst[k*MR + i] (rows past M are zero).
 template <class T>
 void pack_a(const StridedMat<T>& A, int M, int m0, int k0, int kb, T* dst) {
+  constexpr int kMR = Tile<T>::MR;
   const int mr = std::min(kMR, M - m0);
   if (A.cs == 1) {  // rows contiguous in k: stream each row
     for (int i = 0; i < mr; ++i) {
@@ -283,24 +307,25 @@ void pack_b(const StridedMat<T>& B, int N, int n0, int k0, int kb, T* dst) {
 }
 
 // Host path. Loop nest (BLIS order): jc (NC columns) > pc (KC depth, sequential, so each acc
-// continues in C in k order) > ic (chunk of rows) > parallel units of MC rows x 16 panels
+// continues in C in k order) > ic (chunk of rows) > parallel units of MC rows x kUnitCols columns
 // > jr (B micro-panel in L1) > ir (A micro-panels from L2). Threads only split (ic, jr) tiles;
 // no element is ever split across threads, so the thread count cannot change any bit.
 template <class T>
-void gemm_packed(Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
-                 std::ptrdiff_t ldc, const T* bias, GemmOut out) {
+void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A,
+                 StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias, GemmOut out) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Policy = Kokkos::RangePolicy<Host>;
-  constexpr int NR = Tile<T>::NR;
+  constexpr int kMR = Tile<T>::MR, NR = Tile<T>::NR;
   const int kc = opt.kc > 0 ? opt.kc : Tile<T>::KC;
   const int mc = round_up(opt.mc > 0 ? opt.mc : Tile<T>::MC, kMR);
   const int nc = round_up(opt.nc > 0 ? opt.nc : Tile<T>::NC, NR);
   const int mchunk = mc * kChunkBlocks;
   const int mq = mc / kMR;  // A micro-panels per unit
+  const int unit_panels = std::max(1, kUnitCols / NR);
 
-  static thread_local Scratch<T> a_buf, b_buf, c_buf;
-  T* Ap = a_buf.get(static_cast<std::size_t>(kc) * round_up(std::min(mchunk, M), kMR));
-  T* Bp = b_buf.get(static_cast<std::size_t>(kc) * round_up(std::min(nc, N), NR));
+  T* Ap = ws.get<T>(KernelWorkspace::gemm_a,
+                    static_cast<std::size_t>(std::min(kc, K)) * round_up(std::min(mchunk, M), kMR));
+  T* Bp = ws.get<T>(KernelWorkspace::gemm_b, static_cast<std::size_t>(std::min(kc, K)) * round_up(std::min(nc, N), NR));
 
   // Epilogue addend E (row stride lde): the bias row (lde = 0) or the old C. With several
   // k-blocks C holds the running acc, so accumulate mode first saves the old C.
@@ -308,7 +333,7 @@ void gemm_packed(Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K,
   std::ptrdiff_t lde = 0;
   if (out == GemmOut::accumulate) {
     if (K > kc) {
-      T* saved = c_buf.get(static_cast<std::size_t>(M) * N);
+      T* saved = ws.get<T>(KernelWorkspace::gemm_c, static_cast<std::size_t>(M) * N);
       Kokkos::parallel_for("Gemm::save_c", Policy(0, M), [=](const int m) {
         for (int n = 0; n < N; ++n) saved[static_cast<std::ptrdiff_t>(m) * N + n] = C[m * ldc + n];
       });
@@ -339,14 +364,14 @@ void gemm_packed(Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K,
           pack_a(A, M, ic + q * kMR, pc, kb, Ap + static_cast<std::ptrdiff_t>(q) * kb * kMR);
         });
         const int n_ib = ceil_div(mpan, mq);
-        const int n_jb = ceil_div(npan, kUnitPanels);
+        const int n_jb = ceil_div(npan, unit_panels);
         // Consecutive units share their A block (ib is the slow index) so it stays in L2.
         Kokkos::parallel_for("Gemm::tiles", Policy(0, n_ib * n_jb), [=](const int u) {
           const int ib = u / n_jb;
           const int jb = u % n_jb;
           const int q1 = std::min(mpan, (ib + 1) * mq);
-          const int p1 = std::min(npan, (jb + 1) * kUnitPanels);
-          for (int p = jb * kUnitPanels; p < p1; ++p) {
+          const int p1 = std::min(npan, (jb + 1) * unit_panels);
+          for (int p = jb * unit_panels; p < p1; ++p) {
             const int n0 = jc + p * NR;
             const T* bp = Bp + static_cast<std::ptrdiff_t>(p) * kb * NR;
             for (int q = ib * mq; q < q1; ++q) {
@@ -365,6 +390,192 @@ void gemm_packed(Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K,
     }
   }
   fence_space(Host(), "Gemm::det packed");
+}
+
+// ---- Exact accumulation of microkernel tiles (gemm_det_exact) ----------------------------
+// Limbs of one tile: a_j[l] += the limb-j word of ct[l] (ExactSum::float_limb), bad |= overflow.
+// The AVX-512 version is the same integer arithmetic on 8 lanes at a time (tests compare it with
+// ExactSum's scalar functions through the scalar GemmPath): it computes, per value, the word
+// (m << (q - 70) % 32 for q >= 70, the rounded |v| 2^80 below), its limb index and its sign.
+template <int TS>
+void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int64_t* a2, std::int64_t* a3,
+                   std::int64_t& bad) {
+#ifdef MINIPIPE_GEMM_AVX512
+  static_assert(TS % 16 == 0, "whole vectors");
+  // Exponent fields, shift counts, limb indices and masks are formed on 16 32-bit lanes; only the
+  // shifted words and the limb sums need 64-bit lanes (two halves of 8).
+  const __m512i low8 = _mm512_set1_epi32(0xFF), mant = _mm512_set1_epi32(0x7FFFFF),
+                hidden = _mm512_set1_epi32(0x800000), c26 = _mm512_set1_epi32(26), c31 = _mm512_set1_epi32(31),
+                c70 = _mm512_set1_epi32(70), c127 = _mm512_set1_epi32(127), c173 = _mm512_set1_epi32(173);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512 scale = _mm512_set1_ps(1208925819614629174706176.0f);  // 2^80
+  const __m512 two23 = _mm512_set1_ps(8388608.0f);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), two23_bits = _mm512_set1_epi32(0x4B000000);
+  __mmask16 bad_any = 0;
+  for (int l = 0; l < TS; l += 16) {
+    const __m512i bits = _mm512_load_si512(reinterpret_cast<const void*>(ct + l));
+    // |v| 2^80 rounded to an integer (exact product, then + 2^23 rounds to nearest even); only
+    // taken where q < 70, i.e. where it is below 2^23.
+    const __m512 a = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask)), scale);
+    const __m512i small = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(a, two23)), two23_bits);
+    const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bits, 23), low8);
+    const __mmask16 pos = _mm512_cmpge_epu32_mask(q, c70);
+    const __mmask16 ok = _mm512_cmplt_epu32_mask(q, c173);
+    const __mmask16 neg = _mm512_cmplt_epi32_mask(bits, zero);  // sign bit
+    bad_any |= static_cast<__mmask16>(~ok);
+    const __m512i m = _mm512_or_si512(_mm512_and_si512(bits, mant), hidden);
+    const __m512i sh = _mm512_and_si512(_mm512_add_epi32(q, c26), c31);
+    const __m512i j = _mm512_maskz_srli_epi32(pos, _mm512_and_si512(_mm512_sub_epi32(q, c70), c127), 5);
+    __mmask16 sel[4];
+    for (int k = 0; k < 4; ++k) sel[k] = _mm512_mask_cmpeq_epi32_mask(ok, j, _mm512_set1_epi32(k));
+    for (int h = 0; h < 2; ++h) {
+      const auto half = [h](__m512i v) { return h == 0 ? _mm512_castsi512_si256(v) : _mm512_extracti64x4_epi64(v, 1); };
+      const __mmask8 p8 = static_cast<__mmask8>(pos >> (8 * h)), n8 = static_cast<__mmask8>(neg >> (8 * h));
+      const __m512i wpos = _mm512_sllv_epi64(_mm512_cvtepu32_epi64(half(m)), _mm512_cvtepu32_epi64(half(sh)));
+      const __m512i mag = _mm512_mask_blend_epi64(p8, _mm512_cvtepu32_epi64(half(small)), wpos);
+      const __m512i w = _mm512_mask_sub_epi64(mag, n8, zero, mag);
+      std::int64_t* const dst[4] = {a0 + l + 8 * h, a1 + l + 8 * h, a2 + l + 8 * h, a3 + l + 8 * h};
+      for (int k = 0; k < 4; ++k) {
+        const __mmask8 s8 = static_cast<__mmask8>(sel[k] >> (8 * h));
+        const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst[k]));
+        _mm512_store_si512(reinterpret_cast<void*>(dst[k]), _mm512_mask_add_epi64(cur, s8, cur, w));
+      }
+    }
+  }
+  bad |= bad_any != 0 ? 1 : 0;
+#else
+  alignas(64) std::int64_t b[TS] = {};
+  ExactSum::limb_accumulate<TS>(ct, TS, a0, a1, a2, a3, b);
+  for (int l = 0; l < TS; ++l) bad |= b[l];
+#endif
+}
+
+// acc[j] += limbs j (j < n) exactly: ExactSum::fold_limbs per element; the AVX-512 version folds
+// 8 contiguous accumulators at a time (lo and hi words deinterleaved, the same integer steps).
+inline void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, const std::int64_t* a2,
+                     const std::int64_t* a3, int n, std::int64_t& ov) {
+  int j = 0;
+#ifdef MINIPIPE_GEMM_AVX512
+  static_assert(sizeof(Fixed128) == 16, "lo, hi");
+  const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+  const __m512i inter_lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),
+                inter_hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFF), one = _mm512_set1_epi64(1);
+  __mmask8 ovm = 0;
+  for (; j + 8 <= n; j += 8) {
+    auto* p = reinterpret_cast<std::int64_t*>(acc + j);
+    const __m512i v0 = _mm512_loadu_si512(p), v1 = _mm512_loadu_si512(p + 8);
+    const __m512i lo = _mm512_permutex2var_epi64(v0, even, v1);
+    const __m512i hi = _mm512_permutex2var_epi64(v0, odd, v1);
+    __m512i l0 = _mm512_loadu_si512(a0 + j), l1 = _mm512_loadu_si512(a1 + j), l2 = _mm512_loadu_si512(a2 + j),
+            l3 = _mm512_loadu_si512(a3 + j);
+    l1 = _mm512_add_epi64(l1, _mm512_srai_epi64(l0, 32));
+    l0 = _mm512_and_si512(l0, low32);
+    l2 = _mm512_add_epi64(l2, _mm512_srai_epi64(l1, 32));
+    l1 = _mm512_and_si512(l1, low32);
+    l3 = _mm512_add_epi64(l3, _mm512_srai_epi64(l2, 32));
+    l2 = _mm512_and_si512(l2, low32);
+    const __m512i s0 = _mm512_or_si512(l0, _mm512_slli_epi64(l1, 32));
+    const __m512i s1 = _mm512_or_si512(l2, _mm512_slli_epi64(l3, 32));
+    const __m512i s2 = _mm512_srai_epi64(l3, 32);
+    const __m512i r0 = _mm512_add_epi64(lo, s0);
+    const __mmask8 c0 = _mm512_cmplt_epu64_mask(r0, s0);
+    const __m512i t = _mm512_add_epi64(hi, s1);
+    const __mmask8 c1 = _mm512_cmplt_epu64_mask(t, s1);
+    const __m512i r1 = _mm512_mask_add_epi64(t, c0, t, one);
+    const __mmask8 c2 = _mm512_cmplt_epu64_mask(r1, t);
+    __m512i r2 = _mm512_add_epi64(_mm512_srai_epi64(hi, 63), s2);
+    r2 = _mm512_mask_add_epi64(r2, c1, r2, one);
+    r2 = _mm512_mask_add_epi64(r2, c2, r2, one);
+    ovm |= _mm512_cmpneq_epi64_mask(r2, _mm512_srai_epi64(r1, 63));
+    _mm512_storeu_si512(p, _mm512_permutex2var_epi64(r0, inter_lo, r1));
+    _mm512_storeu_si512(p + 8, _mm512_permutex2var_epi64(r0, inter_hi, r1));
+  }
+  ov |= ovm != 0 ? 1 : 0;
+#endif
+  for (; j < n; ++j) ExactSum::fold_limbs(acc[j], a0[j], a1[j], a2[j], a3[j], ov);
+}
+
+// Fused exact accumulation (gemm_det_exact). Loop nest: jc (NC columns of the output) > sample
+// groups of g (packed B of the group's samples for these columns) > ic (MC rows: packed A of the
+// group) > parallel units (one B micro-panel x kUnitPanelsA A micro-panels) > ir > samples. Every
+// microkernel call runs the whole K of one sample (one k-block: the chain starts from 0 and is
+// complete when the tile leaves the registers), the tile goes to limbs while in L1, and after the
+// group the limbs of each element are folded into its accumulator. The group size only decides
+// where folds happen, and folding is exact integer addition, so it changes no bit.
+void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOptions& opt, int M, int N, int K, int S,
+                       StridedMat<float> A, std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step,
+                       const ExactTarget& target) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Policy = Kokkos::RangePolicy<Host>;
+  constexpr int kMR = Tile<float>::MR, NR = Tile<float>::NR, TS = kMR * NR;
+  const int mc = round_up(opt.mc > 0 ? opt.mc : Tile<float>::MC, kMR);
+  const int nc = round_up(opt.nc > 0 ? opt.nc : 1024, NR);
+  // The A of a group (g samples x MC rows x K) is re-read for every B panel and should stay in L2;
+  // at most kMaxLimbAdds samples are summed in int64 limbs before a fold.
+  const std::size_t a_block = static_cast<std::size_t>(K) * mc * sizeof(float);
+  const std::size_t g_tuned = opt.group > 0 ? static_cast<std::size_t>(opt.group)
+                                            : std::max<std::size_t>(1, (std::size_t(768) << 10) / a_block);
+  const int g = static_cast<int>(
+      std::min<std::size_t>({static_cast<std::size_t>(S), static_cast<std::size_t>(ExactSum::kMaxLimbAdds), g_tuned}));
+  const int mrows = round_up(std::min(mc, M), kMR);
+  const int ncols = round_up(std::min(nc, N), NR);
+  const std::size_t a_sample = static_cast<std::size_t>(K) * mrows;  // packed A floats per sample
+  const std::size_t b_sample = static_cast<std::size_t>(K) * ncols;
+  float* Ap = ws.get<float>(KernelWorkspace::dw_a, static_cast<std::size_t>(g) * a_sample);
+  float* Bp = ws.get<float>(KernelWorkspace::dw_b, static_cast<std::size_t>(g) * b_sample);
+  Fixed128* const acc = target.exact.data();
+  const FlagView flag = target.overflow;
+
+  for (int jc = 0; jc < N; jc += nc) {
+    const int nb = std::min(nc, N - jc);
+    const int npan = ceil_div(nb, NR);
+    for (int s0 = 0; s0 < S; s0 += g) {
+      const int gs = std::min(g, S - s0);
+      Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
+        const int s = u / npan, p = u % npan;
+        const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
+        pack_b(Bs, N, jc + p * NR, 0, K, Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR);
+      });
+      for (int ic = 0; ic < M; ic += mc) {
+        const int mb = std::min(mc, M - ic);
+        const int mpan = ceil_div(mb, kMR);
+        Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs * mpan), [=](const int u) {
+          const int s = u / mpan, q = u % mpan;
+          const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
+          pack_a(As, M, ic + q * kMR, 0, K, Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR);
+        });
+        // Units of one B panel x kUnitPanelsA A panels, the A panels fastest: a unit's B panels (g
+        // samples) stay in L1/L2 while the block's A (g samples x MC rows) is read from L2.
+        const int n_qb = ceil_div(mpan, kUnitPanelsA);
+        Kokkos::parallel_for("Gemm::exact_tiles", Policy(0, npan * n_qb), [=](const int u) {
+          alignas(64) float ct[TS];
+          alignas(64) std::int64_t a0[TS], a1[TS], a2[TS], a3[TS];
+          std::int64_t ov = 0;
+          const int p = u / n_qb;
+          const int q1 = std::min(mpan, (u % n_qb + 1) * kUnitPanelsA);
+          const int n0 = jc + p * NR;
+          const int nr = std::min(NR, N - n0);
+          for (int q = (u % n_qb) * kUnitPanelsA; q < q1; ++q) {
+            const int m0 = ic + q * kMR;
+            const int mr = std::min(kMR, M - m0);
+            for (int l = 0; l < TS; ++l) a0[l] = a1[l] = a2[l] = a3[l] = 0;
+            for (int s = 0; s < gs; ++s) {
+              uk(K, Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR,
+                 Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR, ct, NR, false, nullptr, 0);
+              tile_to_limbs<TS>(ct, a0, a1, a2, a3, ov);
+            }
+            // Rows past M and columns past N hold zero partials of the padding: not folded.
+            for (int i = 0; i < mr; ++i)
+              fold_row(acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0, a0 + i * NR, a1 + i * NR, a2 + i * NR,
+                       a3 + i * NR, nr, ov);
+          }
+          if (ov) flag() = 1;
+        });
+      }
+    }
+  }
+  fence_space(Host(), "Gemm::det exact");
 }
 
 // Generic kernel: one thread per output element, the same k order and the same epilogue, so it
@@ -396,7 +607,7 @@ void gemm_generic(int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, s
 }  // namespace gemm_detail
 
 bool gemm_det_has_simd() {
-#ifdef MINIPIPE_GEMM_AVX2
+#ifdef MINIPIPE_GEMM_SIMD
   return true;
 #else
   return false;
@@ -404,16 +615,33 @@ bool gemm_det_has_simd() {
 }
 
 const char* gemm_det_microkernel() {
-#ifdef MINIPIPE_GEMM_AVX2
+#if defined(MINIPIPE_GEMM_AVX512)
+  return "AVX-512F 12x32 (float) / 12x16 (double)";
+#elif defined(MINIPIPE_GEMM_AVX2)
   return "AVX2+FMA 6x16 (float) / 6x8 (double)";
 #else
   return "scalar fma_exact 6x16 (float) / 6x8 (double)";
 #endif
 }
 
+namespace {
+constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
+
+GemmPath resolve_path(GemmPath path, const char* where) {
+  if (path == GemmPath::automatic)
+    path =
+        !kHostAccessible ? GemmPath::generic : (gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar);
+  if (path != GemmPath::generic && !kHostAccessible)
+    throw std::invalid_argument(std::string(where) + ": the packed path needs host-accessible memory");
+  if (path == GemmPath::packed_simd && !gemm_det_has_simd())
+    throw std::invalid_argument(std::string(where) + ": this build has no SIMD microkernel");
+  return path;
+}
+}  // namespace
+
 template <class T>
-void gemm_det(const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
-              const T* bias, GemmOut out) {
+void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
+              std::ptrdiff_t ldc, const T* bias, GemmOut out) {
   using namespace gemm_detail;
   if (M < 0 || N < 0 || K < 0)
     throw std::invalid_argument("gemm_det: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
@@ -426,22 +654,13 @@ void gemm_det(const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, Stri
   if (!C || (K > 0 && (!A.data || !B.data))) throw std::invalid_argument("gemm_det: null operand");
 
   ProfileRegion region("Gemm::det");
-  constexpr bool host_ok = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
-  GemmPath path = opt.path;
-  if (path == GemmPath::automatic)
-    path = !host_ok ? GemmPath::generic : (gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar);
-  if (K == 0) path = GemmPath::generic;  // nothing to pack: only the epilogue runs
-  if (path != GemmPath::generic && !host_ok)
-    throw std::invalid_argument("gemm_det: the packed path needs host-accessible memory");
-  if (path == GemmPath::packed_simd && !gemm_det_has_simd())
-    throw std::invalid_argument("gemm_det: this build has no AVX2+FMA microkernel");
-
-  switch (path) {
+  const GemmPath path = resolve_path(opt.path, "gemm_det");
+  switch (K == 0 ? GemmPath::generic : path) {  // K = 0: nothing to pack, only the epilogue runs
     case GemmPath::packed_simd:
-      gemm_packed<T>(simd_microkernel<T>(), opt, M, N, K, A, B, C, ldc, bias, out);
+      gemm_packed<T>(ws, simd_microkernel<T>(), opt, M, N, K, A, B, C, ldc, bias, out);
       break;
     case GemmPath::packed_scalar:
-      gemm_packed<T>(&ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out);
+      gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out);
       break;
     default:
       gemm_generic<T>(M, N, K, A, B, C, ldc, bias, out);
@@ -450,18 +669,39 @@ void gemm_det(const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, Stri
 }
 
 template <class T>
-void gemm_det(int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias,
-              GemmOut out) {
-  gemm_det<T>(GemmOptions{}, M, N, K, A, B, C, ldc, bias, out);
+void gemm_det(KernelWorkspace& ws, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
+              const T* bias, GemmOut out) {
+  gemm_det<T>(ws, GemmOptions{}, M, N, K, A, B, C, ldc, bias, out);
 }
 
-template void gemm_det<float>(int, int, int, StridedMat<float>, StridedMat<float>, float*, std::ptrdiff_t, const float*,
-                              GemmOut);
-template void gemm_det<double>(int, int, int, StridedMat<double>, StridedMat<double>, double*, std::ptrdiff_t,
-                               const double*, GemmOut);
-template void gemm_det<float>(const GemmOptions&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
+void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
+                    std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target) {
+  using namespace gemm_detail;
+  if (M < 0 || N < 0 || K < 0 || S < 0)
+    throw std::invalid_argument("gemm_det_exact: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                                " K=" + std::to_string(K) + " S=" + std::to_string(S));
+  if (target.exact.extent(0) != static_cast<std::size_t>(M) * static_cast<std::size_t>(N))
+    throw std::invalid_argument("gemm_det_exact: the target holds " + std::to_string(target.exact.extent(0)) +
+                                " accumulators, expected M*N = " + std::to_string(std::size_t(M) * N));
+  const GemmPath path = resolve_path(opt.path, "gemm_det_exact");
+  if (path == GemmPath::generic)
+    throw std::invalid_argument(
+        "gemm_det_exact: there is no generic path (device backends add per-sample gemm_det "
+        "partials instead)");
+  if (M == 0 || N == 0 || K == 0 || S == 0) return;  // every partial is 0: nothing to add
+  if (!A.data || !B.data) throw std::invalid_argument("gemm_det_exact: null operand");
+  ProfileRegion region("Gemm::det_exact");
+  gemm_exact_packed(ws, path == GemmPath::packed_simd ? simd_microkernel<float>() : &ukernel_scalar<float>, opt, M, N,
+                    K, S, A, a_step, B, b_step, target);
+}
+
+template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
                               std::ptrdiff_t, const float*, GemmOut);
-template void gemm_det<double>(const GemmOptions&, int, int, int, StridedMat<double>, StridedMat<double>, double*,
+template void gemm_det<double>(KernelWorkspace&, int, int, int, StridedMat<double>, StridedMat<double>, double*,
                                std::ptrdiff_t, const double*, GemmOut);
+template void gemm_det<float>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<float>, StridedMat<float>,
+                              float*, std::ptrdiff_t, const float*, GemmOut);
+template void gemm_det<double>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<double>,
+                               StridedMat<double>, double*, std::ptrdiff_t, const double*, GemmOut);
 
 }  // namespace minipipe

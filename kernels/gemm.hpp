@@ -4,7 +4,9 @@
 
 #include <cstddef>
 
+#include "grad_accum.hpp"
 #include "types.hpp"
+#include "workspace.hpp"
 
 namespace minipipe {
 
@@ -41,37 +43,51 @@ enum class GemmPath { automatic, packed_simd, packed_scalar, generic };
 // exercise k-blocking and edge tiles on small shapes. mc/nc are rounded up to the register tile.
 struct GemmOptions {
   GemmPath path = GemmPath::automatic;
-  int mc = 0;  // rows of A kept in L2 per work unit
-  int kc = 0;  // depth of one k-block (acc is carried through C between k-blocks)
-  int nc = 0;  // columns of B packed per outer block
+  int mc = 0;     // rows of A kept in L2 per work unit
+  int kc = 0;     // depth of one k-block (acc is carried through C between k-blocks)
+  int nc = 0;     // columns of B packed per outer block
+  int group = 0;  // gemm_det_exact: samples whose limbs are summed before a fold (at most 256)
 };
 
 // C (M,N) row-major with leading dimension ldc  =  A (M,K) · B (K,N)  [+ bias (N) | + C].
 // Contract, for every (m, n):
 //   acc = 0; for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc);   then the GemmOut step.
 // All pointers are in MemSpace. Call from host code, not from inside a kernel. C must not
-// alias A, B or bias.
+// alias A, B or bias. Packing buffers come from ws (slots gemm_a, gemm_b, gemm_c).
 template <class T>
-void gemm_det(int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias = nullptr,
-              GemmOut out = GemmOut::overwrite);
+void gemm_det(KernelWorkspace& ws, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
+              const T* bias = nullptr, GemmOut out = GemmOut::overwrite);
 
 // The same with an explicit implementation and blocking (tests and benchmarks).
 template <class T>
-void gemm_det(const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
-              const T* bias = nullptr, GemmOut out = GemmOut::overwrite);
+void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
+              std::ptrdiff_t ldc, const T* bias = nullptr, GemmOut out = GemmOut::overwrite);
 
-// Whether this build's packed host path uses the AVX2+FMA register microkernel (else the
-// scalar fma_exact microkernel, same bits), and a one-line description for reports.
+// Exact accumulation of per-sample products (the deterministic backward-weight), fused into the
+// GEMM: for every (m, n) and every sample s = 0..S-1,
+//   p = 0; for k = 0..K-1: p = fma_exact(A_s(m,k), B_s(k,n), p);   then target(m*N + n) += p exactly,
+// where A_s is A with its data advanced by s*a_step (B_s likewise) and the exact addition is that of
+// ExactSum (DESIGN.md §4 rule 2: the bits do not depend on how samples are split into calls, on
+// their order, on opt or on the thread count). Each partial goes from the microkernel's tile to
+// carry-save limbs while the tile is in L1 and is folded into the 128-bit accumulators once per
+// group of samples, so no per-sample partial is ever written to memory. Host-accessible memory
+// only (packed paths); buffers come from ws (slots dw_a, dw_b). opt.mc / opt.nc / opt.group set
+// the blocking (opt.kc is unused: one sample's K is one k-block).
+void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
+                    std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target);
+
+// Whether this build's packed host path uses a SIMD register microkernel (AVX-512F or AVX2+FMA;
+// else the scalar fma_exact microkernel, same bits), and a one-line description for reports.
 bool gemm_det_has_simd();
 const char* gemm_det_microkernel();
 
-extern template void gemm_det<float>(int, int, int, StridedMat<float>, StridedMat<float>, float*, std::ptrdiff_t,
-                                     const float*, GemmOut);
-extern template void gemm_det<double>(int, int, int, StridedMat<double>, StridedMat<double>, double*, std::ptrdiff_t,
-                                      const double*, GemmOut);
-extern template void gemm_det<float>(const GemmOptions&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
+extern template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
                                      std::ptrdiff_t, const float*, GemmOut);
-extern template void gemm_det<double>(const GemmOptions&, int, int, int, StridedMat<double>, StridedMat<double>,
-                                      double*, std::ptrdiff_t, const double*, GemmOut);
+extern template void gemm_det<double>(KernelWorkspace&, int, int, int, StridedMat<double>, StridedMat<double>, double*,
+                                      std::ptrdiff_t, const double*, GemmOut);
+extern template void gemm_det<float>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<float>,
+                                     StridedMat<float>, float*, std::ptrdiff_t, const float*, GemmOut);
+extern template void gemm_det<double>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<double>,
+                                      StridedMat<double>, double*, std::ptrdiff_t, const double*, GemmOut);
 
 }  // namespace minipipe

@@ -27,45 +27,15 @@ std::string shape(const char* name, std::size_t r, std::size_t c) {
 // accumulators, bounded memory).
 constexpr std::size_t kPartialBytes = std::size_t(64) << 20;
 
-// Per-sample partials of dW (a batch of O*I elements each). Grow-only and kept between calls
-// because a stage calls backward_weight once per micro-batch; released by a Kokkos finalize
-// hook so no View outlives Kokkos.
-template <class T>
-struct PartialWorkspace {
-  static View1<T>& view() {
-    static View1<T> ws;
-    return ws;
-  }
-  static bool& hooked() {
-    static bool h = false;
-    return h;
-  }
-  static View1<T> get(std::size_t n) {
-    View1<T>& ws = view();
-    if (ws.extent(0) < n) {
-      ws = View1<T>();  // free the old buffer before allocating the larger one
-      ws = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("Linear::dW_partial")), n);
-      if (!hooked()) {
-        hooked() = true;
-        Kokkos::push_finalize_hook([] {
-          view() = View1<T>();
-          hooked() = false;
-        });
-      }
-    }
-    return ws;
-  }
-};
-
 // Exact addition of nb per-sample partials (ws holds nb batches of OI elements) into the dW
 // accumulators. Generic (double partials): one from_double + add per value.
 template <class T>
 struct DwAddExact {
-  static void run(const ExactTarget& wt, const View1<T>& ws, std::size_t OI, int nb) {
+  static void run(const ExactTarget& wt, const T* ws, std::size_t OI, int nb) {
     Kokkos::parallel_for(
         "Linear::dW_add_exact", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(OI)),
         KOKKOS_LAMBDA(const std::int64_t e) {
-          for (int b = 0; b < nb; ++b) wt.add(e, static_cast<double>(ws(b * OI + e)));
+          for (int b = 0; b < nb; ++b) wt.add(e, static_cast<double>(ws[b * OI + e]));
         });
   }
 };
@@ -73,23 +43,6 @@ struct DwAddExact {
 // Elements per work item of the float path: a contiguous block per host thread so the loop over
 // lanes vectorizes; one element per thread on GPUs (loads coalesce across threads).
 constexpr int kExactLanes = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value ? 16 : 1;
-
-// Carry-save accumulation of nl lanes' float values p[0..nl) into four int64 limb sums each.
-// Branch-free per value (ExactSum::float_limb), so the lane loop vectorizes.
-KOKKOS_INLINE_FUNCTION void limb_accumulate(const float* p, int nl, std::int64_t* a0, std::int64_t* a1,
-                                            std::int64_t* a2, std::int64_t* a3, std::int64_t* bad) {
-  std::uint32_t u[kExactLanes];
-  ::memcpy(u, p, sizeof(std::uint32_t) * static_cast<std::size_t>(nl));  // the floats' bit patterns
-  for (int l = 0; l < nl; ++l) {
-    std::int64_t w, j, bd;
-    ExactSum::float_limb(p[l], u[l], w, j, bd);
-    a0[l] += j == 0 ? w : 0;
-    a1[l] += j == 1 ? w : 0;
-    a2[l] += j == 2 ? w : 0;
-    a3[l] += j == 3 ? w : 0;
-    bad[l] |= bd;
-  }
-}
 
 // Float partials: every value becomes a signed limb word (no 128-bit conversion), up to
 // ExactSum::kMaxLimbAdds of them are summed per limb in int64 without overflow, and each such
@@ -99,11 +52,11 @@ KOKKOS_INLINE_FUNCTION void limb_accumulate(const float* p, int nl, std::int64_t
 // the exact running total leaves the 128-bit range at a chunk fold (detected exactly there).
 template <>
 struct DwAddExact<float> {
-  static void run(const ExactTarget& wt, const View1<float>& ws, std::size_t OI, int nb) {
+  static void run(const ExactTarget& wt, const float* ws, std::size_t OI, int nb) {
     constexpr int L = kExactLanes;
     constexpr int C = ExactSum::kMaxLimbAdds;
     const std::int64_t nblk = static_cast<std::int64_t>((OI + L - 1) / L);
-    const float* const data = ws.data();
+    const float* const data = ws;
     Kokkos::parallel_for(
         "Linear::dW_add_exact", Kokkos::RangePolicy<ExecSpace>(0, nblk), KOKKOS_LAMBDA(const std::int64_t blk) {
           const std::size_t e0 = static_cast<std::size_t>(blk) * L;
@@ -114,9 +67,9 @@ struct DwAddExact<float> {
           for (int c0 = 0; c0 < nb; c0 += C) {
             const int c1 = nb - c0 < C ? nb : c0 + C;
             if (n == L) {
-              for (int b = c0; b < c1; ++b) limb_accumulate(data + b * OI + e0, L, a0, a1, a2, a3, bad);
+              for (int b = c0; b < c1; ++b) ExactSum::limb_accumulate<L>(data + b * OI + e0, L, a0, a1, a2, a3, bad);
             } else {
-              for (int b = c0; b < c1; ++b) limb_accumulate(data + b * OI + e0, n, a0, a1, a2, a3, bad);
+              for (int b = c0; b < c1; ++b) ExactSum::limb_accumulate<L>(data + b * OI + e0, n, a0, a1, a2, a3, bad);
             }
             for (int l = 0; l < n; ++l) {
               const std::int64_t a[ExactSum::kLimbs] = {a0[l], a1[l], a2[l], a3[l]};
@@ -142,8 +95,13 @@ void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t
 
 }  // namespace
 
+// A column block of db: db(o) += sum over samples of [sum over the sample's rows in order], o in
+// [o0, o0 + kBiasLanes). Rows are read contiguously (the lane loop vectorizes) and each lane keeps
+// the per-element order of the one-thread-per-column loop it replaces.
+constexpr int kBiasLanes = 64;
+
 template <class T>
-void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y) {
+void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws) {
   const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
   const int O = static_cast<int>(W.extent(0));
   if (W.extent(1) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != W.extent(0) ||
@@ -153,22 +111,23 @@ void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y) {
   ProfileRegion region("Linear::forward");
   const bool has_bias = b.extent(0) != 0;
   if (mode == Mode::deterministic) {
-    // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed.
-    gemm_det<T>(N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
+    // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed; bias in the epilogue.
+    gemm_det<T>(ws, N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
                 has_bias ? b.data() : nullptr);
     return;
   }
-  if (has_bias) {  // y = b, then y += x W^T in the BLAS call (beta = 1)
+  if (has_bias) {  // y = b row by row (contiguous stores), then y += x W^T in the BLAS call (beta = 1)
     Kokkos::parallel_for(
-        "Linear::bias_fill", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(N) * O),
-        KOKKOS_LAMBDA(const std::int64_t e) { y(e / O, e % O) = b(e % O); });
+        "Linear::bias_fill", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
+          for (int o = 0; o < O; ++o) y(n, o) = b(o);
+        });
   }
   if (I == 0 && !has_bias) Kokkos::deep_copy(y, T(0));  // KokkosBlas::gemm skips K = 0 entirely
   KokkosBlas::gemm("N", "T", T(1), x, W, has_bias ? T(1) : T(0), y);
 }
 
 template <class T>
-void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx) {
+void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, KernelWorkspace& ws) {
   const int N = static_cast<int>(dy.extent(0)), O = static_cast<int>(dy.extent(1));
   const int I = static_cast<int>(W.extent(1));
   if (W.extent(0) != dy.extent(1) || dx.extent(0) != dy.extent(0) || dx.extent(1) != W.extent(1))
@@ -177,7 +136,8 @@ void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx) {
   ProfileRegion region("Linear::backward_input");
   if (mode == Mode::deterministic) {
     // dx(n,i) = sum_o dy(n,o) W(o,i), o in order.
-    gemm_det<T>(N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(), dx.stride(0));
+    gemm_det<T>(ws, N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(),
+                dx.stride(0));
     return;
   }
   if (O == 0) Kokkos::deep_copy(dx, T(0));  // KokkosBlas::gemm skips K = 0 entirely
@@ -186,7 +146,7 @@ void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx) {
 
 template <class T>
 void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_sample, GradAccum<T>& dW,
-                                GradAccum<T>* db) {
+                                GradAccum<T>* db, KernelWorkspace& ws) {
   const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
   const int O = static_cast<int>(dy.extent(1));
   if (dy.extent(0) != x.extent(0))
@@ -201,6 +161,7 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   const int Tr = rows_per_sample;
   const int S = N / Tr;
   const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
+  const int nob = (O + kBiasLanes - 1) / kBiasLanes;
 
   if (mode == Mode::fast) {
     Mat<T> dWm(dW.sum.data(), O, I);
@@ -208,41 +169,53 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     if (db) {
       auto s = db->sum;
       Kokkos::parallel_for(
-          "Linear::db_fast", Kokkos::RangePolicy<ExecSpace>(0, O), KOKKOS_LAMBDA(const int o) {
-            T acc = T(0);
-            for (int n = 0; n < N; ++n) acc += dy(n, o);
-            s(o) += acc;
+          "Linear::db_fast", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
+            const int o0 = blk * kBiasLanes;
+            const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
+            T acc[kBiasLanes] = {};
+            for (int n = 0; n < N; ++n)
+              for (int l = 0; l < no; ++l) acc[l] += dy(n, o0 + l);
+            for (int l = 0; l < no; ++l) s(o0 + l) += acc[l];
           });
     }
     return;
   }
 
-  // Deterministic. Partials of a batch of samples are formed first and then added in one pass
-  // over the 16-byte exact accumulators (the memory-bound part); integer addition is
-  // associative, so batching changes no bit.
-  const std::size_t OI = static_cast<std::size_t>(O) * I;
-  const int batch = static_cast<int>(
-      std::min<std::size_t>(static_cast<std::size_t>(S), std::max<std::size_t>(1, kPartialBytes / (OI * sizeof(T)))));
-  const View1<T> ws = PartialWorkspace<T>::get(static_cast<std::size_t>(batch) * OI);
   const ExactTarget wt = dW.exact_target();
-  for (int s0 = 0; s0 < S; s0 += batch) {
-    const int nb = std::min(batch, S - s0);
-    for (int b = 0; b < nb; ++b) {
-      const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0 + b) * Tr;
-      // partial(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i): A = this sample's dy read transposed.
-      gemm_det<T>(O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), row_major(x.data() + row0 * ldx, ldx),
-                  ws.data() + b * OI, I);
+  if constexpr (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value) {
+    // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
+    // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
+    gemm_det_exact(ws, GemmOptions{}, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx),
+                   Tr * ldx, wt);
+  } else {
+    // Device backends (and double): partials of a batch of samples are formed first and then added
+    // in one pass over the 16-byte exact accumulators; integer addition is associative, so
+    // batching changes no bit.
+    const std::size_t OI = static_cast<std::size_t>(O) * I;
+    const int batch = static_cast<int>(
+        std::min<std::size_t>(static_cast<std::size_t>(S), std::max<std::size_t>(1, kPartialBytes / (OI * sizeof(T)))));
+    T* const part = ws.get<T>(KernelWorkspace::dw_partial, static_cast<std::size_t>(batch) * OI);
+    for (int s0 = 0; s0 < S; s0 += batch) {
+      const int nb = std::min(batch, S - s0);
+      for (int b = 0; b < nb; ++b) {
+        const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0 + b) * Tr;
+        gemm_det<T>(ws, O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), row_major(x.data() + row0 * ldx, ldx),
+                    part + b * OI, I);
+      }
+      DwAddExact<T>::run(wt, part, OI, nb);
     }
-    DwAddExact<T>::run(wt, ws, OI, nb);
   }
   if (db) {
     const ExactTarget bt = db->exact_target();
     Kokkos::parallel_for(
-        "Linear::db_add_exact", Kokkos::RangePolicy<ExecSpace>(0, O), KOKKOS_LAMBDA(const int o) {
+        "Linear::db_add_exact", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
+          const int o0 = blk * kBiasLanes;
+          const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
           for (int s = 0; s < S; ++s) {
-            T acc = T(0);  // this sample's partial, t in order
-            for (int t = 0; t < Tr; ++t) acc = acc + dy(s * Tr + t, o);
-            bt.add(o, static_cast<double>(acc));
+            T acc[kBiasLanes] = {};  // this sample's partial, t in order
+            for (int t = 0; t < Tr; ++t)
+              for (int l = 0; l < no; ++l) acc[l] = acc[l] + dy(s * Tr + t, o0 + l);
+            for (int l = 0; l < no; ++l) bt.add(o0 + l, static_cast<double>(acc[l]));
           }
         });
   }

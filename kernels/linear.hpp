@@ -4,29 +4,32 @@
 
 #include "grad_accum.hpp"
 #include "types.hpp"
+#include "workspace.hpp"
 
 namespace minipipe {
 
 // deterministic: every GEMM is gemm_det (sequential FMA chain per element); weight/bias
 //   gradients add one exact per-sample partial per element into GradAccum's fixed point.
 // fast: KokkosBlas::gemm (vendor BLAS / cuBLAS when Kokkos Kernels has the TPL), plain sums.
+// Every entry takes the caller's KernelWorkspace (GEMM packing, dW partials), whose bytes() the caller
+// counts; calls sharing one KernelWorkspace must not run concurrently.
 template <class T>
 struct Linear {
   // y (N,O) = x (N,I) W (O,I)^T + b (O); b may be an empty view (no bias). y is overwritten.
-  static void forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y);
+  static void forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws);
 
   // dx (N,I) = dy (N,O) W (O,I); dx is overwritten.
-  static void backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx);
+  static void backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, KernelWorkspace& ws);
 
   // dW (O,I) += sum_n dy(n,o) x(n,i);  db (O) += sum_n dy(n,o)  (db may be nullptr).
   // Rows come in samples of rows_per_sample consecutive rows. Deterministic: each sample's
-  // partial is a gemm_det with K = rows_per_sample (t = 0..T-1 in order) added exactly per
-  // element, so the result does not depend on how samples are split into calls or on the call
-  // order. Fast: one KokkosBlas::gemm with beta = 1 into the running sums.
-  // dW and db must have been created in the same mode. Uses a grow-only workspace of O*I
-  // elements shared by all calls (not safe to call concurrently from several host threads).
-  static void backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_sample, GradAccum<T>& dW,
-                              GradAccum<T>* db);
+  // partial is the gemm_det chain with K = rows_per_sample (t = 0..T-1 in order), added exactly
+  // per element (fused into the GEMM on host float builds: gemm_det_exact), so the result does
+  // not depend on how samples are split into calls or on the call order. Fast: one
+  // KokkosBlas::gemm with beta = 1 into the running sums. dW and db must have been created in
+  // the same mode.
+  static void backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_sample, GradAccum<T>& dW, GradAccum<T>* db,
+                              KernelWorkspace& ws);
 };
 
 extern template struct Linear<float>;

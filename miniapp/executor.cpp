@@ -288,8 +288,10 @@ void Executor<T>::record(const sched::Action& a, double start, double end) {
 template <class T>
 void Executor<T>::note_memory() {
   int count = 0;
-  std::size_t bytes = 0;
-  for (const auto& s : stages_) count += s.stored_microbatches(), bytes += s.stored_bytes();
+  std::size_t bytes = 0, scratch = 0;
+  for (const auto& s : stages_)
+    count += s.stored_microbatches(), bytes += s.stored_bytes(), scratch += s.workspace_bytes();
+  stats_->workspace_bytes = std::max(stats_->workspace_bytes, scratch);
   stats_->peak_stored_mb = std::max(stats_->peak_stored_mb, count);
   stats_->peak_stored_bytes = std::max(stats_->peak_stored_bytes, bytes);
 }

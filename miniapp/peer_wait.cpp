@@ -84,7 +84,7 @@ struct Watchdog {
       if (cv.wait_until(lock, deadline, [&] { return !active || generation != g; })) continue;
       const std::string text =
           "minipipe: error on rank " + std::to_string(rank) + ": " + expired(timeout_s, what) + "\n";
-            (void)!::write(2, text.data(), text.size());
+      (void)!::write(2, text.data(), text.size());
       io::remove_registered_temporaries();
       // Give the launcher's output forwarding a moment to carry the line before the exit.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));

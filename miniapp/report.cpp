@@ -49,8 +49,9 @@ void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml
           << ", \"busy\": " << json_number(q.busy) << ", \"comm_wait\": " << json_number(q.comm_wait)
           << ", \"allreduce\": " << json_number(q.allreduce) << ", \"idle\": " << json_number(q.idle)
           << ", \"dump_io\": " << json_number(q.dump_io) << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
-          << ", \"peak_stored_bytes\": " << json_number(q.peak_stored_bytes) << "}"
-          << (k + 1 < r.ranks.size() ? "," : "") << "\n";
+          << ", \"peak_stored_bytes\": " << json_number(q.peak_stored_bytes)
+          << ", \"workspace_bytes\": " << json_number(q.workspace_bytes) << "}" << (k + 1 < r.ranks.size() ? "," : "")
+          << "\n";
     }
     out << "      ],\n";
     out << "      \"dump\": " << json_quote(r.dump_path)

@@ -17,6 +17,7 @@ struct RankReport {
   double allreduce = 0;  // exposed data-parallel gradient all-reduce, after the pipeline
   int peak_stored_mb = 0;
   double peak_stored_bytes = 0;
+  double workspace_bytes = 0;  // stage and kernel scratch (GEMM packing, dW buffers), peak
 };
 
 struct RunReport {

@@ -106,6 +106,7 @@ struct Stage<T>::Saved {
 template <class T>
 struct Stage<T>::Workspace {
   View2<T> c1, c2, d4;
+  KernelWorkspace kernels;  // GEMM packing and dW buffers of the Linear kernels
   std::size_t rows = 0;
   void ensure(std::size_t N, std::size_t C) {
     if (N <= rows) return;
@@ -197,6 +198,12 @@ std::size_t Stage<T>::stored_bytes() const {
 }
 
 template <class T>
+std::size_t Stage<T>::workspace_bytes() const {
+  const auto& w = *ws_;
+  return (w.c1.size() + w.c2.size() + w.d4.size()) * sizeof(T) + w.kernels.bytes();
+}
+
+template <class T>
 typename Stage<T>::Saved& Stage<T>::saved(const MicroBatch& mb, const char* action) {
   auto it = store_.find(mb.index);
   if (it == store_.end()) {
@@ -249,15 +256,15 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     auto& k = s.blocks[b];
     const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
     LayerNorm<T>::forward(mode_, k.x_in, cvec(P.ln1_w->value), cvec(P.ln1_b->value), k.ln1, k.mean1, k.rstd1);
-    Linear<T>::forward(mode_, k.ln1, cmat(*P.qkv_w), cvec(P.qkv_b->value), k.qkv);
+    Linear<T>::forward(mode_, k.ln1, cmat(*P.qkv_w), cvec(P.qkv_b->value), k.qkv, ws.kernels);
     Attention<T>::forward(mode_, n, T_, C, H, k.qkv, k.att, k.atty);
     auto tmp = rows(ws.c1, N);
-    Linear<T>::forward(mode_, k.atty, cmat(*P.attn_proj_w), cvec(P.attn_proj_b->value), tmp);
+    Linear<T>::forward(mode_, k.atty, cmat(*P.attn_proj_w), cvec(P.attn_proj_b->value), tmp, ws.kernels);
     Elementwise<T>::add(flat(k.x_in), CVec<T>(tmp.data(), tmp.size()), flat_mut(k.res1));
     LayerNorm<T>::forward(mode_, k.res1, cvec(P.ln2_w->value), cvec(P.ln2_b->value), k.ln2, k.mean2, k.rstd2);
-    Linear<T>::forward(mode_, k.ln2, cmat(*P.fc_w), cvec(P.fc_b->value), k.fc);
+    Linear<T>::forward(mode_, k.ln2, cmat(*P.fc_w), cvec(P.fc_b->value), k.fc, ws.kernels);
     Gelu<T>::forward(mode_, flat(k.fc), flat_mut(k.gelu));
-    Linear<T>::forward(mode_, k.gelu, cmat(*P.fc_proj_w), cvec(P.fc_proj_b->value), tmp);
+    Linear<T>::forward(mode_, k.gelu, cmat(*P.fc_proj_w), cvec(P.fc_proj_b->value), tmp, ws.kernels);
     Mat<T> out = b + 1 < num_layers_ ? rows(s.blocks[b + 1].x_in, N) : (last_ ? rows(s.h_x, N) : y_out);
     Elementwise<T>::add(flat(k.res1), CVec<T>(tmp.data(), tmp.size()), Vec<T>(out.data(), out.size()));
     if (observer_) observer_->activation(block_name(first_layer_ + b), mb, out);
@@ -267,7 +274,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     const HeadParams<T>& h = head_;
     LayerNorm<T>::forward(mode_, s.h_x, cvec(h.lnf_w->value), cvec(h.lnf_b->value), s.lnf, s.h_mean, s.h_rstd);
     if (observer_) observer_->activation("lnf", mb, s.lnf);
-    Linear<T>::forward(mode_, s.lnf, cmat(*h.lm_head_w), CVec<T>(), s.logits);
+    Linear<T>::forward(mode_, s.lnf, cmat(*h.lm_head_w), CVec<T>(), s.logits, ws.kernels);
     CrossEntropy<T>::forward(mode_, s.logits, targets, s.losses);
     Kokkos::View<double*, MemSpace> loss_sum("Stage::loss_sum", n);
     Kokkos::View<int*, MemSpace> valid("Stage::valid", n);
@@ -304,7 +311,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   if (last_) {
     const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
     CrossEntropy<T>::backward_input(mode_, s.logits, targets, scale, s.dlogits);
-    Linear<T>::backward_input(mode_, s.dlogits, cmat(*head_.lm_head_w), s.d_lnf);
+    Linear<T>::backward_input(mode_, s.dlogits, cmat(*head_.lm_head_w), s.d_lnf, ws.kernels);
     LayerNorm<T>::backward_input(mode_, s.h_x, cvec(head_.lnf_w->value), cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
@@ -317,14 +324,14 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     auto d4 = rows(ws.d4, N);
     auto c1 = rows(ws.c1, N);
     auto c2 = rows(ws.c2, N);
-    Linear<T>::backward_input(mode_, k.dout, cmat(*P.fc_proj_w), d4);  // d gelu (N,4C)
+    Linear<T>::backward_input(mode_, k.dout, cmat(*P.fc_proj_w), d4, ws.kernels);  // d gelu (N,4C)
     Gelu<T>::backward_input(mode_, flat(k.fc), CVec<T>(d4.data(), d4.size()), flat_mut(k.d_fc));
-    Linear<T>::backward_input(mode_, k.d_fc, cmat(*P.fc_w), k.d_ln2);  // (N,C)
+    Linear<T>::backward_input(mode_, k.d_fc, cmat(*P.fc_w), k.d_ln2, ws.kernels);  // (N,C)
     LayerNorm<T>::backward_input(mode_, k.res1, cvec(P.ln2_w->value), cvec(k.mean2), cvec(k.rstd2), k.d_ln2, c1);
     Elementwise<T>::add(flat(k.dout), CVec<T>(c1.data(), c1.size()), flat_mut(k.d_res1));
-    Linear<T>::backward_input(mode_, k.d_res1, cmat(*P.attn_proj_w), c2);  // d atty (N,C)
+    Linear<T>::backward_input(mode_, k.d_res1, cmat(*P.attn_proj_w), c2, ws.kernels);  // d atty (N,C)
     Attention<T>::backward_input(mode_, n, T_, C, H, k.qkv, k.att, c2, k.d_qkv);
-    Linear<T>::backward_input(mode_, k.d_qkv, cmat(*P.qkv_w), k.d_ln1);
+    Linear<T>::backward_input(mode_, k.d_qkv, cmat(*P.qkv_w), k.d_ln1, ws.kernels);
     LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P.ln1_w->value), cvec(k.mean1), cvec(k.rstd1), k.d_ln1, c1);
     Mat<T> out = b > 0 ? rows(s.blocks[b - 1].dout, N) : exit_grad();
     Elementwise<T>::add(flat(k.d_res1), CVec<T>(c1.data(), c1.size()), Vec<T>(out.data(), out.size()));
@@ -343,19 +350,20 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
   }
   const int n = mb.nsamples, T_ = shape_.seq_len;
   const std::size_t N = static_cast<std::size_t>(n) * T_;
+  auto& ws = *ws_;
   if (last_) {
-    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, head_.lm_head_w->acc, nullptr);
+    Linear<T>::backward_weight(mode_, s.lnf, s.dlogits, T_, head_.lm_head_w->acc, nullptr, ws.kernels);
     LayerNorm<T>::backward_weight(mode_, s.h_x, cvec(s.h_mean), cvec(s.h_rstd), s.d_lnf, T_, head_.lnf_w->acc,
                                   head_.lnf_b->acc);
   }
   for (int b = num_layers_ - 1; b >= 0; --b) {
     auto& k = s.blocks[b];
     const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
-    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P.fc_proj_w->acc, &P.fc_proj_b->acc);
-    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P.fc_w->acc, &P.fc_b->acc);
+    Linear<T>::backward_weight(mode_, k.gelu, k.dout, T_, P.fc_proj_w->acc, &P.fc_proj_b->acc, ws.kernels);
+    Linear<T>::backward_weight(mode_, k.ln2, k.d_fc, T_, P.fc_w->acc, &P.fc_b->acc, ws.kernels);
     LayerNorm<T>::backward_weight(mode_, k.res1, cvec(k.mean2), cvec(k.rstd2), k.d_ln2, T_, P.ln2_w->acc, P.ln2_b->acc);
-    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P.attn_proj_w->acc, &P.attn_proj_b->acc);
-    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P.qkv_w->acc, &P.qkv_b->acc);
+    Linear<T>::backward_weight(mode_, k.atty, k.d_res1, T_, P.attn_proj_w->acc, &P.attn_proj_b->acc, ws.kernels);
+    Linear<T>::backward_weight(mode_, k.ln1, k.d_qkv, T_, P.qkv_w->acc, &P.qkv_b->acc, ws.kernels);
     LayerNorm<T>::backward_weight(mode_, k.x_in, cvec(k.mean1), cvec(k.rstd1), k.d_ln1, T_, P.ln1_w->acc, P.ln1_b->acc);
   }
   if (first_) {

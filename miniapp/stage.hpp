@@ -103,6 +103,8 @@ class Stage {
   // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes).
   int stored_microbatches() const { return static_cast<int>(store_.size()); }
   std::size_t stored_bytes() const;
+  // Scratch shared by the stage's actions: its own buffers plus the kernels' workspace.
+  std::size_t workspace_bytes() const;
 
   // Boundary tensors go to `observer` (nullptr: nobody watches); the caller owns it.
   void observe(TensorObserver<T>* observer) { observer_ = observer; }

@@ -35,6 +35,7 @@ struct RankStepStats {
   double step = 0;             // the whole step on this rank: actions, loss, all-reduce, optimizer
   int peak_stored_mb = 0;      // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
+  std::size_t workspace_bytes = 0;  // scratch of the rank's stages and their kernels (peak)
   std::vector<ActionTiming> actions;
   FirstNonFinite non_finite;
 };

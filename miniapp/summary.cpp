@@ -89,6 +89,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     rr.idle = makespan - rr.busy - rr.dump_io;
     rr.peak_stored_mb = st.peak_stored_mb;
     rr.peak_stored_bytes = static_cast<double>(st.peak_stored_bytes);
+    rr.workspace_bytes = static_cast<double>(st.workspace_bytes);
     busy_total += rr.busy;
     observed_total += rr.dump_io;
     rep.ranks.push_back(rr);

@@ -87,7 +87,7 @@ class Trainer {
 
   MPI_Comm job_, comm_, replicas_;
   int num_replicas_ = 1;
-    double clock0_ = 0;  // MPI_Wtime() at the start of the step's clock
+  double clock0_ = 0;   // MPI_Wtime() at the start of the step's clock
   double timeout_ = 0;  // pipeline.timeout: the bound of every collective wait
   CommPath path_;
   LimbView limbs_;                                     // all-reduce buffer of exact gradients

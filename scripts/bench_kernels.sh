@@ -15,9 +15,10 @@ if [[ ! -x "$bin" ]]; then
   exit 2
 fi
 
-# One BLAS thread so every kernel is compared on one core. OpenBLAS 0.3.21 does not recognise
-# Zen3 and falls back to Prescott kernels; Haswell kernels are the right ones for AVX2+FMA.
-export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
+# One BLAS thread so every kernel is compared on one core, and the OpenBLAS core type env.sh
+# picks for this CPU (SkylakeX with AVX-512, Haswell with AVX2+FMA): OpenBLAS 0.3.21 does not
+# recognise newer CPUs and falls back to its slowest kernels.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/env.sh"
 
 exec "$bin" --benchmark_counters_tabular=true "$@"

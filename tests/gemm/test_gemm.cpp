@@ -62,7 +62,8 @@ struct Problem {
 
   std::vector<T> run(const GemmOptions& opt, Epilogue epi) const {
     auto da = to_device(a), db = to_device(b), dbias = to_device(bias), dc = to_device(c0);
-    gemm_det<T>(opt, M, N, K, A_of(da.data()), B_of(db.data()), dc.data(), ldc,
+    KernelWorkspace ws;
+    gemm_det<T>(ws, opt, M, N, K, A_of(da.data()), B_of(db.data()), dc.data(), ldc,
                 epi == Epilogue::bias ? dbias.data() : nullptr,
                 epi == Epilogue::accumulate ? GemmOut::accumulate : GemmOut::overwrite);
     return to_host(dc);
@@ -176,9 +177,10 @@ TEST(GemmDetSensitivity, FmaChainDiffersFromMultiplyAdd) {
 
 TEST(GemmDetArguments, RejectsBiasWithAccumulate) {
   float a = 1, b = 1, c = 0, bias = 0;
-  EXPECT_THROW(gemm_det<float>(1, 1, 1, row_major(&a, 1), row_major(&b, 1), &c, 1, &bias, GemmOut::accumulate),
+  KernelWorkspace ws;
+  EXPECT_THROW(gemm_det<float>(ws, 1, 1, 1, row_major(&a, 1), row_major(&b, 1), &c, 1, &bias, GemmOut::accumulate),
                std::invalid_argument);
-  EXPECT_THROW(gemm_det<float>(2, 3, 1, row_major(&a, 1), row_major(&b, 3), &c, 2), std::invalid_argument);
+  EXPECT_THROW(gemm_det<float>(ws, 2, 3, 1, row_major(&a, 1), row_major(&b, 3), &c, 2), std::invalid_argument);
 }
 
 }  // namespace

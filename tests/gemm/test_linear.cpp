@@ -41,7 +41,8 @@ std::vector<T> forward(Mode mode, const LinearData<T>& d, const std::vector<T>& 
   auto dx = to_device2(x, d.N, d.I), dW = to_device2(W, d.O, d.I);
   auto db = to_device(b);
   View2<T> y("y", d.N, d.O);
-  Linear<T>::forward(mode, dx, dW, db, y);
+  KernelWorkspace ws;
+  Linear<T>::forward(mode, dx, dW, db, y, ws);
   return to_host2(y);
 }
 
@@ -91,8 +92,9 @@ TEST_P(LinearFiniteDifference, GradientsOfSumYG) {
   // I: dx = G W.
   auto dG = to_device2(d.G, d.N, d.O), dWv = to_device2(d.W, d.O, d.I), dxv = to_device2(d.x, d.N, d.I);
   View2<double> dx("dx", d.N, d.I);
+  KernelWorkspace ws;
   Kokkos::deep_copy(dx, 12345.0);  // must be overwritten, not accumulated into
-  Linear<double>::backward_input(mode, dG, dWv, dx);
+  Linear<double>::backward_input(mode, dG, dWv, dx, ws);
   expect_matches_fd<double>("dx", to_host2(dx), d.x,
                             [&](const std::vector<double>& x) { return loss(forward(mode, d, x, d.W, d.b), d.G); });
 
@@ -100,7 +102,7 @@ TEST_P(LinearFiniteDifference, GradientsOfSumYG) {
   GradAccum<double> gW("lin_w", static_cast<std::size_t>(d.O) * d.I, mode), gb("lin_b", d.O, mode);
   gW.zero();
   gb.zero();
-  Linear<double>::backward_weight(mode, dxv, dG, T_rows, gW, &gb);
+  Linear<double>::backward_weight(mode, dxv, dG, T_rows, gW, &gb, ws);
   View1<double> dW("dW", gW.size()), db("db", gb.size());
   gW.finalize(dW);
   gb.finalize(db);
@@ -122,12 +124,13 @@ std::pair<std::vector<float>, std::vector<float>> weight_grad_in_calls(Mode mode
   gW.zero();
   gb.zero();
   const auto x = to_device2(d.x, d.N, d.I), dy = to_device2(d.G, d.N, d.O);
+  KernelWorkspace ws;
   for (const auto& [s0, s1] : calls) {
     const std::pair<int, int> rows{s0 * rows_per_sample, s1 * rows_per_sample};
     auto xs = Kokkos::subview(x, rows, Kokkos::ALL());
     auto dys = Kokkos::subview(dy, rows, Kokkos::ALL());
     Linear<float>::backward_weight(mode, CMat<float>(xs.data(), xs.extent(0), xs.extent(1)),
-                                   CMat<float>(dys.data(), dys.extent(0), dys.extent(1)), rows_per_sample, gW, &gb);
+                                   CMat<float>(dys.data(), dys.extent(0), dys.extent(1)), rows_per_sample, gW, &gb, ws);
   }
   View1<float> dW("dW", gW.size()), db("db", gb.size());
   gW.finalize(dW);
@@ -187,8 +190,9 @@ TEST(LinearFastMode, AgreesWithDeterministic) {
 
   auto dG = to_device2(d.G, d.N, d.O), dWv = to_device2(d.W, d.O, d.I);
   View2<float> dxd("dxd", d.N, d.I), dxf("dxf", d.N, d.I);
-  Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxd);
-  Linear<float>::backward_input(Mode::fast, dG, dWv, dxf);
+  KernelWorkspace ws;
+  Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxd, ws);
+  Linear<float>::backward_input(Mode::fast, dG, dWv, dxf, ws);
   EXPECT_LT(max_rel_diff(to_host2(dxf), to_host2(dxd)), 1e-4) << "backward_input";
 
   // Fast mode sums the two calls in the accumulator, deterministic exactly: same gradient.
@@ -201,12 +205,15 @@ TEST(LinearFastMode, AgreesWithDeterministic) {
 
 TEST(LinearArguments, RejectsBadShapesAndModes) {
   View2<float> x("x", 6, 4), W("W", 3, 5), y("y", 6, 3), dy("dy", 6, 3);
-  EXPECT_THROW(Linear<float>::forward(Mode::deterministic, x, W, CVec<float>(), y), std::invalid_argument);
+  KernelWorkspace ws;
+  EXPECT_THROW(Linear<float>::forward(Mode::deterministic, x, W, CVec<float>(), y, ws), std::invalid_argument);
   View2<float> W_ok("W", 3, 4);
   GradAccum<float> g_fast("w", 12, Mode::fast), g_det("w", 12, Mode::deterministic);
-  EXPECT_THROW(Linear<float>::backward_weight(Mode::deterministic, x, dy, 3, g_fast, nullptr), std::invalid_argument);
-  EXPECT_THROW(Linear<float>::backward_weight(Mode::deterministic, x, dy, 4, g_det, nullptr), std::invalid_argument);
-  EXPECT_NO_THROW(Linear<float>::backward_weight(Mode::deterministic, x, dy, 3, g_det, nullptr));
+  EXPECT_THROW(Linear<float>::backward_weight(Mode::deterministic, x, dy, 3, g_fast, nullptr, ws),
+               std::invalid_argument);
+  EXPECT_THROW(Linear<float>::backward_weight(Mode::deterministic, x, dy, 4, g_det, nullptr, ws),
+               std::invalid_argument);
+  EXPECT_NO_THROW(Linear<float>::backward_weight(Mode::deterministic, x, dy, 3, g_det, nullptr, ws));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Test-only frozen copy of the original causal attention kernels (kernels/attention.cpp before
 // the host optimisation). test_attention_bits.cpp checks that the production kernels reproduce
 // these outputs bit for bit: the reduction chains below are the determinism contract (DESIGN.md §4).
-// Do not optimise this file; it is the reference.
+// Do not optimise this file; it is the reference. One deliberate change since it was frozen: fast
+// mode now uses det::exp like deterministic mode (libm exp was the slower one; issue 11), so the
+// reference takes det::exp in both modes; deterministic bits are unchanged.
 #pragma once
 
 #include <stdexcept>
@@ -38,7 +40,7 @@ inline void AttentionReference<Real>::forward(Mode mode, int B, int T, int C, in
                                    att.extent(0), att.extent(1), out.extent(0), out.extent(1));
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
-  const bool fast = mode == Mode::fast;
+  (void)mode;  // both modes: det::exp
   Kokkos::parallel_for(
       "AttentionReference::forward", Kokkos::RangePolicy<ExecSpace>(0, B * H * T),
       KOKKOS_LAMBDA(const int r) {  // row r = (b*H + h)*T + t of att (B*H*T, T)
@@ -59,7 +61,7 @@ inline void AttentionReference<Real>::forward(Mode mode, int B, int T, int C, in
         }
         Real sum = 0;
         for (int t2 = 0; t2 <= t; ++t2) {
-          const Real e = mode_exp(fast, att(r, t2) - mx);
+          const Real e = det::exp(att(r, t2) - mx);
           att(r, t2) = e;
           sum += e;
         }

@@ -1,0 +1,173 @@
+// gemm_det_exact (the fused deterministic backward-weight) against a reference formed another way:
+// each per-sample partial as a scalar fmaf chain, added with ExactSum::from_double + add, compared
+// on the raw 128-bit accumulators; plus the overflow rule and the caller-owned workspace.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "buffers.hpp"
+#include "kernels/gemm.hpp"
+
+namespace minipipe {
+namespace {
+
+using test::to_device;
+
+// dW-shaped problem: S samples of K rows; A_s(m,k) = dy(s*K + k, m), B_s(k,n) = x(s*K + k, n).
+struct ExactProblem {
+  int M, N, K, S;
+  std::vector<float> dy, x;  // (S*K, M), (S*K, N)
+
+  ExactProblem(int m, int n, int k, int s, std::uint64_t seed) : M(m), N(n), K(k), S(s) {
+    dy = test::random_values<float>(static_cast<std::size_t>(S) * K * M, seed);
+    x = test::random_values<float>(static_cast<std::size_t>(S) * K * N, seed + 1);
+    // Rows of the output at very different scales, so the partials cover all four 32-bit limbs
+    // of the 2^-80 grid and the rounded path below it (|p| < 2^-57).
+    const int exps[] = {-70, -45, -20, 0, 12, 25};
+    for (int r = 0; r < S * K; ++r)
+      for (int c = 0; c < M; ++c) dy[static_cast<std::size_t>(r) * M + c] *= std::ldexp(1.0f, exps[c % 6]);
+  }
+
+  float partial(int s, int m, int n) const {
+    float p = 0;
+    for (int k = 0; k < K; ++k) {
+      const std::size_t row = static_cast<std::size_t>(s) * K + k;
+      p = std::fmaf(dy[row * M + m], x[row * N + n], p);
+    }
+    return p;
+  }
+
+  // Exact accumulators and overflow flag of the reference, every sample added in order.
+  std::vector<Fixed128> reference(int& overflow) const {
+    std::vector<Fixed128> acc(static_cast<std::size_t>(M) * N);
+    overflow = 0;
+    for (int s = 0; s < S; ++s)
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) ExactSum::add(acc[static_cast<std::size_t>(m) * N + n], partial(s, m, n), overflow);
+    return acc;
+  }
+
+  // gemm_det_exact over the sample ranges `calls`, one fresh accumulator.
+  std::vector<Fixed128> run(const GemmOptions& opt, const std::vector<std::pair<int, int>>& calls, int& overflow,
+                            KernelWorkspace& ws) const {
+    GradAccum<float> g("exact_test", static_cast<std::size_t>(M) * N, Mode::deterministic);
+    g.zero();
+    const auto ddy = to_device(dy), dx = to_device(x);
+    for (const auto& [s0, s1] : calls) {
+      const float* a = ddy.data() + static_cast<std::size_t>(s0) * K * M;
+      const float* b = dx.data() + static_cast<std::size_t>(s0) * K * N;
+      gemm_det_exact(ws, opt, M, N, K, s1 - s0, transposed(a, M), static_cast<std::ptrdiff_t>(K) * M, row_major(b, N),
+                     static_cast<std::ptrdiff_t>(K) * N, g.exact_target());
+    }
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact);
+    Kokkos::deep_copy(overflow, g.overflow);
+    return std::vector<Fixed128>(h.data(), h.data() + h.extent(0));
+  }
+};
+
+bool same_bits(const std::vector<Fixed128>& a, const std::vector<Fixed128>& b, std::string& where) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t e = 0; e < a.size(); ++e)
+    if (a[e].lo != b[e].lo || a[e].hi != b[e].hi) {
+      where = "element " + std::to_string(e);
+      return false;
+    }
+  return true;
+}
+
+std::vector<std::pair<std::string, GemmOptions>> exact_configs() {
+  std::vector<std::pair<std::string, GemmOptions>> cfg;
+  cfg.push_back({"automatic", GemmOptions{}});
+  cfg.push_back({"scalar/default", GemmOptions{GemmPath::packed_scalar, 0, 0, 0, 0}});
+  cfg.push_back({"scalar/mc6,nc16,group2", GemmOptions{GemmPath::packed_scalar, 6, 0, 16, 2}});
+  if (gemm_det_has_simd()) {
+    cfg.push_back({"simd/default", GemmOptions{GemmPath::packed_simd, 0, 0, 0, 0}});
+    cfg.push_back({"simd/mc12,nc32,group1", GemmOptions{GemmPath::packed_simd, 12, 0, 32, 1}});
+    cfg.push_back({"simd/mc24,nc64,group3", GemmOptions{GemmPath::packed_simd, 24, 0, 64, 3}});
+  }
+  return cfg;
+}
+
+TEST(GemmDetExact, EqualsPerSampleReferenceBitwise) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  // Edge tiles in both directions (the register tile is 12x32 or 6x16), K below and above 16.
+  const ExactProblem shapes[] = {{29, 45, 13, 5, 11}, {12, 32, 40, 3, 12}, {50, 70, 7, 9, 13}};
+  for (const auto& p : shapes) {
+    int ref_ov = 0;
+    const auto ref = p.reference(ref_ov);
+    ASSERT_EQ(ref_ov, 0);
+    // The limb-3 and the rounded path are really taken (else the test would not cover them).
+    bool hi_limb = false, tiny = false;
+    for (int m = 0; m < p.M; ++m) {
+      hi_limb |= std::fabs(p.partial(0, m, 0)) >= 65536.0f;                         // >= 2^16: limb 3 of the 2^-80 grid
+      tiny |= std::fabs(p.partial(0, m, 0)) < 6.9e-18f && p.partial(0, m, 0) != 0;  // < 2^-57
+    }
+    EXPECT_TRUE(hi_limb && tiny) << "M=" << p.M;
+    KernelWorkspace ws;
+    for (const auto& [name, opt] : exact_configs())
+      for (const auto& calls :
+           std::vector<std::vector<std::pair<int, int>>>{{{0, p.S}}, {{p.S - 1, p.S}, {0, 1}, {1, p.S - 1}}}) {
+        int ov = 0;
+        std::string where;
+        EXPECT_TRUE(same_bits(p.run(opt, calls, ov, ws), ref, where))
+            << name << ", M=" << p.M << " N=" << p.N << " K=" << p.K << ", " << calls.size() << " calls: " << where;
+        EXPECT_EQ(ov, 0) << name;
+      }
+  }
+}
+
+TEST(GemmDetExact, OverflowIsFlagged) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  KernelWorkspace ws;
+  const GemmOptions opt{};
+  auto flagged = [&](float big, int samples) {
+    ExactProblem p(13, 33, 1, samples, 21);
+    for (auto& v : p.dy) v = 0.5f;
+    for (auto& v : p.x) v = 0.25f;
+    for (int s = 0; s < samples; ++s) p.x[static_cast<std::size_t>(s) * p.K * p.N + 5] = big;  // n = 5: 0.5 big
+    int ref_ov = 0, ov = 0;
+    p.reference(ref_ov);
+    p.run(opt, {{0, samples}}, ov, ws);
+    EXPECT_EQ(ov, ref_ov) << "big=" << big;
+    return ov != 0;
+  };
+  EXPECT_FALSE(flagged(1.0f, 1));
+  EXPECT_TRUE(flagged(std::ldexp(1.0f, 47), 1));  // one partial of 2^46: outside the fixed point
+  EXPECT_TRUE(flagged(std::numeric_limits<float>::quiet_NaN(), 1));
+  EXPECT_TRUE(flagged(std::numeric_limits<float>::infinity(), 1));
+  // Three partials of 1.5 * 2^45 each fit (< 2^46), their sum 1.125 * 2^47 leaves the signed
+  // 128-bit range of the 2^-80 grid (|x| < 2^47); detected at the fold.
+  EXPECT_TRUE(flagged(3.0f * std::ldexp(1.0f, 45), 3));
+  EXPECT_FALSE(flagged(std::ldexp(1.0f, 44), 3));
+}
+
+TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {
+  KernelWorkspace ws;
+  EXPECT_EQ(ws.bytes(), 0u);
+  const int M = 40, N = 50, K = 300;
+  const auto a = to_device(test::random_values<float>(static_cast<std::size_t>(M) * K, 1));
+  const auto b = to_device(test::random_values<float>(static_cast<std::size_t>(K) * N, 2));
+  View1<float> c("c", static_cast<std::size_t>(M) * N);
+  gemm_det<float>(ws, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
+                  GemmOut::accumulate);
+  const std::size_t bytes = ws.bytes();
+  // Packed A and B blocks and the saved C of accumulate mode (K > kc) at least.
+  EXPECT_GE(bytes, sizeof(float) * (static_cast<std::size_t>(M) * N + static_cast<std::size_t>(M + N) * 256));
+  const float* pa = ws.get<float>(KernelWorkspace::gemm_a, 1);
+  gemm_det<float>(ws, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
+                  GemmOut::accumulate);
+  EXPECT_EQ(ws.bytes(), bytes) << "a second call of the same shape must not allocate";
+  EXPECT_EQ(ws.get<float>(KernelWorkspace::gemm_a, 1), pa);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pa) % 64, 0u);
+  ws.release();
+  EXPECT_EQ(ws.bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace minipipe
