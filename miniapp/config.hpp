@@ -65,6 +65,7 @@ class Deck {
   // Every key against its Allowed rule; InputError names the key, the value and what is allowed.
   void validate() const;
 
+  const DeckValue& value(const std::string& key) const { return at(key); }
   long long get_int(const std::string& key) const;
   double get_double(const std::string& key) const;
   bool get_bool(const std::string& key) const;

@@ -124,6 +124,7 @@ std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
     }
   }
   out.push_back({"output.json", deck.get_string("output.json"), force, false});
+  out.push_back({"checkpoint.path", deck.get_string("checkpoint.path"), force, true});
   return out;
 }
 
@@ -132,6 +133,7 @@ std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& d
   in.push_back({"--deck", deck_path});
   if (has_csv_schedule(deck)) in.push_back({"pipeline.csv", deck.get_string("pipeline.csv")});
   if (deck.get_string("data.source") == "hdf5") in.push_back({"data.path", deck.get_string("data.path")});
+  in.push_back({"checkpoint.restart", deck.get_string("checkpoint.restart")});
   return in;
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint.hpp"
 #include "deck_checks.hpp"
 #include "dump_observer.hpp"
 #include "io/compare.hpp"
@@ -49,7 +50,11 @@ struct RunSetup {
   ModelShape shape;
   DataSource data;
   int B = 0, steps = 0, print_every = 1, p = 1, dp = 1;
-  double timeout = 0;  // pipeline.timeout, seconds (0 = wait forever)
+  double timeout = 0;                         // pipeline.timeout, seconds (0 = wait forever)
+  std::shared_ptr<const Checkpoint> restart;  // checkpoint.restart, verified
+  int first_step = 0;                         // its completed steps (0 without a restart)
+  std::string checkpoint;                     // checkpoint.path
+  int checkpoint_every = 0;
   std::uint64_t seed = 0;
   Mode mode = Mode::deterministic;
   OptimizerConfig opt;
@@ -110,6 +115,13 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
   su.timeout = pipeline_timeout(deck);
+  if (!deck.get_string("checkpoint.restart").empty()) {
+    su.restart = std::make_shared<const Checkpoint>(deck.get_string("checkpoint.restart"));
+    su.restart->check_same_training(deck);
+    su.first_step = static_cast<int>(su.restart->completed_steps());
+  }
+  su.checkpoint = deck.get_string("checkpoint.path");
+  su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
 
   su.dp = static_cast<int>(deck.get_int("pipeline.dp"));
   if (world % su.dp != 0)
@@ -134,6 +146,10 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   const auto& ms = deck.get_int_list("pipeline.microbatches");
   const std::string& dump_path = deck.get_string("output.dump");
   const bool sweep = names.size() * ms.size() > 1;
+  if (sweep && !su.checkpoint.empty())
+    throw InputError("deck: key 'checkpoint.path' has value \"" + su.checkpoint + "\" with a sweep of " +
+                     std::to_string(names.size() * ms.size()) +
+                     " runs; allowed: one (schedule, m) per launch when checkpointing");
   std::set<std::pair<std::string, long long>> seen;
   for (const auto& name : names) {
     for (long long m : ms) {
@@ -237,14 +253,32 @@ struct TrainRecord {
 };
 
 // Phase 3: the step loop, with one step line per print_every steps on rank 0.
-TrainRecord train(Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSetup& su, const Coordinates& at,
-                  MPI_Comm comm, std::ostream& out) {
+// After complete optimizer steps: the checkpoint every checkpoint.every steps and after the
+// last one; it replaces the run's own previous one (atomically: a crash keeps the previous).
+void maybe_checkpoint(const Deck& deck, const Trainer<Real>& trainer, const RunSetup& su, const Coordinates& at,
+                      int completed, bool& written, MPI_Comm comm, std::ostream& out) {
+  if (su.checkpoint.empty()) return;
+  const bool due = (su.checkpoint_every > 0 && completed % su.checkpoint_every == 0) || completed == su.steps;
+  if (!due) return;
+  {
+    CollectiveGuard guard(su.timeout, "every rank to write the checkpoint " + su.checkpoint);
+    write_checkpoint(comm, su.checkpoint, su.force || written, trainer.stages(), at.dp == 0, completed, deck, su.shape);
+  }
+  written = true;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) out << "checkpoint: " << su.checkpoint << " (after step " << completed - 1 << ")\n";
+}
+
+TrainRecord train(const Deck& deck, Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSetup& su,
+                  const Coordinates& at, MPI_Comm comm, std::ostream& out) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   const bool holds_loss = at.dp == 0 && at.pp == trainer.plan().stage_to_rank.back();
   const SampleRange share = replica_share(su.B, su.dp, at.dp);
+  bool checkpointed = false;  // this run wrote the checkpoint before: the next one replaces it
   TrainRecord rec;
-  for (int step = 0; step < su.steps; ++step) {
+  for (int step = su.first_step; step < su.steps; ++step) {
     const Batch batch = su.data.batch(step, su.B);
     if (dump) {
       CollectiveGuard guard(su.timeout, "every rank to create the dump datasets of step " + std::to_string(step));
@@ -269,6 +303,7 @@ TrainRecord train(Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSet
       out << line << "\n" << std::flush;
     }
     rec.last = std::move(res.stats);
+    maybe_checkpoint(deck, trainer, su, at, step + 1, checkpointed, comm, out);
   }
   return rec;
 }
@@ -410,6 +445,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
           << " ==\n";
     Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
                           su.opt, su.timeout);
+    if (su.restart) trainer.restore(*su.restart);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;
     if (writer) {
@@ -419,7 +455,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
     }
     TrainRecord rec;
     try {
-      rec = train(trainer, dump.get(), su, at, comm, out);
+      rec = train(deck, trainer, dump.get(), su, at, comm, out);
     } catch (const Diverged& e) {
       // Every rank agreed: keep the completed steps, record why the run stopped, then stop.
       if (writer) writer->close_stopped(e.what(), e.step, {step_group(e.step)});

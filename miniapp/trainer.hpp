@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
 #include "executor.hpp"
@@ -74,6 +75,8 @@ class Trainer {
   StepResult step(int step, const Batch& batch, SampleRange share, StepObserver<T>* observer = nullptr);
 
   const std::vector<Stage<T>>& stages() const { return stages_; }
+  // Parameters and optimizer state of this rank's stages from a verified checkpoint.
+  void restore(const Checkpoint& checkpoint) { checkpoint.load(stages_); }
   const sched::Schedule& plan() const { return plan_; }
 
  private:
