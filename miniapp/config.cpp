@@ -151,6 +151,10 @@ const std::vector<DeckKey>& deck_keys() {
       {"output.svg", std::string(""), "SVG timeline of the last step (empty = none)", {}},
       {"output.trace", std::string(""), "Chrome-trace JSON of the last step (empty = none)", {}},
       {"output.print_every", 1LL, "print a step line every N steps", A::at_least(1)},
+      {"output.verify",
+       std::string(""),
+       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise)",
+       {}},
   };
   return keys;
 }

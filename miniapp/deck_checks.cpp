@@ -134,6 +134,7 @@ std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& d
   if (has_csv_schedule(deck)) in.push_back({"pipeline.csv", deck.get_string("pipeline.csv")});
   if (deck.get_string("data.source") == "hdf5") in.push_back({"data.path", deck.get_string("data.path")});
   in.push_back({"checkpoint.restart", deck.get_string("checkpoint.restart")});
+  in.push_back({"output.verify", deck.get_string("output.verify")});
   return in;
 }
 

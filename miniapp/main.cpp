@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
       o->group("Deck keys (default shown)");
     }
     auto* run = app.add_subcommand("run", "train the model with a pipeline schedule (launch with mpiexec -n P)");
-    std::string deck_path, schedule, dump, json, restart;
+    std::string deck_path, schedule, dump, json, restart, verify;
     int m = 0, v = -1;
     bool force = false;
     run->add_option("--deck", deck_path, "TOML input deck (defaults apply to missing keys)");
@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
     run->add_option("--dump", dump, "HDF5 dump file (= --output.dump)");
     run->add_option("--json", json, "JSON report (= --output.json)");
     run->add_option("--restart", restart, "continue from a checkpoint (= --checkpoint.restart)");
+    run->add_option("--verify", verify, "reference dump to verify the run against (= --output.verify)");
     run->add_flag("--force", force, "overwrite existing output files (= --output.force)");
 
     minipipe::ScheduleTool schedule_tool;
@@ -188,6 +189,7 @@ int main(int argc, char** argv) {
         if (!dump.empty()) deck.set_from_text("output.dump", dump);
         if (!json.empty()) deck.set_from_text("output.json", json);
         if (!restart.empty()) deck.set_from_text("checkpoint.restart", restart);
+        if (!verify.empty()) deck.set_from_text("output.verify", verify);
         if (force) deck.set_from_text("output.force", "true");
       } catch (const std::exception& e) {
         failed = true;

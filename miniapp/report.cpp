@@ -20,8 +20,13 @@ std::string arr(const V& v) {
 }
 }  // namespace
 
-void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml, std::ostream& out) {
-  out << "{\n  \"deck\": " << json_quote(deck_toml) << ",\n  \"runs\": [\n";
+void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch, const std::string& deck_toml,
+                std::ostream& out) {
+  out << "{\n  \"fom\": {\"value\": " << json_number(launch.fom_tokens_per_second)
+      << ", \"unit\": \"tokens/s\", \"model_tflops\": " << json_number(launch.model_tflops) << "},\n";
+  out << "  \"verification\": " << json_quote(launch.verification)
+      << ", \"verified\": " << (launch.verified ? "true" : "false") << ",\n";
+  out << "  \"deck\": " << json_quote(deck_toml) << ",\n  \"runs\": [\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     out << "    {\n";

@@ -38,7 +38,15 @@ struct RunReport {
   std::string dump_vs_reference;  // "reference", "identical", "DIFFERS", "error", "-" (no dump)
 };
 
-void write_json(const std::vector<RunReport>& runs, const std::string& deck_toml, std::ostream& out);
+// The launch as a whole: the figure of merit and the verification verdict (verdict.hpp).
+struct LaunchSummary {
+  double fom_tokens_per_second = 0, model_tflops = 0;
+  bool verified = true;
+  std::string verification;  // "PASS" or "FAIL (<why>)"
+};
+
+void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch, const std::string& deck_toml,
+                std::ostream& out);
 // One table row per run, the header first (rank 0 prints it at the end of a launch).
 void print_table(const std::vector<RunReport>& runs, std::ostream& out);
 

@@ -23,6 +23,7 @@
 #include "schedules/validator.hpp"
 #include "summary.hpp"
 #include "trainer.hpp"
+#include "verdict.hpp"
 #include "version.hpp"
 
 namespace minipipe {
@@ -420,15 +421,25 @@ void print_run(const RunReport& rep, std::ostream& out) {
   }
 }
 
-// Phase 6 (rank 0): the launch's table and JSON report.
-void write_reports(const Deck& deck, const std::vector<RunReport>& reports, std::ostream& out) {
+// Phase 6 (rank 0): the launch's table, JSON report, figure of merit and verdict; false when
+// the verification failed.
+bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunReport>& reports, std::ostream& out) {
   out << "\n";
   print_table(reports, out);
+  const FigureOfMerit fom = figure_of_merit(reports, su.shape);
+  const Verdict verdict = verify_runs(reports, deck.get_string("output.verify"), su.mode);
+  LaunchSummary launch;
+  launch.fom_tokens_per_second = fom.tokens_per_second, launch.model_tflops = fom.model_tflops;
+  launch.verified = verdict.pass;
+  launch.verification = verdict.pass ? "PASS" : "FAIL (" + verdict.why + ")";
   const std::string json = deck.get_string("output.json");
-  if (json.empty()) return;
-  io::write_output_file(json, deck.get_bool("output.force"),
-                        [&](std::ostream& f) { write_json(reports, deck.effective_toml(), f); });
-  out << "report: " << json << "\n";
+  if (!json.empty()) {
+    io::write_output_file(json, su.force,
+                          [&](std::ostream& f) { write_json(reports, launch, deck.effective_toml(), f); });
+    out << "report: " << json << "\n";
+  }
+  out << fom_line(fom) << "\n" << verdict_line(verdict) << "\n" << std::flush;
+  return verdict.pass;
 }
 
 int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostream& out) {
@@ -490,7 +501,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
       reports.push_back(std::move(rep));
     }
   }
-  if (rank == 0) write_reports(deck, reports, out);
+  if (rank == 0 && !write_reports(deck, su, reports, out)) exit_code = 3;
   MPI_Bcast(&exit_code, 1, MPI_INT, 0, comm);
   return exit_code;
 }
@@ -527,7 +538,12 @@ int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, s
   } catch (const Diverged& e) {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    if (rank == 0) std::cerr << "minipipe: error: " << e.what() << "\n" << std::flush;
+    if (rank == 0) {
+      std::cerr << "minipipe: error: " << e.what() << "\n" << std::flush;
+      out << "FOM: unavailable (the run stopped at step " << e.step << ")\n"
+          << verdict_line({false, e.what()}) << "\n"
+          << std::flush;
+    }
     return 3;
   }
 }

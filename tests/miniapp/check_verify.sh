@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# check_verify.sh MINIPIPE DECK OUTDIR: every run ends with the FOM and verification lines (also
+# in the JSON); --verify passes against a reference made at another layout and fails, exit 3,
+# against a reference of another seed.
+set -u
+bin=$1 deck=$2 dir=$3
+rm -rf "$dir"; mkdir -p "$dir"
+fail() { echo "FAIL: $*"; exit 1; }
+"$bin" run --deck "$deck" --dump "$dir/ref.h5" > "$dir/ref.log" || fail "reference run exited $?"
+grep -Eq '^FOM: [0-9.e+]+ tokens/s \(model [0-9.e+-]+ TFLOP/s\)$' "$dir/ref.log" || fail "no FOM line"
+grep -qx 'verification: PASS' "$dir/ref.log" || fail "no built-in verification PASS"
+mpiexec -n 2 "$bin" run --deck "$deck" --schedule zb-h1 -m 4 --dump "$dir/run.h5" --verify "$dir/ref.h5" \
+  --json "$dir/run.json" > "$dir/run.log" || fail "verified run exited $?"
+grep -qx 'verification: PASS' "$dir/run.log" || fail "--verify against an equal dump did not pass"
+grep -q '"verification": "PASS", "verified": true' "$dir/run.json" || fail "JSON lacks the verdict"
+grep -Eq '"fom": \{"value": [0-9.e+]+, "unit": "tokens/s", "model_tflops": ' "$dir/run.json" || fail "JSON lacks the FOM"
+"$bin" run --deck "$deck" --train.seed 99 --dump "$dir/other.h5" > /dev/null || fail "seed-99 run exited $?"
+mpiexec -n 2 "$bin" run --deck "$deck" --schedule 1f1b -m 2 --dump "$dir/run2.h5" --verify "$dir/other.h5" \
+  > "$dir/bad.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] || fail "a failed verification exited $rc, expected 3"
+grep -Eq '^verification: FAIL \(run 1f1b m=2: [0-9]+ dataset\(s\) differ from .*other.h5' "$dir/bad.log" ||
+  fail "the FAIL line does not say what differs"
+echo PASS
