@@ -53,12 +53,6 @@ std::uint64_t ordered_distance(Bits a, Bits b) {
   return ma + mb;  // at most 2 * (2^63 - 1) < 2^64
 }
 
-std::string dims_text(const std::vector<std::uint64_t>& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 std::string index_text(std::uint64_t flat, const std::vector<std::uint64_t>& dims) {
   std::vector<std::uint64_t> idx(dims.size());
   for (std::size_t i = dims.size(); i-- > 0;) {

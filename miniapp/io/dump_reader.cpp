@@ -86,13 +86,13 @@ std::string type_text(hid_t ftype, ValueClass vc, std::size_t size) {
   }
 }
 
-std::string join_dims(const std::vector<std::uint64_t>& dims) {
+}  // namespace
+
+std::string dims_text(const std::vector<std::uint64_t>& dims) {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
   return s + "]";
 }
-
-}  // namespace
 
 DumpReader::DumpReader(const std::string& path) : path_(path) {
   H5QuietErrors quiet;
@@ -215,7 +215,7 @@ void DumpReader::read_rows(const DatasetInfo& di, std::uint64_t row0, std::uint6
   H5QuietErrors quiet;
   if (row0 > di.rows() || nrows > di.rows() - row0)
     throw ReadError(path_ + ": rows [" + std::to_string(row0) + ", " + std::to_string(row0 + nrows) +
-                    ") outside dataset " + di.path + " " + join_dims(di.dims));
+                    ") outside dataset " + di.path + " " + dims_text(di.dims));
   if (nrows == 0) return;
   if (di.variable_length) throw ReadError(path_ + ": dataset " + di.path + " has variable-length data");
   H5Handle d(H5Dopen2(file_, di.path.c_str(), H5P_DEFAULT), H5Dclose);

@@ -17,6 +17,9 @@ struct ReadError : std::runtime_error {
 
 enum class ValueClass { floating, signed_int, unsigned_int, other };
 
+// A dataset's shape as text, "[10,8,16]" ("[]" for a scalar): one spelling in every message.
+std::string dims_text(const std::vector<std::uint64_t>& dims);
+
 struct DatasetInfo {
   std::string path;                 // absolute, e.g. "/step_0000/grads/wte"
   std::vector<std::uint64_t> dims;  // {} for a scalar

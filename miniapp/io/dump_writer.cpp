@@ -17,6 +17,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "miniapp/io/dump_reader.hpp"
 #include "miniapp/io/h5_handle.hpp"
 #include "miniapp/io/output_file.hpp"
 
@@ -127,12 +128,6 @@ std::string bcast_string(MPI_Comm comm, std::string s) {
   s.resize(n);
   if (n > 0) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm);
   return s;
-}
-
-std::string dims_text(const std::vector<std::uint64_t>& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 std::vector<std::string> split_components(const std::string& p) {
