@@ -58,8 +58,11 @@ RunInfo read_run_info(const io::DumpReader& r) {
   const auto bs = deck_value<long long>(t, "model", "block_size");
   s.block_size = bs == 0 ? s.seq_len : static_cast<int>(bs);
   // The attributes and the deck must tell the same story.
-  const std::pair<const char*, int> same[] = {{"vocab", s.vocab},     {"seq_len", s.seq_len}, {"channels", s.channels},
-                                              {"n_head", s.n_head},   {"n_layer", s.n_layer}};
+  const std::pair<const char*, int> same[] = {{"vocab", s.vocab},
+                                              {"seq_len", s.seq_len},
+                                              {"channels", s.channels},
+                                              {"n_head", s.n_head},
+                                              {"n_layer", s.n_layer}};
   for (const auto& [key, val] : same)
     if (deck_value<long long>(t, "model", key) != val)
       throw std::runtime_error(std::string("/meta@") + key + " = " + std::to_string(val) + " but the deck says " +
@@ -145,14 +148,15 @@ std::vector<std::string> check_schema(const io::DumpReader& r, const RunInfo& in
       continue;
     }
     const io::DatasetInfo& d = it->second;
-    if (d.dims != e.dims)
-      problems.push_back(path + ": shape " + dims_text(d.dims) + ", expected " + dims_text(e.dims));
+    if (d.dims != e.dims) problems.push_back(path + ": shape " + dims_text(d.dims) + ", expected " + dims_text(e.dims));
     const bool is_float = d.value_class == io::ValueClass::floating;
     const bool is_int = d.value_class == io::ValueClass::signed_int || d.value_class == io::ValueClass::unsigned_int;
     if ((e.type == "int" && !is_int) || (e.type == "float" && !is_float) ||
         (e.type == "f" && d.type_text != info.float_type))
       problems.push_back(path + ": type " + d.type_text + ", expected " +
-                         (e.type == "f" ? info.float_type : e.type == "int" ? "an integer" : "a float"));
+                         (e.type == "f"     ? info.float_type
+                          : e.type == "int" ? "an integer"
+                                            : "a float"));
     if (path.size() > 7 && path.compare(path.size() - 7, 7, "/tokens") == 0 && d.type_text != "i32")
       problems.push_back(path + ": type " + d.type_text + ", DESIGN §5 says int32");
     if (path.size() > 8 && path.compare(path.size() - 8, 8, "/targets") == 0 && d.type_text != "i32")

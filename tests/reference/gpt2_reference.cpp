@@ -126,8 +126,8 @@ Vec attention(const double* qkv, std::size_t T, std::size_t C, std::size_t H, Ve
 }
 
 // Backward of attention for one sequence: dqkv (T,3C) from dy (T,C).
-void attention_backward(const double* qkv, const Vec& P, const double* dy, std::size_t T, std::size_t C,
-                        std::size_t H, double* dqkv) {
+void attention_backward(const double* qkv, const Vec& P, const double* dy, std::size_t T, std::size_t C, std::size_t H,
+                        double* dqkv) {
   const std::size_t hs = C / H, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   for (std::size_t h = 0; h < H; ++h)
@@ -182,17 +182,17 @@ std::vector<std::pair<std::string, std::vector<std::uint64_t>>> parameter_table(
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = layer_name(l) + "/";
     for (auto& e : std::vector<std::pair<std::string, D>>{{"ln1_w", {C}},
-                                                           {"ln1_b", {C}},
-                                                           {"qkv_w", {3 * C, C}},
-                                                           {"qkv_b", {3 * C}},
-                                                           {"attn_proj_w", {C, C}},
-                                                           {"attn_proj_b", {C}},
-                                                           {"ln2_w", {C}},
-                                                           {"ln2_b", {C}},
-                                                           {"fc_w", {4 * C, C}},
-                                                           {"fc_b", {4 * C}},
-                                                           {"fc_proj_w", {C, 4 * C}},
-                                                           {"fc_proj_b", {C}}})
+                                                          {"ln1_b", {C}},
+                                                          {"qkv_w", {3 * C, C}},
+                                                          {"qkv_b", {3 * C}},
+                                                          {"attn_proj_w", {C, C}},
+                                                          {"attn_proj_b", {C}},
+                                                          {"ln2_w", {C}},
+                                                          {"ln2_b", {C}},
+                                                          {"fc_w", {4 * C, C}},
+                                                          {"fc_b", {4 * C}},
+                                                          {"fc_proj_w", {C, 4 * C}},
+                                                          {"fc_proj_b", {C}}})
       t.push_back({p + e.first, e.second});
   }
   t.push_back({"lnf_w", {C}});
@@ -215,7 +215,8 @@ StepResult run_step(const Shape& s, const Params& ps, const std::vector<int>& to
   Vec x(N * C);
   for (std::size_t n = 0; n < N; ++n) {
     const int tok = tokens[n];
-    if (tok < 0 || tok >= s.vocab) throw std::runtime_error("reference: token " + std::to_string(tok) + " out of range");
+    if (tok < 0 || tok >= s.vocab)
+      throw std::runtime_error("reference: token " + std::to_string(tok) + " out of range");
     for (std::size_t c = 0; c < C; ++c) x[n * C + c] = wte.v[tok * C + c] + wpe.v[(n % T) * C + c];
   }
   r.activations["embedding"] = x;
@@ -290,14 +291,16 @@ StepResult run_step(const Shape& s, const Params& ps, const std::vector<int>& to
     Vec dfc(dg.size());
     for (std::size_t i = 0; i < dg.size(); ++i) dfc[i] = dg[i] * gelu_grad(k.fc[i]);
     const Vec dln2 = linear_backward(k.ln2, param(ps, p + "fc_w"), dfc, N, r.grads[p + "fc_w"], &r.grads[p + "fc_b"]);
-    Vec dres1 = layernorm_backward(k.c2, param(ps, p + "ln2_w"), dln2, N, C, r.grads[p + "ln2_w"], r.grads[p + "ln2_b"]);
+    Vec dres1 =
+        layernorm_backward(k.c2, param(ps, p + "ln2_w"), dln2, N, C, r.grads[p + "ln2_w"], r.grads[p + "ln2_b"]);
     for (std::size_t i = 0; i < N * C; ++i) dres1[i] += dx[i];
     const Vec datty = linear_backward(k.atty, param(ps, p + "attn_proj_w"), dres1, N, r.grads[p + "attn_proj_w"],
                                       &r.grads[p + "attn_proj_b"]);
     Vec dqkv(N * 3 * C, 0.0);
     for (int b = 0; b < B; ++b)
       attention_backward(&k.qkv[b * T * 3 * C], k.P[b], &datty[b * T * C], T, C, H, &dqkv[b * T * 3 * C]);
-    const Vec dln1 = linear_backward(k.ln1, param(ps, p + "qkv_w"), dqkv, N, r.grads[p + "qkv_w"], &r.grads[p + "qkv_b"]);
+    const Vec dln1 =
+        linear_backward(k.ln1, param(ps, p + "qkv_w"), dqkv, N, r.grads[p + "qkv_w"], &r.grads[p + "qkv_b"]);
     dx = layernorm_backward(k.c1, param(ps, p + "ln1_w"), dln1, N, C, r.grads[p + "ln1_w"], r.grads[p + "ln1_b"]);
     for (std::size_t i = 0; i < N * C; ++i) dx[i] += dres1[i];
     r.input_grads[layer_name(l)] = dx;

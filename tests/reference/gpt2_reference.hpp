@@ -32,9 +32,9 @@ struct StepResult {
   std::map<std::string, std::vector<double>> activations;
   // dL/d(input of layer): "layer_00".."layer_{L-1}", "lnf". [B,T,C].
   std::map<std::string, std::vector<double>> input_grads;
-  std::vector<double> per_sample_loss_sum;  // [B]
-  std::vector<int> per_sample_tokens;       // [B]
-  double loss = 0;                          // sum of token losses / valid tokens of the whole batch
+  std::vector<double> per_sample_loss_sum;           // [B]
+  std::vector<int> per_sample_tokens;                // [B]
+  double loss = 0;                                   // sum of token losses / valid tokens of the whole batch
   std::map<std::string, std::vector<double>> grads;  // dL/dparam, same shapes as the params
 };
 

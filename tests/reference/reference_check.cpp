@@ -94,8 +94,8 @@ struct Checker {
 
 // Checks one step; `params` are the run's parameters entering the step (updated in place to the
 // run's parameters after it), `state` the reference optimizer state.
-void check_step(const io::DumpReader& r, Checker& ck, int k, ref::Params& params, std::map<std::string, ref::Moments>& state,
-                bool full) {
+void check_step(const io::DumpReader& r, Checker& ck, int k, ref::Params& params,
+                std::map<std::string, ref::Moments>& state, bool full) {
   const ref::RunInfo& info = ck.info;
   const ref::Shape& s = info.shape;
   const int L = s.n_layer;
@@ -121,7 +121,8 @@ void check_step(const io::DumpReader& r, Checker& ck, int k, ref::Params& params
     ck.rows.push_back(row);
   }
   if (full) {
-    ck.add(k, "activations", "embedding", read_real(r, g + "/activations/embedding"), res.activations.at("embedding"), 1);
+    ck.add(k, "activations", "embedding", read_real(r, g + "/activations/embedding"), res.activations.at("embedding"),
+           1);
     for (int l = 0; l < L; ++l) {
       const std::string n = ref::layer_name(l);
       ck.add(k, "activations", n, read_real(r, g + "/activations/" + n), res.activations.at(n), l + 2);
