@@ -33,7 +33,7 @@ mutants=(
   "sgd_dampening | kernels | d = mu * momentum_buf(i) + d; | d = mu * momentum_buf(i) + (T(1) - mu) * d; | ^Sgd"
   "send_tag | miniapp | mpi_type<T>(), peer, im.tag(dir, peer_stage, a.microbatch) | mpi_type<T>(), peer, im.tag(dir, a.stage, a.microbatch) | ^bitwise_p2_(1f1b|zb-h1)\$"
   "w_order_lifo | schedules | out_.push_back(pending_w_.front()); | out_.push_back(pending_w_.back()); | ^Generators|^Validator|^bitwise_p2_zb-h1\$"
-  "exact_sum_carry | kernels | const std::uint64_t hi = ahi + xhi + carry; | const std::uint64_t hi = ahi + xhi; | ^ExactSum|^Loss|^bitwise_p2_1f1b\$"
+  "exact_sum_limb_carry | kernels | const std::uint64_t c1b = s1 < t1 ? 1u : 0u; | const std::uint64_t c1b = s1 < w1 ? 1u : 0u; | ^ExactSum|^Loss|^bitwise_p2_1f1b\$"
   "dump_row_offset | miniapp | kind + \"/\" + layer, mb.sample0, mb.nsamples | kind + \"/\" + layer, mb.index, mb.nsamples | ^bitwise_p2_1f1b\$"
   "csv_parse_swapped_fields | schedules | return Action::make(op, stage, mb); | return Action::make(op, mb, stage); | ^Csv|^bitwise_csv"
 )
@@ -43,8 +43,21 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work} CCACHE_DIR=${CCACHE_DIR:-/work/.c
 source "$repo/scripts/env.sh"
 
 echo "== scratch copy of the tracked files of $repo in $src"
-mkdir -p "$src"
-(cd "$repo" && git ls-files -z | tar --null -cf - -T -) | tar -C "$src" -xf - || { echo "copy failed"; exit 2; }
+# Files that differ from the copy are rewritten (new mtime, so ninja rebuilds them); unchanged
+# ones keep their mtime, so a rerun is incremental and never keeps an object of an old mutant.
+rm -rf "$work/incoming" && mkdir -p "$work/incoming" "$src" || exit 2
+(cd "$repo" && git ls-files -z | tar --null -cf - -T -) | tar -C "$work/incoming" -xf - || { echo "copy failed"; exit 2; }
+python3 - "$work/incoming" "$src" <<'EOF' || exit 2
+import filecmp, pathlib, shutil, sys
+new, dst = map(pathlib.Path, sys.argv[1:])
+for f in new.rglob("*"):
+    if f.is_file():
+        t = dst / f.relative_to(new)
+        if not t.exists() or not filecmp.cmp(f, t, shallow=False):
+            t.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, t)
+            shutil.copymode(f, t)
+EOF
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINIPIPE_WERROR=ON -DMINIPIPE_BUILD_BENCHMARKS=OFF \
