@@ -1,10 +1,13 @@
 // Attention kernels against the frozen reference (attention_reference.hpp): out, att and dqkv must
 // be bitwise identical in both modes, float and double, over shapes that cover T = 1, T not a
-// multiple of any block size, several head sizes and several samples (DESIGN.md §4).
+// multiple of any block size, several head sizes and several samples (DESIGN.md §4), and heads
+// too large for team scratch, which take the one-thread-per-row kernels.
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "attention_reference.hpp"
@@ -83,6 +86,50 @@ void check_all_shapes() {
         }
   // Large logits: many exp results underflow or are subnormal.
   for (Mode mode : {Mode::deterministic, Mode::fast}) check_shape<T>(mode, 2, 37, 64, 4, 12.0, seed + 7);
+}
+
+// Kernel names launched while a RecordKernels is alive (Kokkos Tools begin_parallel_for hook).
+std::set<std::string>& launched() {
+  static std::set<std::string> names;
+  return names;
+}
+struct RecordKernels {
+  RecordKernels() {
+    launched().clear();
+    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(
+        [](const char* name, std::uint32_t, std::uint64_t* id) {
+          launched().insert(name);
+          *id = 0;
+        });
+  }
+  ~RecordKernels() { Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr); }
+};
+
+// A head whose K^T (forward) and V^T + dpre (backward) exceed the largest team scratch of the
+// backend: hs * T elements above scratch_size_max(1) (20 MiB on Serial/OpenMP, less on GPUs), as
+// long sequences (T around 2000 and up) reach in practice. Few rows and very wide heads keep the
+// cost low (the work grows with T^2 hs). The row kernels must have run, with the same bits.
+template <class T>
+void check_row_fallback(Mode mode, int B, int H) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const int Tn = 12;
+  const std::size_t limit = static_cast<std::size_t>(Policy::scratch_size_max(1));
+  const int hs = static_cast<int>(limit / sizeof(T) / Tn) + 64;  // hs * Tp * sizeof(T) > limit
+  RecordKernels rec;
+  check_shape<T>(mode, B, Tn, hs * H, H, 2.0, 3000 + H);
+  EXPECT_TRUE(launched().count("Attention::forward_rows")) << "the forward row kernel did not run";
+  EXPECT_TRUE(launched().count("Attention::backward_rowdot_rows")) << "the backward row kernels did not run";
+  EXPECT_FALSE(launched().count("Attention::forward") || launched().count("Attention::backward_input"))
+      << "a team-scratch kernel ran for a head that does not fit in scratch";
+}
+
+// Two heads of one sample in float (head offsets), two samples of one head in double (sample
+// offsets); the two modes differ only in exp, so one of each keeps the test short.
+TEST(AttentionBits, RowFallbackFloatMatchesReference) {
+  check_row_fallback<float>(Mode::deterministic, 1, 2);
+}
+TEST(AttentionBits, RowFallbackDoubleMatchesReference) {
+  check_row_fallback<double>(Mode::fast, 2, 1);
 }
 
 TEST(AttentionBits, FloatMatchesReference) {

@@ -182,6 +182,10 @@ TEST(DetMath, SpecialValuesFloat) {
 
 // The functions give the same bits inside a Kokkos kernel as on the host (on GPU backends
 // this compares the device compiler's code with the host compiler's).
+// The functions evaluated inside a Kokkos kernel against the same functions called one by one on
+// the host. On a GPU backend that is device code against host code; on a host backend it is the
+// vectorized (SIMD, -O3 -march=native) loop of the parallel_for against scalar calls, which must
+// not change a bit either (the branch-free det:: functions exist to be vectorized).
 template <class T>
 void check_device_matches_host() {
   const int n = 20000;

@@ -4,11 +4,10 @@
 // bit patterns over the whole range, dense sweeps around every special point (0, subnormals,
 // exp overflow/underflow thresholds, tanh saturation and small-argument cut-offs, reduction
 // boundaries, inf, NaN), and a strided walk over every float. Set MINIPIPE_DETMATH_EXHAUSTIVE=1
-// to check all 2^32 floats instead of the strided walk (minutes). Also prints ns/element of the
-// reference and production functions and of the GELU kernels (informational, not asserted).
+// to check all 2^32 floats instead of the strided walk (minutes). Timing lives in
+// benchmarks/ (a test that asserts nothing cannot fail).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -351,91 +350,6 @@ TEST(DetmathBits, GeluFloatMatchesReference) {
 }
 TEST(DetmathBits, GeluDoubleMatchesReference) {
   gelu_bits_case<double>(6);
-}
-
-// ---- timing (printed only) ----------------------------------------------------------------
-
-template <class F>
-double ns_per_elem(F f, std::size_t n, int reps) {
-  f();  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < reps; ++r) f();
-  const auto t1 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / (double(n) * reps);
-}
-
-template <class T>
-void timing_case(const char* tname) {
-  const std::size_t n = 1 << 20;
-  std::mt19937_64 rng(1);
-  std::normal_distribution<double> nd(0.0, 2.0);
-  std::vector<T> x(n), y(n);
-  for (auto& v : x) v = static_cast<T>(nd(rng));
-  for (Fn f : {Fn::exp, Fn::tanh}) {
-    const double tr = ns_per_elem([&] { eval_ref(f, x.data(), y.data(), n); }, n, 3);
-    const double tn = ns_per_elem([&] { eval_new(f, x.data(), y.data(), n); }, n, 3);
-    std::printf("[timing] det::%s<%s> array loop: reference %.2f ns/elem, production %.2f ns/elem\n", name(f), tname,
-                tr, tn);
-  }
-  // Scalar use: an ordered floating-point sum cannot be vectorized (cross-entropy, softmax).
-  T sink = 0;
-  const double sr = ns_per_elem(
-      [&] {
-        T acc = 0;
-        for (std::size_t i = 0; i < n; ++i) acc += detref::exp(x[i]);
-        sink += acc;
-      },
-      n, 3);
-  const double sn = ns_per_elem(
-      [&] {
-        T acc = 0;
-        for (std::size_t i = 0; i < n; ++i) acc += det::exp(x[i]);
-        sink += acc;
-      },
-      n, 3);
-  const double tr = ns_per_elem(
-      [&] {
-        T acc = 0;
-        for (std::size_t i = 0; i < n; ++i) acc += detref::tanh(x[i]);
-        sink += acc;
-      },
-      n, 3);
-  const double tn = ns_per_elem(
-      [&] {
-        T acc = 0;
-        for (std::size_t i = 0; i < n; ++i) acc += det::tanh(x[i]);
-        sink += acc;
-      },
-      n, 3);
-  std::printf(
-      "[timing] scalar sum of det::exp<%s>: reference %.2f, production %.2f ns/elem; det::tanh: %.2f, %.2f"
-      " (%g)\n",
-      tname, sr, sn, tr, tn, static_cast<double>(sink));
-  test::Tensor<T> tx("x", static_cast<int>(n)), tdy("dy", static_cast<int>(n)), ty("y", static_cast<int>(n));
-  for (std::size_t i = 0; i < n; ++i) {
-    tx.h(i) = x[i];
-    tdy.h(i) = T(1);
-  }
-  tx.push();
-  tdy.push();
-  const double tf = ns_per_elem(
-      [&] {
-        Gelu<T>::forward(Mode::deterministic, tx.cvec(), ty.vec());
-        Kokkos::fence();
-      },
-      n, 3);
-  const double tb = ns_per_elem(
-      [&] {
-        Gelu<T>::backward_input(Mode::deterministic, tx.cvec(), tdy.cvec(), ty.vec());
-        Kokkos::fence();
-      },
-      n, 3);
-  std::printf("[timing] Gelu<%s> deterministic: forward %.2f ns/elem, backward_input %.2f ns/elem\n", tname, tf, tb);
-}
-
-TEST(DetmathBits, TimingInformational) {
-  timing_case<float>("float");
-  timing_case<double>("double");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Fast mode (libm, team-parallel row reductions, plain float gradient sums) against
-// deterministic mode, float: every forward, I and W output within 1e-4 relative.
+// deterministic mode, float: every forward, I and W output within a per-kernel tolerance.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -16,7 +16,16 @@ namespace {
 
 using test::expect_close;
 using test::Tensor;
-constexpr double kFastTol = 1e-4;
+// Tolerances (max-norm relative error, test::rel_error) from the errors measured on these inputs
+// (x86-64, glibc 2.36 libm, Serial backend), with a margin of about 8x for other libm versions
+// and backends; the [measure] lines print the current values. Measured maxima: LayerNorm 2.8e-7
+// (dw), attention 6.0e-8, GELU 1.6e-7 (dx), cross-entropy 4.0e-9 (dlogits; losses agree
+// exactly), embedding 7.6e-8 (dwpe).
+constexpr double kLayerNormTol = 2.5e-6;
+constexpr double kAttentionTol = 5e-7;
+constexpr double kGeluTol = 1.3e-6;
+constexpr double kCrossEntropyTol = 3.5e-8;
+constexpr double kEmbeddingTol = 6e-7;
 
 std::vector<double> finalized(const GradAccum<float>& acc) {
   Tensor<float> g("g", static_cast<int>(acc.size()));
@@ -44,7 +53,7 @@ TEST(FastMode, LayerNorm) {
   }
   const char* names[] = {"LayerNorm fast out", "LayerNorm fast rstd", "LayerNorm fast dx (I)", "LayerNorm fast dw (W)",
                          "LayerNorm fast db (W)"};
-  for (int i = 0; i < 5; ++i) expect_close(names[i], res[1][i], res[0][i], kFastTol);
+  for (int i = 0; i < 5; ++i) expect_close(names[i], res[1][i], res[0][i], kLayerNormTol);
 }
 
 TEST(FastMode, Attention) {
@@ -59,9 +68,9 @@ TEST(FastMode, Attention) {
     Attention<float>::backward_input(mode, B, T, C, H, qkv.cmat(), att.cmat(), dout.cmat(), dqkv.mat());
     res[mode == Mode::fast] = {att.host_values(), out.host_values(), dqkv.host_values()};
   }
-  expect_close("Attention fast att", res[1][0], res[0][0], kFastTol);
-  expect_close("Attention fast out", res[1][1], res[0][1], kFastTol);
-  expect_close("Attention fast dqkv (I)", res[1][2], res[0][2], kFastTol);
+  expect_close("Attention fast att", res[1][0], res[0][0], kAttentionTol);
+  expect_close("Attention fast out", res[1][1], res[0][1], kAttentionTol);
+  expect_close("Attention fast dqkv (I)", res[1][2], res[0][2], kAttentionTol);
 }
 
 TEST(FastMode, Gelu) {
@@ -76,8 +85,8 @@ TEST(FastMode, Gelu) {
     Gelu<float>::backward_input(mode, x.cvec(), dy.cvec(), dx.vec());
     res[mode == Mode::fast] = {y.host_values(), dx.host_values()};
   }
-  expect_close("Gelu fast y", res[1][0], res[0][0], kFastTol);
-  expect_close("Gelu fast dx (I)", res[1][1], res[0][1], kFastTol);
+  expect_close("Gelu fast y", res[1][0], res[0][0], kGeluTol);
+  expect_close("Gelu fast dx (I)", res[1][1], res[0][1], kGeluTol);
 }
 
 TEST(FastMode, CrossEntropy) {
@@ -94,8 +103,8 @@ TEST(FastMode, CrossEntropy) {
     CrossEntropy<float>::backward_input(mode, logits.cmat(), targets.all(), 1.0f / 34.0f, dlogits.mat());
     res[mode == Mode::fast] = {losses.host_values(), dlogits.host_values()};
   }
-  expect_close("CrossEntropy fast losses", res[1][0], res[0][0], kFastTol);
-  expect_close("CrossEntropy fast dlogits (I)", res[1][1], res[0][1], kFastTol);
+  expect_close("CrossEntropy fast losses", res[1][0], res[0][0], kCrossEntropyTol);
+  expect_close("CrossEntropy fast dlogits (I)", res[1][1], res[0][1], kCrossEntropyTol);
 }
 
 TEST(FastMode, EmbeddingWeights) {
@@ -113,8 +122,8 @@ TEST(FastMode, EmbeddingWeights) {
     Embedding<float>::backward_weight(mode, B, T, tokens.all(), dout.cmat(), dwte, dwpe);
     res[mode == Mode::fast] = {finalized(dwte), finalized(dwpe)};
   }
-  expect_close("Embedding fast dwte (W)", res[1][0], res[0][0], kFastTol);
-  expect_close("Embedding fast dwpe (W)", res[1][1], res[0][1], kFastTol);
+  expect_close("Embedding fast dwte (W)", res[1][0], res[0][0], kEmbeddingTol);
+  expect_close("Embedding fast dwpe (W)", res[1][1], res[0][1], kEmbeddingTol);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Backward kernels (I and W) in double against central finite differences of the scalar loss
-// sum(out * G) with random G, deterministic mode; forwards against direct host references.
+// sum(out * G) with random G, in deterministic and in fast mode; forwards against host references.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,7 +23,11 @@ constexpr Mode kDet = Mode::deterministic;
 constexpr double kFdTol = 1e-6;    // finite differences in double, step 1e-5
 constexpr double kRefTol = 1e-12;  // forward against a host double reference
 
-TEST(Gradients, LayerNorm) {
+// Every kernel in both modes: fast mode has its own loops (libm, team reductions, plain sums).
+class Gradients : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(Gradients, LayerNorm) {
+  const Mode mode = GetParam();
   const int B = 2, T = 3, N = B * T, C = 8;
   Tensor<double> x("x", N, C), w("w", C), b("b", C), out("out", N, C), mean("mean", N), rstd("rstd", N), G("G", N, C),
       dx("dx", N, C), gw("gw", C), gb("gb", C);
@@ -32,7 +36,7 @@ TEST(Gradients, LayerNorm) {
   test::fill_uniform(b, 3);
   test::fill_uniform(G, 4);
   auto loss = [&] {
-    LayerNorm<double>::forward(kDet, x.cmat(), w.cvec(), b.cvec(), out.mat(), mean.vec(), rstd.vec());
+    LayerNorm<double>::forward(mode, x.cmat(), w.cvec(), b.cvec(), out.mat(), mean.vec(), rstd.vec());
     return test::dot_host(out, G);
   };
   loss();
@@ -47,11 +51,11 @@ TEST(Gradients, LayerNorm) {
   }
   expect_close("LayerNorm forward vs host", out.host_values(), ref, kRefTol);
 
-  LayerNorm<double>::backward_input(kDet, x.cmat(), w.cvec(), mean.cvec(), rstd.cvec(), G.cmat(), dx.mat());
-  GradAccum<double> dw("ln_w", C, kDet), db("ln_b", C, kDet);
+  LayerNorm<double>::backward_input(mode, x.cmat(), w.cvec(), mean.cvec(), rstd.cvec(), G.cmat(), dx.mat());
+  GradAccum<double> dw("ln_w", C, mode), db("ln_b", C, mode);
   dw.zero();
   db.zero();
-  LayerNorm<double>::backward_weight(kDet, x.cmat(), mean.cvec(), rstd.cvec(), G.cmat(), T, dw, db);
+  LayerNorm<double>::backward_weight(mode, x.cmat(), mean.cvec(), rstd.cvec(), G.cmat(), T, dw, db);
   dw.finalize(gw.d);
   db.finalize(gb.d);
   expect_close("LayerNorm dx (I) vs FD", dx.host_values(), fd_gradient(x, loss), kFdTol);
@@ -59,13 +63,14 @@ TEST(Gradients, LayerNorm) {
   expect_close("LayerNorm db (W) vs FD", gb.host_values(), fd_gradient(b, loss), kFdTol);
 }
 
-TEST(Gradients, Gelu) {
+TEST_P(Gradients, Gelu) {
+  const Mode mode = GetParam();
   const int n = 64;
   Tensor<double> x("x", n), y("y", n), G("G", n), dx("dx", n);
   test::fill_uniform(x, 5, -5.0, 5.0);
   test::fill_uniform(G, 6);
   auto loss = [&] {
-    Gelu<double>::forward(kDet, x.cvec(), y.vec());
+    Gelu<double>::forward(mode, x.cvec(), y.vec());
     return test::dot_host(y, G);
   };
   loss();
@@ -76,17 +81,18 @@ TEST(Gradients, Gelu) {
     ref[i] = 0.5 * xi * (1.0 + std::tanh(s * (xi + 0.044715 * xi * xi * xi)));
   }
   expect_close("Gelu forward vs host", y.host_values(), ref, kRefTol);
-  Gelu<double>::backward_input(kDet, x.cvec(), G.cvec(), dx.vec());
+  Gelu<double>::backward_input(mode, x.cvec(), G.cvec(), dx.vec());
   expect_close("Gelu dx (I) vs FD", dx.host_values(), fd_gradient(x, loss), kFdTol);
 }
 
-TEST(Gradients, Attention) {
+TEST_P(Gradients, Attention) {
+  const Mode mode = GetParam();
   const int B = 2, T = 5, C = 8, H = 2, hs = C / H, N = B * T;
   Tensor<double> qkv("qkv", N, 3 * C), att("att", B * H * T, T), out("out", N, C), G("G", N, C), dqkv("dqkv", N, 3 * C);
   test::fill_uniform(qkv, 7, -1.5, 1.5);
   test::fill_uniform(G, 8);
   auto loss = [&] {
-    Attention<double>::forward(kDet, B, T, C, H, qkv.cmat(), att.mat(), out.mat());
+    Attention<double>::forward(mode, B, T, C, H, qkv.cmat(), att.mat(), out.mat());
     return test::dot_host(out, G);
   };
   loss();
@@ -117,11 +123,12 @@ TEST(Gradients, Attention) {
   for (int r = 0; r < B * H * T; ++r)
     for (int t2 = r % T + 1; t2 < T; ++t2) EXPECT_EQ(att.h(r * T + t2), 0.0) << "masked entry not zero";
 
-  Attention<double>::backward_input(kDet, B, T, C, H, qkv.cmat(), att.cmat(), G.cmat(), dqkv.mat());
+  Attention<double>::backward_input(mode, B, T, C, H, qkv.cmat(), att.cmat(), G.cmat(), dqkv.mat());
   expect_close("Attention dqkv (I) vs FD", dqkv.host_values(), fd_gradient(qkv, loss), kFdTol);
 }
 
-TEST(Gradients, CrossEntropyWithPadding) {
+TEST_P(Gradients, CrossEntropyWithPadding) {
+  const Mode mode = GetParam();
   const int N = 8, V = 7;
   const std::vector<int> tg = {3, -1, 0, 6, 2, -1, 5, 1};
   int valid = 0;
@@ -131,7 +138,7 @@ TEST(Gradients, CrossEntropyWithPadding) {
   Tensor<double> logits("logits", N, V), losses("losses", N), dlogits("dlogits", N, V);
   test::fill_uniform(logits, 9, -3.0, 3.0);
   auto loss = [&] {
-    CrossEntropy<double>::forward(kDet, logits.cmat(), targets.all(), losses.vec());
+    CrossEntropy<double>::forward(mode, logits.cmat(), targets.all(), losses.vec());
     double s = 0;
     for (double l : losses.host_values()) s += l;
     return s * scale;
@@ -148,7 +155,7 @@ TEST(Gradients, CrossEntropyWithPadding) {
   }
   expect_close("CrossEntropy losses vs host", losses.host_values(), ref, kRefTol);
 
-  CrossEntropy<double>::backward_input(kDet, logits.cmat(), targets.all(), scale, dlogits.mat());
+  CrossEntropy<double>::backward_input(mode, logits.cmat(), targets.all(), scale, dlogits.mat());
   const std::vector<double> dl = dlogits.host_values();
   for (int n = 0; n < N; ++n)
     if (tg[n] < 0) {
@@ -158,7 +165,8 @@ TEST(Gradients, CrossEntropyWithPadding) {
   expect_close("CrossEntropy dlogits (I) vs FD", dl, fd_gradient(logits, loss), kFdTol);
 }
 
-TEST(Gradients, EmbeddingWeights) {
+TEST_P(Gradients, EmbeddingWeights) {
+  const Mode mode = GetParam();
   const int B = 2, T = 4, V = 5, C = 3, Tmax = 6, N = B * T;
   const std::vector<int> tok = {1, 3, 1, 1, 4, 0, 3, 3};  // repeated tokens within and across samples
   test::IntTensor tokens(tok);
@@ -176,10 +184,10 @@ TEST(Gradients, EmbeddingWeights) {
   for (int n = 0; n < N; ++n)  // exact: one addition per element
     for (int c = 0; c < C; ++c) ASSERT_EQ(out.h(n * C + c), wte.h(tok[n] * C + c) + wpe.h((n % T) * C + c));
 
-  GradAccum<double> dwte("wte", V * C, kDet), dwpe("wpe", Tmax * C, kDet);
+  GradAccum<double> dwte("wte", V * C, mode), dwpe("wpe", Tmax * C, mode);
   dwte.zero();
   dwpe.zero();
-  Embedding<double>::backward_weight(kDet, B, T, tokens.all(), G.cmat(), dwte, dwpe);
+  Embedding<double>::backward_weight(mode, B, T, tokens.all(), G.cmat(), dwte, dwpe);
   dwte.finalize(gte.d);
   dwpe.finalize(gpe.d);
   expect_close("Embedding dwte (W) vs FD", gte.host_values(), fd_gradient(wte, loss), kFdTol);
@@ -187,6 +195,9 @@ TEST(Gradients, EmbeddingWeights) {
   // positions >= T were never used: exactly zero
   for (int i = T * C; i < Tmax * C; ++i) EXPECT_EQ(gpe.h(i), 0.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, Gradients, ::testing::Values(Mode::deterministic, Mode::fast),
+                         [](const ::testing::TestParamInfo<Mode>& i) { return std::string(to_string(i.param)); });
 
 template <class T>
 void check_elementwise() {

@@ -112,7 +112,7 @@ inline double rel_error(const std::vector<double>& a, const std::vector<double>&
 // Asserts rel_error(a, ref) < tol and prints the measured number (it goes into reports).
 inline void expect_close(const char* what, const std::vector<double>& a, const std::vector<double>& ref, double tol) {
   const double e = rel_error(a, ref);
-  std::printf("  [measure] %-44s rel err %.3e (tol %.0e)\n", what, e, tol);
+  std::printf("  [measure] %-44s rel err %.3e (tol %.2g)\n", what, e, tol);
   EXPECT_LT(e, tol) << what;
 }
 
