@@ -21,17 +21,6 @@ namespace minipipe {
 using IntList = std::vector<long long>;
 using StrList = std::vector<std::string>;
 
-namespace {
-// The shortest decimal text that reads back as the same double.
-std::string shortest(double x) {
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::ostringstream os;
-    os << std::setprecision(prec) << x;
-    if (std::stod(os.str()) == x) return os.str();
-  }
-  return std::to_string(x);
-}
-}  // namespace
 
 Allowed Allowed::one_of(std::vector<std::string> c) {
   Allowed a;
@@ -84,13 +73,13 @@ std::string Allowed::text() const {
   if (!choices.empty()) {
     for (std::size_t i = 0; i < choices.size(); ++i) t += (i ? " | " : "") + choices[i];
   } else if (has_min && has_max && !min_open && !max_open) {
-    t = shortest(min) + " .. " + shortest(max);
+    t = compact_number(min) + " .. " + compact_number(max);
   } else if (has_min && has_max) {
-    t = std::string(min_open ? "(" : "[") + shortest(min) + ", " + shortest(max) + (max_open ? ")" : "]");
+    t = std::string(min_open ? "(" : "[") + compact_number(min) + ", " + compact_number(max) + (max_open ? ")" : "]");
   } else if (has_min) {
-    t = std::string(min_open ? "> " : ">= ") + shortest(min);
+    t = std::string(min_open ? "> " : ">= ") + compact_number(min);
   } else if (has_max) {
-    t = std::string(max_open ? "< " : "<= ") + shortest(max);
+    t = std::string(max_open ? "< " : "<= ") + compact_number(max);
   }
   if (!note.empty()) t += t.empty() ? note : " (" + note + ")";
   return t;

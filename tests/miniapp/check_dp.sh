@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# check_dp.sh MINIPIPE DECK REF.h5 OUTDIR P DP SCHEDULE M: runs SCHEDULE with DP data-parallel
-# replicas of a P-rank pipeline (mpiexec -n P*DP) and checks the dump bit for bit against the
-# one-rank reference: same datasets, same bit patterns (minipipe compare) and h5diff.
+# check_dp.sh MINIPIPE CHECKER DECK REF.h5 OUTDIR P DP SCHEDULE M: runs SCHEDULE with DP
+# data-parallel replicas of a P-rank pipeline (mpiexec -n P*DP); the dump must hold every
+# dataset DESIGN §5 promises (CHECKER --schema-only) and equal the one-rank reference bit for bit
+# (minipipe compare: same datasets, same bit patterns).
 set -u
-bin=$1 deck=$2 ref=$3 outdir=$4 p=$5 dp=$6 schedule=$7 m=$8
-shift 8
+bin=$1 check=$2 deck=$3 ref=$4 outdir=$5 p=$6 dp=$7 schedule=$8 m=$9
+shift 9
 mkdir -p "$outdir"
 out="$outdir/run.h5"
 rm -f "$out"
@@ -13,6 +14,7 @@ mpiexec -n $((p * dp)) "$bin" run --deck "$deck" --schedule "$schedule" -m "$m" 
   --dump "$out" --force "$@" | tee "$outdir/log.txt" || { echo "FAIL: run exited non-zero"; exit 1; }
 grep -q "p = $p, dp = $dp ($((p * dp)) ranks)" "$outdir/log.txt" || { echo "FAIL: banner lacks p x dp"; exit 1; }
 [ "$dp" -eq 1 ] || grep -q "replica $((dp - 1)): ranks" "$outdir/log.txt" || { echo "FAIL: no replica lines"; exit 1; }
+"$check" --schema-only "$out" > "$outdir/schema.txt" || { cat "$outdir/schema.txt"; echo "FAIL: schema"; exit 1; }
 "$bin" compare "$ref" "$out" > "$outdir/compare.txt"
 rc=$?
 tail -n 3 "$outdir/compare.txt"
