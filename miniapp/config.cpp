@@ -313,7 +313,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
     const auto* sub = node.as_table();
     if (!sub)
       throw InputError(origin + ": top-level key " + quoted_text(sec) +
-                       " must be a table; allowed sections are model, train, data, pipeline, output");
+                       " must be a table; allowed sections are model, train, data, pipeline, checkpoint, output");
     for (const auto& [name, value] : *sub) {
       const std::string key = sec + "." + std::string(name.str());
       auto it = d.values_.find(key);
