@@ -1,5 +1,5 @@
 // `minipipe tokenize`: checks the inputs and the output path up front, turns each file into
-// byte-level rows and writes them to `<output>.tmp.<pid>` (created exclusively), renamed when complete.
+// byte-level rows and writes them through io::OutputFile (a unique temporary, renamed when complete).
 #include "tokenize_tool.hpp"
 
 #include <hdf5.h>
@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "miniapp/io/h5_handle.hpp"
+#include "miniapp/io/output_file.hpp"
 
 namespace minipipe {
 
@@ -89,17 +90,13 @@ void write_text_attribute(hid_t obj, const char* name, const std::string& value,
     throw WriteFailure("cannot write attribute '" + std::string(name) + "' in " + file + ": " + h5_error_text());
 }
 
-// Writes the rows to `tmp`, which must not exist (H5F_ACC_EXCL opens it with O_CREAT | O_EXCL,
-// so neither an existing file nor a symlink is followed), and closes it with every step checked.
-// `created` turns true once the file is ours, so that only then a failure removes it.
-void write_rows_file(const std::string& tmp, bool& created, const std::string& dataset,
-                     const std::vector<std::int32_t>& rows, std::uint64_t nrows, int seq_len, std::uint64_t documents,
-                     const std::string& sources) {
+// Writes the rows into `tmp`, the empty temporary io::OutputFile created for us (exclusively,
+// never through a symlink), and closes it with every step checked.
+void write_rows_file(const std::string& tmp, const std::string& dataset, const std::vector<std::int32_t>& rows,
+                     std::uint64_t nrows, int seq_len, std::uint64_t documents, const std::string& sources) {
   H5QuietErrors quiet;
-  H5Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.valid())
-    throw WriteFailure("cannot create temporary file '" + tmp + "' (it must not exist yet): " + h5_error_text());
-  created = true;
+  H5Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) throw WriteFailure("cannot create the HDF5 file '" + tmp + "': " + h5_error_text());
   const hsize_t dims[2] = {nrows, static_cast<hsize_t>(seq_len) + 1};
   H5Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
   H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
@@ -185,8 +182,6 @@ void TokenizeTool::attach(CLI::App& parent) {
 }
 
 int TokenizeTool::run(std::ostream& out) {
-  std::string tmp;
-  bool created = false;
   try {
     check_output(output, inputs, force);
     std::vector<std::int32_t> rows;
@@ -206,23 +201,19 @@ int TokenizeTool::run(std::ostream& out) {
     }
     if (nrows == 0) throw BadInput("the inputs hold no document of at least 2 bytes; nothing to train on");
 
-    tmp = output + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
-    write_rows_file(tmp, created, dataset, rows, nrows, seq_len, documents, sources);
-    std::error_code ec;
-    if (!force && fs::exists(fs::symlink_status(output, ec)))
-      throw BadInput("refusing to overwrite '" + output + "' (it appeared while tokenizing); pass --force");
-    if (std::rename(tmp.c_str(), output.c_str()) != 0)
-      throw WriteFailure("cannot rename '" + tmp + "' to '" + output + "': " + std::strerror(errno));
-    created = false;
+    // The project's one way to write an output: a unique temporary, committed (fsync, rename that
+    // refuses a target that appeared meanwhile unless --force) only when complete.
+    io::OutputFile file(output, force);
+    file.close_descriptor();
+    write_rows_file(file.temp_path(), dataset, rows, nrows, seq_len, documents, sources);
+    file.commit();
     out << "tokenize: " << documents << " document(s), " << bytes << " bytes -> " << nrows << " rows of " << seq_len + 1
         << " tokens (vocab " << kVocab << ") in " << output << " dataset " << dataset << "\n";
     return 0;
   } catch (const BadInput& e) {
-    if (created) std::remove(tmp.c_str());
     *err << "minipipe tokenize: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    if (created) std::remove(tmp.c_str());
     *err << "minipipe tokenize: error: " << e.what() << "\n";
     return 3;
   }

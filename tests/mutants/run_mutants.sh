@@ -21,7 +21,7 @@ only=("$@")
 # name | folder | fragment | replacement | tests (ctest -R regex) — fields split on " | ".
 # Every regex also runs the reference checks (^reference_): they are the tests of the contract.
 mutants=(
-  "loss_denominator | miniapp | in.global_valid_tokens = batch.valid_tokens(); | in.global_valid_tokens = static_cast<long long>(batch.B) * batch.T; | ^bitwise_p2_1f1b\$|^Loss"
+  "loss_denominator | miniapp | in_.global_valid_tokens = batch.valid_tokens(); | in_.global_valid_tokens = static_cast<long long>(batch.B) * batch.T; | ^bitwise_p2_1f1b\$|^Loss"
   "microbatch_split | miniapp | const int n = B / m + (i < B % m ? 1 : 0); | const int n = B / m + (i + 1 < B % m ? 1 : 0); | ^bitwise_p2_(1f1b|gpipe)\$"
   "loss_scale_per_microbatch | miniapp | static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens)); | static_cast<T>(1.0 / static_cast<double>(mb.nsamples * T_)); | ^bitwise_p2_1f1b\$"
   "attention_value_index | kernels | const Real* vb = qb + 2 * C; | const Real* vb = qb + C; | ^AttentionBits|^Modes/Gradients.Attention|^bitwise_p2_1f1b\$"
@@ -31,11 +31,13 @@ mutants=(
   "adamw_bias_correction | kernels | const T bc1 = static_cast<T>(1.0 - pow_int(cfg.beta1, step)); | const T bc1 = static_cast<T>(1.0 - pow_int(cfg.beta2, step)); | ^AdamW"
   "decay_on_layernorm_weight | miniapp | {p + \"ln1_w\", {C}, I::ones, 0, false} | {p + \"ln1_w\", {C}, I::ones, 0, true} | ^AdamW"
   "sgd_dampening | kernels | d = mu * momentum_buf(i) + d; | d = mu * momentum_buf(i) + (T(1) - mu) * d; | ^Sgd"
-  "send_tag | miniapp | mpi_type<T>(), peer, im.tag(dir, peer_stage, a.microbatch) | mpi_type<T>(), peer, im.tag(dir, a.stage, a.microbatch) | ^bitwise_p2_(1f1b|zb-h1)\$"
+  "send_tag | miniapp | mpi_type<T>(), peer, tag(dir, peer_stage, a.microbatch) | mpi_type<T>(), peer, tag(dir, a.stage, a.microbatch) | ^bitwise_p2_(1f1b|zb-h1)\$"
   "w_order_lifo | schedules | out_.push_back(pending_w_.front()); | out_.push_back(pending_w_.back()); | ^Generators|^Validator|^bitwise_p2_zb-h1\$"
   "exact_sum_limb_carry | kernels | const std::uint64_t c1b = s1 < t1 ? 1u : 0u; | const std::uint64_t c1b = s1 < w1 ? 1u : 0u; | ^ExactSum|^Loss|^bitwise_p2_1f1b\$"
-  "dump_row_offset | miniapp | kind + \"/\" + layer, mb.sample0, mb.nsamples | kind + \"/\" + layer, mb.index, mb.nsamples | ^bitwise_p2_1f1b\$"
+  "dump_row_offset | miniapp | static_cast<std::uint64_t>(mb.sample0), static_cast<std::uint64_t>(mb.nsamples) | static_cast<std::uint64_t>(mb.index), static_cast<std::uint64_t>(mb.nsamples) | ^bitwise_p2_1f1b\$"
   "csv_parse_swapped_fields | schedules | return Action::make(op, stage, mb); | return Action::make(op, mb, stage); | ^Csv|^bitwise_csv"
+  "dp_limb_carry | kernels | l2 += l1 >> 32; | l2 += 0 * (l1 >> 32); | ^bitwise_dp"
+  "restart_skips_restore | miniapp | if (su.restart) trainer.restore(*su.restart); | if (su.restart && su.first_step < 0) trainer.restore(*su.restart); | ^checkpoint_restart\$"
 )
 
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work} CCACHE_DIR=${CCACHE_DIR:-/work/.ccache}
