@@ -122,7 +122,7 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
   w.close();
 }
 
-Checkpoint::Checkpoint(const std::string& path) : path_(path) {
+Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(path) {
   auto bad = [&](const std::string& why) {
     throw InputError("checkpoint.restart: " + path + " " + why + "; refusing to restart from it");
   };
@@ -161,8 +161,13 @@ Checkpoint::Checkpoint(const std::string& path) : path_(path) {
     for (const auto& name : checkpoint_tensors(p.name)) expected.insert(name);
   for (const auto& name : expected)
     if (!checksums_.count(name)) bad("lists no " + name + " in its manifest (a model of another shape?)");
+  std::size_t verified = 0;
   for (const auto& d : r->list_datasets({"/meta", "/manifest"})) {
     if (!checksums_.count(d.path)) bad("holds " + d.path + ", which its manifest does not list");
+    if (d.value_class != io::ValueClass::floating || d.elem_size != real_bytes)
+      bad("holds " + d.path + " as " + d.type_text + "; this build trains in " + (real_bytes == 8 ? "f64" : "f32") +
+          " (a checkpoint of a float build restarts a float build, likewise double)");
+    ++verified;
     std::vector<char> bytes(d.elements() * d.elem_size);
     r->read_rows(d, 0, d.rows(), bytes.data());
     if (tensor_checksum(bytes.data(), bytes.size()) != checksums_[d.path])
@@ -170,6 +175,9 @@ Checkpoint::Checkpoint(const std::string& path) : path_(path) {
           " whose checksum does not match its manifest (parts of different steps, or changed "
           "after it was written)");
   }
+  if (verified != checksums_.size())
+    bad("lists " + std::to_string(checksums_.size()) + " tensors in its manifest but holds " +
+        std::to_string(verified));
   if (checksums_.size() != expected.size())
     bad("lists " + std::to_string(checksums_.size()) + " tensors in its manifest; the model has " +
         std::to_string(expected.size()));

@@ -35,7 +35,8 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
 // written). Whether the restarting deck trains the same model is check_same_training's.
 class Checkpoint {
  public:
-  explicit Checkpoint(const std::string& path);
+  // `real_bytes`: sizeof the build's floating type (4, or 8 in a MINIPIPE_DOUBLE build).
+  Checkpoint(const std::string& path, std::size_t real_bytes);
 
   const std::string& path() const { return path_; }
   long long completed_steps() const { return step_; }

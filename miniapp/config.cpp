@@ -21,7 +21,6 @@ namespace minipipe {
 using IntList = std::vector<long long>;
 using StrList = std::vector<std::string>;
 
-
 Allowed Allowed::one_of(std::vector<std::string> c) {
   Allowed a;
   a.choices = std::move(c);

@@ -40,7 +40,7 @@ inline std::string quoted_text(const std::string& s) {
 // nan, inf and -inf spelled out.
 inline std::string compact_number(double x) {
   if (std::isnan(x)) return "nan";
-    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
   // Whole numbers as integers: 1000000, not 1e+06.
   if (x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<long long>(x));
   for (int prec = 1; prec <= 17; ++prec) {

@@ -26,8 +26,9 @@ int world_rank() {
   return r;
 }
 
-std::string expired(double timeout_s, const std::string& what) {
-  return "rank " + std::to_string(world_rank()) + " waited " + compact_number(timeout_s) + " s for " + what +
+// `rank` is passed by the watchdog thread, which must not call MPI (MPI_THREAD_SINGLE).
+std::string expired(double timeout_s, const std::string& what, int rank = world_rank()) {
+  return "rank " + std::to_string(rank) + " waited " + compact_number(timeout_s) + " s for " + what +
          " and gave up (pipeline.timeout = " + compact_number(timeout_s) +
          "); the peer is stopped, hung or far slower; aborting the job";
 }
@@ -83,7 +84,7 @@ struct Watchdog {
       const unsigned long g = generation;
       if (cv.wait_until(lock, deadline, [&] { return !active || generation != g; })) continue;
       const std::string text =
-          "minipipe: error on rank " + std::to_string(rank) + ": " + expired(timeout_s, what) + "\n";
+          "minipipe: error on rank " + std::to_string(rank) + ": " + expired(timeout_s, what, rank) + "\n";
       (void)!::write(2, text.data(), text.size());
       io::remove_registered_temporaries();
       // Give the launcher's output forwarding a moment to carry the line before the exit.

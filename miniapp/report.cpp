@@ -31,8 +31,8 @@ void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch,
     const auto& r = runs[i];
     out << "    {\n";
     out << "      \"schedule\": " << json_quote(r.schedule) << ", \"p\": " << r.p << ", \"dp\": " << r.dp
-        << ", \"v\": " << r.v << ", \"m\": " << r.m << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch
-        << ", \"seq_len\": " << r.seq_len << ",\n";
+        << ", \"v\": " << r.v << ", \"m\": " << r.m << ", \"first_step\": " << r.first_step
+        << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch << ", \"seq_len\": " << r.seq_len << ",\n";
     out << "      \"mode\": " << json_quote(r.mode) << ", \"backend\": " << json_quote(r.backend)
         << ", \"blas\": " << json_quote(r.blas) << ", \"comm_path\": " << json_quote(r.comm_path) << ",\n";
     out << "      \"loss\": " << arr(r.losses) << ",\n";

@@ -12,8 +12,8 @@
 namespace minipipe {
 
 // Validates the deck (read from `deck_path`, empty when none) and every input and output path on
-// every rank, agreeing before anything runs, then runs. Returns the exit code: 0 ok, 1 when a
-// dump differs from the reference run of the sweep, 2 bad input, 3 when the run diverged (every
+// every rank, agreeing before anything runs, then runs. Returns the exit code: 0 ok, 2 bad input,
+// 3 when the verification failed (a sweep's dumps that differ included) or the run diverged (every
 // rank returns it after the dump kept the completed steps). Other failures during the run throw.
 int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out);
 

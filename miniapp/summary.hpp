@@ -16,6 +16,7 @@ namespace minipipe {
 struct RunContext {
   std::string schedule, mode, backend, blas, comm_path, dump_path;
   int p = 1, dp = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
+  int first_step = 0;  // of this launch (a restart's checkpoint step)
 };
 
 // A run's measurements as rank 0 holds them after the gather: per step the loss, the step time

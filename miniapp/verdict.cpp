@@ -32,6 +32,12 @@ FigureOfMerit figure_of_merit(const std::vector<RunReport>& runs, const ModelSha
 Verdict verify_runs(const std::vector<RunReport>& runs, const std::string& reference, Mode mode) {
   for (const auto& r : runs) {
     const std::string run = "run " + r.schedule + " m=" + std::to_string(r.m);
+    // Deterministic runs of one launch must dump the same bits as its first (the reference run).
+    if (mode == Mode::deterministic && (r.dump_vs_reference == "DIFFERS" || r.dump_vs_reference == "error"))
+      return {false, run + ": its dump " +
+                         (r.dump_vs_reference == "error" ? std::string("could not be compared with")
+                                                         : std::string("differs from")) +
+                         " the dump of the launch's first run"};
     if (!reference.empty()) {
       if (r.dump_path.empty()) return {false, run + " has no dump to compare with " + reference + " (set output.dump)"};
       io::CompareOptions opt;

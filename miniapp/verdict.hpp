@@ -27,7 +27,8 @@ struct Verdict {
   bool pass = true;
   std::string why;  // empty when pass
 };
-// With `reference` (--verify): every run's dump against it, bitwise in deterministic mode and
+// In deterministic mode every run's dump must equal the launch's first (RunReport's
+// dump_vs_reference). With `reference` (--verify): every run's dump against it, bitwise in deterministic mode and
 // within max|run - ref| <= 1e-4 max|ref| per dataset in fast mode. Without: the built-in checks
 // (the trainer stops a run at the first non-finite loss, gradient or parameter, so what is left
 // is that the loss fell when a run has more than one step).

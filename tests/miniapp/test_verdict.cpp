@@ -45,6 +45,13 @@ TEST(Verdict, BuiltInChecksWantTheLossToFall) {
   EXPECT_EQ(verdict_line(v), "verification: FAIL (run 1f1b m=2: the loss did not fall (first 3, last 3))");
   r.losses = {3.0};  // one step: nothing to compare
   EXPECT_TRUE(verify_runs({r}, "", Mode::deterministic).pass);
+    // A deterministic sweep whose dumps differ from its first run's fails (fast mode may differ).
+  r.losses = {3.0, 2.0};
+  r.dump_vs_reference = "DIFFERS";
+  EXPECT_EQ(verdict_line(verify_runs({r}, "", Mode::deterministic)),
+            "verification: FAIL (run 1f1b m=2: its dump differs from the dump of the launch's first run)");
+  EXPECT_TRUE(verify_runs({r}, "", Mode::fast).pass);
+  r.dump_vs_reference = "identical";
   // With a reference, a run without a dump cannot be verified.
   EXPECT_FALSE(verify_runs({r}, "/nonexistent/ref.h5", Mode::deterministic).pass);
 }
