@@ -45,7 +45,7 @@ TEST(Verdict, BuiltInChecksWantTheLossToFall) {
   EXPECT_EQ(verdict_line(v), "verification: FAIL (run 1f1b m=2: the loss did not fall (first 3, last 3))");
   r.losses = {3.0};  // one step: nothing to compare
   EXPECT_TRUE(verify_runs({r}, "", Mode::deterministic).pass);
-    // A deterministic sweep whose dumps differ from its first run's fails (fast mode may differ).
+  // A deterministic sweep whose dumps differ from its first run's fails (fast mode may differ).
   r.losses = {3.0, 2.0};
   r.dump_vs_reference = "DIFFERS";
   EXPECT_EQ(verdict_line(verify_runs({r}, "", Mode::deterministic)),
