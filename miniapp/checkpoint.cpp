@@ -75,7 +75,8 @@ std::vector<std::string> checkpoint_tensors(const std::string& param) {
 
 template <class T>
 void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const std::vector<Stage<T>>& stages,
-                      bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape) {
+                      bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape,
+                      const std::string& data) {
   io::DumpWriter w(job, path, force);
   for (const auto& p : all_params(shape))
     for (const auto& name : checkpoint_tensors(p.name))
@@ -110,6 +111,7 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
                   std::string("counter-based: init from (train.seed, name, index), data from "
                               "(train.seed, step); no state beyond seed and data_cursor"));
   w.set_attribute("/meta", "deck", deck.effective_toml());
+  w.set_attribute("/meta", "data", data);
   // The manifest last: every tensor's name and checksum, sorted, and the step they belong to.
   std::vector<std::string> entries;
   std::istringstream in(all_text(job, lines.str()));
@@ -149,6 +151,8 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
     bad("has a manifest of step " + std::to_string(r->int_attribute("/manifest", "step")) +
         " but its tensors say step " + std::to_string(step_));
   deck_ = Deck::from_string(r->string_attribute("/meta", "deck"), path + " /meta deck");
+  if (!has("/meta", "data")) bad("records no training data (/meta data)");
+  data_ = r->string_attribute("/meta", "data");
 
   std::istringstream in(r->string_attribute("/manifest", "tensors"));
   for (std::string line; std::getline(in, line);) {
@@ -183,7 +187,7 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
         std::to_string(expected.size()));
 }
 
-void Checkpoint::check_same_training(const Deck& deck) const {
+void Checkpoint::check_same_training(const Deck& deck, const std::string& data) const {
   for (const char* key : kSameTrainingKeys) {
     const std::string now = to_text(deck.value(key)), then = to_text(deck_.value(key));
     if (now != then)
@@ -191,6 +195,10 @@ void Checkpoint::check_same_training(const Deck& deck) const {
                        " was written with " + then +
                        "; allowed: the checkpoint's value (a restart continues the same training)");
   }
+  if (data != data_)
+    throw InputError("deck: key 'data.path' has value \"" + deck.get_string("data.path") + "\" whose data (" + data +
+                     ") is not what the checkpoint " + path_ + " was trained on (" + data_ +
+                     "); allowed: the same token data (the file may move, its tokens may not change)");
   const long long steps = deck.get_int("train.steps");
   if (steps <= step_)
     throw InputError("deck: key 'train.steps' has value " + std::to_string(steps) + " but the checkpoint " + path_ +
@@ -225,9 +233,9 @@ void Checkpoint::load(std::vector<Stage<T>>& stages) const {
 }
 
 template void write_checkpoint<float>(MPI_Comm, const std::string&, bool, const std::vector<Stage<float>>&, bool,
-                                      long long, const Deck&, const ModelShape&);
+                                      long long, const Deck&, const ModelShape&, const std::string&);
 template void write_checkpoint<double>(MPI_Comm, const std::string&, bool, const std::vector<Stage<double>>&, bool,
-                                       long long, const Deck&, const ModelShape&);
+                                       long long, const Deck&, const ModelShape&, const std::string&);
 template void Checkpoint::load<float>(std::vector<Stage<float>>&) const;
 template void Checkpoint::load<double>(std::vector<Stage<double>>&) const;
 

@@ -24,9 +24,11 @@ std::vector<std::string> checkpoint_tensors(const std::string& param);
 // Collective over `job`: writes `path` through the project's atomic writer. `stages` are this
 // rank's; `writes` is true on the ranks of one data-parallel replica (each stage once).
 // `completed_steps` optimizer updates are done: the data cursor and the optimizer's step count.
+// `data` is DataSource::fingerprint() of the run's training data.
 template <class T>
 void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const std::vector<Stage<T>>& stages,
-                      bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape);
+                      bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape,
+                      const std::string& data);
 
 // A checkpoint opened for a restart on one rank (no MPI). The constructor refuses, with an
 // InputError naming the file and what is wrong, a file that is not a miniPipe checkpoint, whose
@@ -43,8 +45,9 @@ class Checkpoint {
   const Deck& deck() const { return deck_; }
 
   // InputError naming the first key that changes the model or the math (shape, seed, batch,
-  // data, mode, optimizer and its settings) between the checkpoint's deck and `deck`.
-  void check_same_training(const Deck& deck) const;
+  // data, mode, optimizer and its settings) between the checkpoint's deck and `deck`, or
+  // data.path when `data` (DataSource::fingerprint) is not the data the checkpoint trained on.
+  void check_same_training(const Deck& deck, const std::string& data) const;
 
   // Parameters and optimizer state of every parameter of `stage`, by global name.
   template <class T>
@@ -54,6 +57,7 @@ class Checkpoint {
   std::string path_;
   long long step_ = 0;
   Deck deck_;
+  std::string data_;                              // the training data's fingerprint
   std::map<std::string, std::string> checksums_;  // dataset path -> checksum
 };
 

@@ -2,6 +2,8 @@
 // gets most of it and attention the rest; lengths vary and short sequences are right-padded.
 #include "data.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 
 #include "io/dump_reader.hpp"
@@ -44,6 +46,19 @@ DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape
       throw InputError("deck: key 'data.path': token " + std::to_string(t) + " in " + path +
                        " is outside [-1, model.vocab)");
   file_rows_ = dims[0];
+}
+
+std::string DataSource::fingerprint() const {
+  if (!from_file_) return "synthetic";
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the tokens' int32 bytes
+  for (int t : file_tokens_) {
+    std::uint32_t u = static_cast<std::uint32_t>(t);
+    for (int k = 0; k < 4; ++k, u >>= 8) h = (h ^ (u & 0xffu)) * 0x100000001b3ULL;
+  }
+  char text[96];
+  std::snprintf(text, sizeof(text), "hdf5 tokens [%llu, %d], FNV-1a %016llx",
+                static_cast<unsigned long long>(file_rows_), shape_.seq_len + 1, static_cast<unsigned long long>(h));
+  return text;
 }
 
 Batch DataSource::batch(int step, int B) const {

@@ -24,6 +24,9 @@ class DataSource {
   DataSource(const Deck& deck, const ModelShape& shape);
   // The global batch of optimizer step `step` (0-based).
   Batch batch(int step, int B) const;
+  // What the batches are made from, for a checkpoint to record and a restart to compare:
+  // "synthetic" (seed and min_len are deck keys), or the token file's shape and FNV-1a checksum.
+  std::string fingerprint() const;
 
  private:
   ModelShape shape_;

@@ -118,7 +118,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.timeout = pipeline_timeout(deck);
   if (!deck.get_string("checkpoint.restart").empty()) {
     su.restart = std::make_shared<const Checkpoint>(deck.get_string("checkpoint.restart"), sizeof(Real));
-    su.restart->check_same_training(deck);
+    su.restart->check_same_training(deck, su.data.fingerprint());
     su.first_step = static_cast<int>(su.restart->completed_steps());
   }
   su.checkpoint = deck.get_string("checkpoint.path");
@@ -263,7 +263,8 @@ void maybe_checkpoint(const Deck& deck, const Trainer<Real>& trainer, const RunS
   if (!due) return;
   {
     CollectiveGuard guard(su.timeout, "every rank to write the checkpoint " + su.checkpoint);
-    write_checkpoint(comm, su.checkpoint, su.force || written, trainer.stages(), at.dp == 0, completed, deck, su.shape);
+    write_checkpoint(comm, su.checkpoint, su.force || written, trainer.stages(), at.dp == 0, completed, deck, su.shape,
+                     su.data.fingerprint());
   }
   written = true;
   int rank = 0;
