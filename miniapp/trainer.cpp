@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/cross_entropy.hpp"
@@ -74,7 +75,8 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   in_.sample_loss = nullptr, in_.sample_tokens = nullptr;
   gather_loss(step, res);
   if (!std::isfinite(res.loss))
-    note_non_finite(res.stats, "the loss of step " + std::to_string(step) + " is " + std::to_string(res.loss));
+    note_non_finite(res.stats, "step " + std::to_string(step) + " / loss: " +
+                                   (std::isnan(res.loss) ? "NaN" : "inf or out of the exact accumulator's range"));
   {
     const double a0 = MPI_Wtime();
     reduce_over_replicas();
@@ -121,15 +123,18 @@ void Trainer<T>::gather_loss(int step, StepResult& res) const {
     MPI_Allreduce(MPI_IN_PLACE, res.sample_loss.data(), B, MPI_DOUBLE, MPI_SUM, replicas_);
     MPI_Allreduce(MPI_IN_PLACE, res.sample_tokens.data(), B, MPI_INT, MPI_SUM, replicas_);
   }
-  for (std::size_t i = 0; i < res.sample_loss.size(); ++i)
-    if (!std::isfinite(res.sample_loss[i])) {
-      res.loss = res.sample_loss[i];  // the step diverged: agree_finite names where first
+  for (double v : res.sample_loss) {
+    if (!std::isfinite(v)) {
+      res.loss = v;  // the step diverged: agree_finite names where first
       return;
     }
+  }
   try {
     res.loss = global_loss(res.sample_loss, res.sample_tokens);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("step " + std::to_string(step) + ": " + e.what());
+  } catch (const std::runtime_error&) {
+    // A finite sum beyond the exact accumulator's range: the step diverged like a non-finite one
+    // (every rank holds the same sums, so every rank gets here alike).
+    res.loss = std::numeric_limits<double>::infinity();
   }
 }
 
