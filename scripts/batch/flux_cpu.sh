@@ -21,16 +21,4 @@ fi
 : "${MP_BATCH_DIR:?cannot find launch.sh; set MP_BATCH_DIR to the scripts/batch directory}"
 # shellcheck source-path=SCRIPTDIR source=launch.sh
 source "$MP_BATCH_DIR/launch.sh"
-if [ -n "${FLUX_JOB_ID:-}" ]; then
-  : "${MINIPIPE_LAUNCHER:=flux}" "${MP_NODES:=$(flux resource list -s up -no "{nnodes}")}"
-fi
-: "${MINIPIPE_LAUNCHER:=mpiexec}" "${MP_NODES:=1}" "${MP_RANKS_PER_NODE:=2}"
-export MP_OUT=${MP_OUT:-$PWD/minipipe-${FLUX_JOB_ID:-local}}
-: "${MP_GPUS_PER_RANK:=0}"
-export MP_GPUS_PER_RANK
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
-  export MP_DECK=$1
-  shift
-fi
-minipipe_defaults small.toml
-minipipe_launch "$@"
+minipipe_batch_main 0 "$@"

@@ -99,3 +99,27 @@ minipipe_defaults() {
     }
   fi
 }
+
+# minipipe_batch_main GPUS_PER_RANK [DECK] [minipipe run options]: what every batch script does
+# after sourcing this file. Reads the allocation of the scheduler that runs the job (Slurm or Flux;
+# neither: mpiexec on this node), then launches. Anything set by the caller wins.
+minipipe_batch_main() {
+  : "${MP_GPUS_PER_RANK:=$1}"
+  shift
+  if [ -n "${SLURM_JOB_ID:-}" ]; then
+    : "${MINIPIPE_LAUNCHER:=srun}" "${MP_NODES:=$SLURM_JOB_NUM_NODES}"
+    : "${MP_RANKS_PER_NODE:=${SLURM_NTASKS_PER_NODE:-$((SLURM_NTASKS / SLURM_JOB_NUM_NODES))}}"
+    : "${MP_CPUS_PER_RANK:=${SLURM_CPUS_PER_TASK:-1}}"
+  elif [ -n "${FLUX_JOB_ID:-}" ]; then
+    : "${MINIPIPE_LAUNCHER:=flux}" "${MP_NODES:=$(flux resource list -s up -no "{nnodes}")}"
+  fi
+  : "${MINIPIPE_LAUNCHER:=mpiexec}" "${MP_NODES:=1}" "${MP_RANKS_PER_NODE:=2}"
+  export MP_OUT=${MP_OUT:-${SLURM_SUBMIT_DIR:-$PWD}/minipipe-${SLURM_JOB_ID:-${FLUX_JOB_ID:-local}}}
+  export MP_GPUS_PER_RANK
+  if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    export MP_DECK=$1
+    shift
+  fi
+  minipipe_defaults small.toml
+  minipipe_launch "$@"
+}

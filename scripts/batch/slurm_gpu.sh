@@ -25,18 +25,4 @@ fi
 : "${MP_BATCH_DIR:?cannot find launch.sh; set MP_BATCH_DIR to the scripts/batch directory}"
 # shellcheck source-path=SCRIPTDIR source=launch.sh
 source "$MP_BATCH_DIR/launch.sh"
-if [ -n "${SLURM_JOB_ID:-}" ]; then
-  : "${MINIPIPE_LAUNCHER:=srun}" "${MP_NODES:=$SLURM_JOB_NUM_NODES}"
-  : "${MP_RANKS_PER_NODE:=${SLURM_NTASKS_PER_NODE:-$((SLURM_NTASKS / SLURM_JOB_NUM_NODES))}}"
-  : "${MP_CPUS_PER_RANK:=${SLURM_CPUS_PER_TASK:-1}}"
-fi
-: "${MINIPIPE_LAUNCHER:=mpiexec}" "${MP_NODES:=1}" "${MP_RANKS_PER_NODE:=2}"
-export MP_OUT=${MP_OUT:-${SLURM_SUBMIT_DIR:-$PWD}/minipipe-${SLURM_JOB_ID:-local}}
-: "${MP_GPUS_PER_RANK:=1}" "${MP_CUDA_AWARE:=auto}"
-export MP_GPUS_PER_RANK
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
-  export MP_DECK=$1
-  shift
-fi
-minipipe_defaults small.toml
-minipipe_launch "$@"
+minipipe_batch_main 1 "$@"
