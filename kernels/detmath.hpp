@@ -54,19 +54,28 @@ struct Traits<float> {
   static constexpr float kTanhTiny = 0x1p-13f;  // x^2/3 < 2^-27
 };
 
-// Bit casts through memcpy: defined behaviour in C++17 and supported in device code by every
-// Kokkos backend compiler (nvcc, hipcc, icpx).
+// Bit casts. Kokkos 4.1+ has Kokkos::bit_cast, which every backend compiler accepts in device
+// code (clang's HIP rejects std::memcpy inside a device function). Kokkos 3.x builds are host
+// backends only, where a std::memcpy cast is defined behaviour in C++17 and compiles to a move.
 template <class T>
 KOKKOS_FORCEINLINE_FUNCTION typename Traits<T>::Bits to_bits(T x) {
+#if KOKKOS_VERSION >= 40100
+  return Kokkos::bit_cast<typename Traits<T>::Bits>(x);
+#else
   typename Traits<T>::Bits b;
   std::memcpy(&b, &x, sizeof(T));
   return b;
+#endif
 }
 template <class T>
 KOKKOS_FORCEINLINE_FUNCTION T from_bits(typename Traits<T>::Bits b) {
+#if KOKKOS_VERSION >= 40100
+  return Kokkos::bit_cast<T>(b);
+#else
   T x;
   std::memcpy(&x, &b, sizeof(T));
   return x;
+#endif
 }
 
 // Branch-free selection through bit masks: c ? a : b. Both a and b are always computed, so the
