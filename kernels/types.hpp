@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "mode.hpp"
+
 namespace minipipe {
 
 using ExecSpace = Kokkos::DefaultExecutionSpace;
@@ -45,14 +47,6 @@ template <class T>
 using CMat = Kokkos::View<const T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 using CIdx = Kokkos::View<const int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 using Idx = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
-// deterministic: bitwise reproducible by construction (DESIGN.md §4).
-// fast: vendor GEMM through Kokkos Kernels and libm; compared to deterministic within a tolerance.
-enum class Mode { deterministic, fast };
-
-inline const char* to_string(Mode m) {
-  return m == Mode::deterministic ? "deterministic" : "fast";
-}
 
 // Argument check of a kernel's host-side entry: throws std::invalid_argument "where: what".
 inline void require(bool ok, const char* where, const std::string& what) {

@@ -3,7 +3,6 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
-#include <Kokkos_Core.hpp>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,7 +11,8 @@
 #include "deck_checks.hpp"
 #include "io/compare_tool.hpp"
 #include "io/dump_writer.hpp"
-#include "message_text.hpp"
+#include "kokkos_session.hpp"
+
 #include "run.hpp"
 #include "schedule_tool.hpp"
 #include "schedules/schedule.hpp"
@@ -21,8 +21,6 @@
 #include "version.hpp"
 
 namespace {
-
-using minipipe::quoted_text;
 
 int world_rank() {
   int r = 0;
@@ -33,51 +31,6 @@ int world_rank() {
 // Exit codes, the same for every subcommand (DESIGN.md §7).
 constexpr int kExitUsage = 2;    // bad input or usage: parse errors, bad Kokkos options, bad deck
 constexpr int kExitFailure = 3;  // failure during the run
-
-bool is_count(const std::string& v, long long lo) {
-  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
-  return std::stoll(v) >= lo;
-}
-
-// Kokkos 3.4 answers a malformed --kokkos-* value with an uncaught std::invalid_argument (from
-// stoi) on every rank and ignores unknown options silently; both are checked here first. The
-// list covers the options of Kokkos 3.x and 4.x. Returns "" or the error message.
-std::string check_kokkos_args(const std::vector<char*>& args) {
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string a = args[i];
-    const auto eq = a.find('=');
-    const std::string name = a.substr(0, eq);
-    const bool has_value = eq != std::string::npos;
-    const std::string v = has_value ? a.substr(eq + 1) : std::string();
-    auto bad = [&](const std::string& allowed) {
-      return "command line: Kokkos option " + quoted_text(a) + " is malformed; allowed: " + name + "=" + allowed;
-    };
-    if (name == "--kokkos-threads" || name == "--kokkos-num-threads" || name == "--kokkos-numa") {
-      if (!has_value || !is_count(v, 1)) return bad("INT (>= 1)");
-    } else if (name == "--kokkos-device-id" || name == "--kokkos-skip-device") {
-      if (!has_value || !is_count(v, 0)) return bad("INT (>= 0)");
-    } else if (name == "--kokkos-num-devices" || name == "--kokkos-ndevices") {
-      const auto comma = v.find(',');
-      if (!has_value || !is_count(v.substr(0, comma), 1) ||
-          (comma != std::string::npos && !is_count(v.substr(comma + 1), 0)))
-        return bad("INT[,INT] (devices >= 1, optional device to skip)");
-    } else if (name == "--kokkos-map-device-id-by") {
-      if (v != "mpi_rank" && v != "random") return bad("mpi_rank | random");
-    } else if (name == "--kokkos-tools-libs" || name == "--kokkos-tools-library" || name == "--kokkos-tools-args") {
-      if (!has_value || v.empty()) return bad("TEXT");
-    } else if (name == "--kokkos-help" || name == "--kokkos-disable-warnings" || name == "--kokkos-tune-internals" ||
-               name == "--kokkos-print-configuration" || name == "--kokkos-tools-help") {
-      if (has_value) return "command line: Kokkos option " + quoted_text(a) + " takes no value; allowed: " + name;
-    } else {
-      return "command line: unknown Kokkos option " + quoted_text(a) +
-             "; allowed: --kokkos-threads=INT, --kokkos-num-threads=INT, --kokkos-numa=INT, "
-             "--kokkos-device-id=INT, --kokkos-num-devices=INT[,INT], --kokkos-skip-device=INT, "
-             "--kokkos-map-device-id-by=mpi_rank|random, --kokkos-tools-libs=PATH, --kokkos-tools-args=TEXT, "
-             "--kokkos-disable-warnings, --kokkos-tune-internals, --kokkos-print-configuration, --kokkos-help";
-    }
-  }
-  return {};
-}
 
 // Rank 0's exit code on every rank, so that mpiexec reports the same code however it picks.
 int same_on_all_ranks(int rc) {
@@ -96,15 +49,7 @@ int main(int argc, char** argv) {
   std::vector<char*> kokkos_args{argv[0]}, app_args{argv[0]};
   for (int i = 1; i < argc; ++i)
     (std::string(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : app_args).push_back(argv[i]);
-  int kokkos_argc = static_cast<int>(kokkos_args.size());
-  std::string kokkos_error = check_kokkos_args(kokkos_args);
-  if (kokkos_error.empty()) {
-    try {
-      Kokkos::initialize(kokkos_argc, kokkos_args.data());
-    } catch (const std::exception& e) {
-      kokkos_error = std::string("command line: Kokkos rejected its options: ") + e.what();
-    }
-  }
+  const std::string kokkos_error = minipipe::initialize_kokkos(kokkos_args);
   if (!kokkos_error.empty()) {
     if (world_rank() == 0) std::cerr << "minipipe: error: " << kokkos_error << "\n";
     MPI_Finalize();
@@ -165,7 +110,7 @@ int main(int argc, char** argv) {
       else
         rc = e.get_exit_code();
       if (rc != 0) rc = kExitUsage;
-      Kokkos::finalize();
+      minipipe::finalize_kokkos();
       MPI_Finalize();
       return rc;
     }
@@ -214,7 +159,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  Kokkos::finalize();
+  minipipe::finalize_kokkos();
   MPI_Finalize();
   return rc;
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/types.hpp"
+#include "kernels/mode.hpp"
 #include "model.hpp"
 #include "report.hpp"
 
