@@ -34,7 +34,8 @@ void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch,
         << ", \"v\": " << r.v << ", \"m\": " << r.m << ", \"first_step\": " << r.first_step
         << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch << ", \"seq_len\": " << r.seq_len << ",\n";
     out << "      \"mode\": " << json_quote(r.mode) << ", \"backend\": " << json_quote(r.backend)
-        << ", \"blas\": " << json_quote(r.blas) << ", \"comm_path\": " << json_quote(r.comm_path) << ",\n";
+        << ", \"blas\": " << json_quote(r.blas) << ", \"gemm\": " << json_quote(r.gemm)
+        << ", \"comm_path\": " << json_quote(r.comm_path) << ",\n";
     out << "      \"loss\": " << arr(r.losses) << ",\n";
     out << "      \"step_seconds\": " << arr(r.step_seconds)
         << ", \"step_seconds_mean\": " << json_number(r.step_seconds_mean)

@@ -5,11 +5,13 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #ifdef MINIPIPE_HAVE_OPENBLAS_API
 extern "C" char* openblas_get_config(void);
@@ -52,6 +54,26 @@ std::string blas_string() {
   if (const char* ct = std::getenv("OPENBLAS_CORETYPE")) s += std::string(", OPENBLAS_CORETYPE=") + ct;
 #endif
   return s;
+}
+
+std::string gemm_string(Mode mode) {
+  if (mode == Mode::deterministic) return "miniPipe deterministic GEMM (one fixed k-order per output, every backend)";
+  using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+  const bool host = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, Mem>::accessible;
+  std::string lib = "Kokkos Kernels' own GEMM (no vendor BLAS TPL for this memory space)";
+#if defined(KOKKOS_ENABLE_CUDA) && defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS)
+  if (std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>::value) lib = "cuBLAS";
+#endif
+#if defined(KOKKOS_ENABLE_HIP) && defined(KOKKOSKERNELS_ENABLE_TPL_ROCBLAS)
+#if KOKKOS_VERSION >= 40000
+  if (std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::HIP>::value) lib = "rocBLAS";
+#endif
+#endif
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS) || defined(KOKKOSKERNELS_ENABLE_TPL_MKL)
+  if (host) lib = "host BLAS: " + blas_string();
+#endif
+  (void)host;
+  return "KokkosBlas::gemm -> " + lib;
 }
 
 std::string kokkos_backends_string() {
@@ -126,6 +148,7 @@ std::string build_report() {
      << "MPI: " << mpi_library_string() << "\n"
      << "HDF5 " << hdf5_version_string() << "\n"
      << "BLAS: " << blas_string() << "\n"
+     << "fast-mode GEMM: " << gemm_string(Mode::fast) << "\n"
      << "compiler: " << MINIPIPE_BUILD_COMPILER << ", build type " << MINIPIPE_BUILD_TYPE << "\n"
      << determinism_flags_string();  // CLI11 ends --version output with its own newline
   return os.str();

@@ -4,11 +4,17 @@
 
 #include <string>
 
+#include "kernels/mode.hpp"
+
 namespace minipipe {
 
 std::string version_string();
 std::string kokkos_version_string();
 std::string blas_string();
+// The GEMM that runs in `mode` on the default execution space: in fast mode the library Kokkos
+// Kernels calls (cuBLAS, rocBLAS, the host BLAS, or its own kernel where the install has no such
+// TPL); in deterministic mode miniPipe's own, whose bits do not depend on the backend.
+std::string gemm_string(Mode mode);
 
 // Kokkos backends compiled into the Kokkos install, e.g. "Serial, OpenMP", and the default one.
 std::string kokkos_backends_string();
