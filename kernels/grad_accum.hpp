@@ -38,8 +38,12 @@ struct GradAccum {
   FlagView overflow;
 
   GradAccum() = default;
-  GradAccum(const std::string& param_name, std::size_t n, Mode m) : mode(m), name(param_name) {
-    overflow = FlagView("grad_overflow::" + name);
+  GradAccum(const std::string& param_name, std::size_t n, Mode m)
+      : GradAccum(param_name, n, m, FlagView("grad_overflow::" + param_name)) {}
+  // With a flag that lives in a caller's array of flags (a stage's), so the caller clears and
+  // reads every parameter's flag with one copy per step (zero_values / finalize_unchecked).
+  GradAccum(const std::string& param_name, std::size_t n, Mode m, const FlagView& flag)
+      : mode(m), name(param_name), overflow(flag) {
     if (mode == Mode::deterministic)
       exact = ExactView("grad_exact::" + name, n);
     else
@@ -50,6 +54,10 @@ struct GradAccum {
 
   void zero() {
     Kokkos::deep_copy(overflow, 0);
+    zero_values();
+  }
+  // The accumulated values only; the owner of a shared flag array clears the flags itself.
+  void zero_values() {
     if (mode == Mode::deterministic)
       Kokkos::deep_copy(exact, Fixed128{});
     else
@@ -64,10 +72,16 @@ struct GradAccum {
   void finalize(const View1<T>& g) const {
     int ov = 0;
     Kokkos::deep_copy(ov, overflow);
-    if (ov)
-      throw GradientOverflow("gradient accumulator overflow in parameter '" + name +
-                             "': a per-sample partial or the running sum exceeded the exact "
-                             "fixed-point range (|x| < 2^47) or was not finite");
+    if (ov) throw_overflow();
+    finalize_unchecked(g);
+  }
+  [[noreturn]] void throw_overflow() const {
+    throw GradientOverflow("gradient accumulator overflow in parameter '" + name +
+                           "': a per-sample partial or the running sum exceeded the exact "
+                           "fixed-point range (|x| < 2^47) or was not finite");
+  }
+  // finalize without reading the flag back: for a caller that has read it already.
+  void finalize_unchecked(const View1<T>& g) const {
     if (mode == Mode::deterministic) {
       auto ex = exact;
       Kokkos::parallel_for(

@@ -164,7 +164,7 @@ void Executor<T>::post_recv(Dir dir, const sched::Action& a) {
   p.dev = take(rows_of(a.microbatch));
   void* buf = p.dev.data();
   if (path_ == CommPath::host_staging) {
-    p.host = Kokkos::create_mirror(p.dev);  // always a separate host allocation
+    p.host = take_staging(p.dev.extent(0));
     buf = p.host.data();
   }
   MPI_Irecv(buf, count_of(p.dev, a), mpi_type<T>(), peer, tag(dir, a.stage, a.microbatch), comm_, &p.req);
@@ -187,7 +187,7 @@ void Executor<T>::post_send(Dir dir, const sched::Action& a) {
   // The producing kernels ran on ExecSpace: fence it before MPI reads the buffer.
   fence_space(ExecSpace(), "Pipeline::send::fence");
   if (path_ == CommPath::host_staging) {
-    p.host = Kokkos::create_mirror(p.dev);
+    p.host = take_staging(p.dev.extent(0));
     Kokkos::deep_copy(p.host, p.dev);
     buf = p.host.data();
   }
@@ -219,7 +219,10 @@ View2<T> Executor<T>::input_of(Dir dir, const sched::Action& a) {
     wait_for_peer(p.req, timeout_, [&] { return describe_wait(dir == kFwd ? "activation" : "gradient", peer, a); });
     stats_->comm_wait += now() - w0;
   }
-  if (path_ == CommPath::host_staging) Kokkos::deep_copy(p.dev, p.host);
+  if (path_ == CommPath::host_staging) {
+    Kokkos::deep_copy(p.dev, p.host);
+    give_staging(p.host);
+  }
   return p.dev;
 }
 
@@ -312,6 +315,7 @@ void Executor<T>::reap_sends(bool wait_all) {
     }
     if (done) {
       give(it->dev);
+      give_staging(it->host);
       it = sends_.erase(it);
     } else {
       ++it;
@@ -349,6 +353,23 @@ View2<T> Executor<T>::take(std::size_t rows) {
 template <class T>
 void Executor<T>::give(const View2<T>& buffer) {
   if (buffer.data()) pool_[buffer.extent(0)].push_back(buffer);
+}
+
+template <class T>
+typename Executor<T>::Staging Executor<T>::take_staging(std::size_t rows) {
+  auto& v = staging_pool_[rows];
+  if (!v.empty()) {
+    Staging b = v.back();
+    v.pop_back();
+    return b;
+  }
+  return Staging(Kokkos::view_alloc("Pipeline::staging", Kokkos::WithoutInitializing), rows,
+                 static_cast<std::size_t>(channels_));
+}
+
+template <class T>
+void Executor<T>::give_staging(const Staging& buffer) {
+  if (buffer.data()) staging_pool_[buffer.extent(0)].push_back(buffer);
 }
 
 template <class T>

@@ -14,6 +14,16 @@
 
 namespace minipipe {
 
+// Host memory of staged transfers (CommPath::host_staging): page-locked where the backend has
+// it, so the device copy is a DMA and MPI reads the same buffer. Buffers are pooled by shape.
+#if defined(KOKKOS_ENABLE_CUDA)
+using StagingSpace = Kokkos::CudaHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
+using StagingSpace = Kokkos::HIPHostPinnedSpace;
+#else
+using StagingSpace = HostSpace;
+#endif
+
 template <class T>
 class Executor {
  public:
@@ -39,10 +49,11 @@ class Executor {
     int dir, stage, mb;
     bool operator<(const Key& o) const;
   };
+  using Staging = Kokkos::View<T**, Kokkos::LayoutRight, StagingSpace>;
   struct Pending {
     MPI_Request req = MPI_REQUEST_NULL;
-    View2<T> dev;                                            // tensor on the device
-    Kokkos::View<T**, Kokkos::LayoutRight, HostSpace> host;  // staging mirror (host_staging only)
+    View2<T> dev;  // tensor on the device
+    Staging host;  // staging buffer (host_staging only), from the staging pool
   };
   class Watch;
 
@@ -58,6 +69,8 @@ class Executor {
 
   View2<T> take(std::size_t rows);
   void give(const View2<T>& buffer);
+  Staging take_staging(std::size_t rows);
+  void give_staging(const Staging& buffer);
   int tag(Dir dir, int stage, int mb) const;
   int count_of(const View2<T>& v, const sched::Action& a) const;
   int peer_of(int stage, const sched::Action& a) const;
@@ -74,10 +87,11 @@ class Executor {
   std::vector<Stage<T>>& stages_;
   std::map<int, int> local_index_;  // global stage id -> index in stages_
 
-  std::map<Key, Pending> recvs_;                       // posted receives
-  std::vector<Pending> sends_;                         // sends in flight
-  std::map<Key, View2<T>> outputs_;                    // produced, not yet sent or handed over
-  std::map<std::size_t, std::vector<View2<T>>> pool_;  // free boundary buffers by row count
+  std::map<Key, Pending> recvs_;                              // posted receives
+  std::vector<Pending> sends_;                                // sends in flight
+  std::map<Key, View2<T>> outputs_;                           // produced, not yet sent or handed over
+  std::map<std::size_t, std::vector<View2<T>>> pool_;         // free boundary buffers by row count
+  std::map<std::size_t, std::vector<Staging>> staging_pool_;  // free staging buffers by row count
 
   // The step being run.
   const std::vector<MicroBatch>* mbs_ = nullptr;

@@ -137,6 +137,8 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
     auto h = head_params(shape);
     specs.insert(specs.end(), h.begin(), h.end());
   }
+  flags_ = Kokkos::View<int*, MemSpace>("Stage::overflow_flags", specs.size());
+  flags_host_ = Kokkos::create_mirror_view(flags_);
   for (auto& spec : specs) {
     Param<T> p;
     const std::size_t n = spec.numel();
@@ -145,7 +147,7 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
     p.grad = View1<T>("grad::" + spec.name, n);
     p.m = View1<T>("opt_m::" + spec.name, n);
     p.v = View1<T>("opt_v::" + spec.name, n);
-    p.acc = GradAccum<T>(spec.name, n, mode);
+    p.acc = GradAccum<T>(spec.name, n, mode, Kokkos::subview(flags_, params_.size()));
     auto host = Kokkos::create_mirror_view(p.value);
     for (std::size_t i = 0; i < n; ++i) host(i) = static_cast<T>(init_value(seed, spec, i));
     Kokkos::deep_copy(p.value, host);
@@ -276,15 +278,14 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     if (observer_) observer_->activation("lnf", mb, s.lnf);
     Linear<T>::forward(mode_, s.lnf, cmat(*h.lm_head_w), CVec<T>(), s.logits, ws.kernels);
     CrossEntropy<T>::forward(mode_, s.logits, targets, s.losses);
-    Kokkos::View<double*, MemSpace> loss_sum("Stage::loss_sum", n);
-    Kokkos::View<int*, MemSpace> valid("Stage::valid", n);
-    CrossEntropy<T>::sample_sums(n, T_, cvec(s.losses), targets, loss_sum, valid);
-    if (!in.sample_loss || !in.sample_tokens)
-      throw std::logic_error("F on the last stage " + std::to_string(id_) + ": no per-sample loss output given");
-    Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> hl(in.sample_loss + mb.sample0, n);
-    Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> hv(in.sample_tokens + mb.sample0, n);
-    Kokkos::deep_copy(hl, loss_sum);
-    Kokkos::deep_copy(hv, valid);
+    const std::size_t s0 = static_cast<std::size_t>(mb.sample0), s1 = s0 + static_cast<std::size_t>(n);
+    if (in.sample_loss.extent(0) < s1 || in.sample_tokens.extent(0) < s1)
+      throw std::logic_error("F on the last stage " + std::to_string(id_) + ", micro-batch " +
+                             std::to_string(mb.index) + ": the per-sample loss outputs hold " +
+                             std::to_string(in.sample_loss.extent(0)) + " samples, need " + std::to_string(s1));
+    CrossEntropy<T>::sample_sums(n, T_, cvec(s.losses), targets,
+                                 Kokkos::subview(in.sample_loss, std::make_pair(s0, s1)),
+                                 Kokkos::subview(in.sample_tokens, std::make_pair(s0, s1)));
   }
   store_[mb.index] = std::move(sp);
 }
@@ -377,7 +378,8 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
 
 template <class T>
 void Stage<T>::zero_grads() {
-  for (auto& p : params_) p.acc.zero();
+  Kokkos::deep_copy(flags_, 0);
+  for (auto& p : params_) p.acc.zero_values();
 }
 
 template <class T>
@@ -388,7 +390,10 @@ void Stage<T>::finalize_grads() {
        << " micro-batch(es) whose W never ran (first: micro-batch " << store_.begin()->first << ")";
     throw std::logic_error(os.str());
   }
-  for (auto& p : params_) p.acc.finalize(p.grad);
+  Kokkos::deep_copy(flags_host_, flags_);
+  for (std::size_t k = 0; k < params_.size(); ++k)
+    if (flags_host_(k)) params_[k].acc.throw_overflow();
+  for (auto& p : params_) p.acc.finalize_unchecked(p.grad);
 }
 
 template <class T>

@@ -36,13 +36,14 @@ struct OptimizerConfig {
 };
 
 // Per-step inputs every stage may need (the global batch on the device and the loss scale) and
-// where the last stage leaves each global sample's loss sum and valid-token count (host, [B]).
+// where the last stage leaves each global sample's loss sum and valid-token count ([B], on the
+// device: the owner copies them to the host once per step, not once per micro-batch).
 template <class T>
 struct StepInputs {
   Kokkos::View<int*, MemSpace> tokens, targets;  // (B*T) global batch
   long long global_valid_tokens = 0;
-  double* sample_loss = nullptr;
-  int* sample_tokens = nullptr;
+  Kokkos::View<double*, MemSpace> sample_loss;
+  Kokkos::View<int*, MemSpace> sample_tokens;
 };
 
 // Sees a stage's boundary tensors as they are made: a layer name ("embedding", "layer_03",
@@ -97,7 +98,11 @@ class Stage {
 
   void zero_grads();
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
+  // Every parameter's overflow flag is read back with one copy.
   void finalize_grads();
+  // One overflow flag per parameter, in params() order, in one device array (each GradAccum's
+  // flag is an element of it): the data-parallel all-reduce combines them in one message.
+  Kokkos::View<int*, MemSpace> overflow_flags() const { return flags_; }
   void optimizer_step(const OptimizerConfig& cfg, int step);
 
   // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes).
@@ -120,9 +125,11 @@ class Stage {
   bool first_, last_;
   Mode mode_;
   std::vector<Param<T>> params_;
-  EmbeddingParams<T> embedding_;        // first stage only
-  std::vector<BlockParams<T>> blocks_;  // one per block, in layer order
-  HeadParams<T> head_;                  // last stage only
+  Kokkos::View<int*, MemSpace> flags_;                            // overflow flag per parameter
+  typename Kokkos::View<int*, MemSpace>::HostMirror flags_host_;  // read once per step
+  EmbeddingParams<T> embedding_;                                  // first stage only
+  std::vector<BlockParams<T>> blocks_;                            // one per block, in layer order
+  HeadParams<T> head_;                                            // last stage only
   TensorObserver<T>* observer_ = nullptr;
   std::map<int, std::unique_ptr<Saved>> store_;
   std::vector<std::unique_ptr<Saved>> pool_;  // freed stores kept for reuse

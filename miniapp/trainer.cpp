@@ -65,14 +65,18 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   res.sample_loss.assign(static_cast<std::size_t>(batch.B), 0.0);
   res.sample_tokens.assign(static_cast<std::size_t>(batch.B), 0);
   upload(step, batch);
-  in_.sample_loss = res.sample_loss.data();
-  in_.sample_tokens = res.sample_tokens.data();
   for (auto& s : stages_) s.zero_grads();
   res.stats = executor_->run(step, mbs, in_, observer);
   const double run_end = MPI_Wtime();
   // The step's clock (that of res.stats) starts at run_end - makespan.
   clock0_ = run_end - res.stats.makespan;
-  in_.sample_loss = nullptr, in_.sample_tokens = nullptr;
+  // The last stage left each sample's loss on the device: one copy per step.
+  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_loss.data(),
+                                                                                              res.sample_loss.size()),
+                    in_.sample_loss);
+  Kokkos::deep_copy(Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_tokens.data(),
+                                                                                           res.sample_tokens.size()),
+                    in_.sample_tokens);
   gather_loss(step, res);
   if (!std::isfinite(res.loss))
     note_non_finite(res.stats, "step " + std::to_string(step) + " / loss: " +
@@ -100,6 +104,13 @@ void Trainer<T>::upload(int step, const Batch& batch) {
     in_.tokens = Kokkos::View<int*, MemSpace>("Trainer::tokens", n);
     in_.targets = Kokkos::View<int*, MemSpace>("Trainer::targets", n);
   }
+  const std::size_t B = static_cast<std::size_t>(batch.B);
+  if (in_.sample_loss.extent(0) != B) {
+    in_.sample_loss = Kokkos::View<double*, MemSpace>("Trainer::sample_loss", B);
+    in_.sample_tokens = Kokkos::View<int*, MemSpace>("Trainer::sample_tokens", B);
+  }
+  Kokkos::deep_copy(in_.sample_loss, 0.0);  // only the last stage's rank writes its samples
+  Kokkos::deep_copy(in_.sample_tokens, 0);
   using HostInts = Kokkos::View<const int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Kokkos::deep_copy(in_.tokens, HostInts(batch.tokens.data(), n));
   Kokkos::deep_copy(in_.targets, HostInts(batch.targets.data(), n));
@@ -186,7 +197,6 @@ void Trainer<T>::reduce_over_replicas() {
   const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
   const bool direct = host_readable || path_ == CommPath::device_buffers;
   constexpr std::size_t kChunk = std::size_t(1) << 20;  // elements per all-reduce: 32 MiB of limbs
-  std::vector<int> overflow;
   for (auto& s : stages_)
     for (auto& p : s.params()) {
       GradAccum<T>& acc = p.acc;
@@ -223,16 +233,22 @@ void Trainer<T>::reduce_over_replicas() {
           }
         }
       }
-      int ov = 0;
-      Kokkos::deep_copy(ov, acc.overflow);
-      overflow.push_back(ov);
     }
   // An overflow on any replica is an overflow of the sum; finalize_grads names the parameter.
+  // Each stage's flags are one array: one copy each way and one all-reduce for all of them.
+  std::vector<int> overflow;
+  for (auto& s : stages_) {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), s.overflow_flags());
+    overflow.insert(overflow.end(), h.data(), h.data() + h.extent(0));
+  }
   MPI_Allreduce(MPI_IN_PLACE, overflow.data(), static_cast<int>(overflow.size()), MPI_INT, MPI_MAX, replicas_);
   std::size_t k = 0;
-  for (auto& s : stages_)
-    for (auto& p : s.params())
-      if (overflow[k++]) Kokkos::deep_copy(p.acc.overflow, 1);
+  for (auto& s : stages_) {
+    auto flags = s.overflow_flags();
+    auto h = Kokkos::create_mirror_view(flags);
+    for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
+    Kokkos::deep_copy(flags, h);
+  }
 }
 
 template <class T>

@@ -42,32 +42,36 @@ struct SingleStage {
     Kokkos::deep_copy(in.tokens, ht);
     Kokkos::deep_copy(in.targets, hg);
     in.global_valid_tokens = b.valid_tokens();
+    in.sample_loss = Kokkos::View<double*, MemSpace>("sample_loss", b.B);
+    in.sample_tokens = Kokkos::View<int*, MemSpace>("sample_tokens", b.B);
     return in;
+  }
+
+  // The trainer's exact global loss from the per-sample sums the last stage left on the device.
+  static double loss_of(const StepInputs<T>& in) {
+    auto sums = Kokkos::create_mirror_view_and_copy(HostSpace(), in.sample_loss);
+    auto counts = Kokkos::create_mirror_view_and_copy(HostSpace(), in.sample_tokens);
+    return global_loss(std::vector<double>(sums.data(), sums.data() + sums.extent(0)),
+                       std::vector<int>(counts.data(), counts.data() + counts.extent(0)));
   }
 
   // Forward only; returns the global loss (the trainer's exact sum of per-sample sums over the
   // valid tokens).
   double loss(const Batch& b) {
     auto in = inputs(b);
-    std::vector<double> sums(b.B, 0.0);
-    std::vector<int> counts(b.B, 0);
-    in.sample_loss = sums.data(), in.sample_tokens = counts.data();
     MicroBatch mb{0, 0, b.B};
     stage.forward(mb, in, CMat<T>(), Mat<T>());
     // Drop the stored activations: run I and W into scratch accumulators.
     stage.backward_input(mb, in, CMat<T>(), Mat<T>());
     stage.backward_weight(mb, in);
     stage.zero_grads();
-    return global_loss(sums, counts);
+    return loss_of(in);
   }
 
   // One step: F and I per micro-batch in order, then the W calls in `w_order` (indices into the
   // split), then finalize; optionally the optimizer. Returns the loss.
   double step(const Batch& b, int m, bool reverse_w, const OptimizerConfig* opt = nullptr, int step_no = 1) {
     auto in = inputs(b);
-    std::vector<double> sums(b.B, 0.0);
-    std::vector<int> counts(b.B, 0);
-    in.sample_loss = sums.data(), in.sample_tokens = counts.data();
     stage.zero_grads();
     auto mbs = split_batch(b.B, m);
     for (const auto& mb : mbs) stage.forward(mb, in, CMat<T>(), Mat<T>());
@@ -76,7 +80,7 @@ struct SingleStage {
     for (const auto& mb : mbs) stage.backward_weight(mb, in);
     stage.finalize_grads();
     if (opt) stage.optimizer_step(*opt, step_no);
-    return global_loss(sums, counts);
+    return loss_of(in);
   }
 
   // All gradients (or parameter values) concatenated on the host, in parameter order.
