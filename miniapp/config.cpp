@@ -104,6 +104,10 @@ const std::vector<DeckKey>& deck_keys() {
       {"train.eps", 1e-8, "AdamW epsilon", A::at_least(0).open_below()},
       {"train.weight_decay", 0.0, "weight decay (2-D weights only)", A::at_least(0)},
       {"train.momentum", 0.0, "SGD momentum", A::range(0, 1).open_above()},
+      {"train.recompute", std::string("none"),
+       "what F keeps for backward: none = every value; attention = all but the attention probabilities and output; "
+       "block = only each block's input (I recomputes the rest, bitwise the same)",
+       A::one_of({"none", "attention", "block"})},
       {"data.source", std::string("synthetic"), "where tokens come from", A::one_of({"synthetic", "hdf5"})},
       {"data.path", std::string(""), "HDF5 token file (data.source = hdf5)", {}},
       {"data.dataset", std::string("tokens"), "int32 [N, seq_len+1] dataset in data.path", {}},

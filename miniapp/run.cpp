@@ -58,6 +58,7 @@ struct RunSetup {
   int checkpoint_every = 0;
   std::uint64_t seed = 0;
   Mode mode = Mode::deterministic;
+  Recompute recompute = Recompute::none;
   OptimizerConfig opt;
   io::DumpLevel level = io::DumpLevel::full;
   bool force = false;
@@ -112,6 +113,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
   su.opt = optimizer_from_deck(deck);
+  su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
@@ -191,8 +193,8 @@ void print_banner(const RunSetup& su, std::ostream& out) {
   out << "miniPipe " << version_string() << " | Kokkos " << kokkos_version_string() << " (" << ExecSpace::name()
       << ") | " << blas_string() << "\n";
   out << "model: V=" << s.vocab << " T=" << s.seq_len << " C=" << s.channels << " H=" << s.n_head << " L=" << s.n_layer
-      << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | p = " << su.p
-      << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
+      << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
+      << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
   if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
@@ -464,7 +466,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
       out << "\n== schedule " << pl.schedule << ", p = " << su.p << ", v = " << pl.lowered.v << ", m = " << pl.m
           << " ==\n";
     Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
-                          su.opt, su.timeout);
+                          su.opt, su.timeout, su.recompute);
     if (su.restart) trainer.restore(*su.restart);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;

@@ -29,6 +29,15 @@ struct MicroBatch {
 enum class OptimizerKind { adamw, sgd };
 const char* to_string(OptimizerKind k);
 
+// What F keeps for backward (train.recompute). none: every forward value; attention: all but the
+// attention probabilities and output, which I recomputes from qkv; block: only each block's
+// (and the head's) input, from which I recomputes the rest. I recomputes with the same kernels
+// on the same inputs, so the results are bitwise those of none.
+enum class Recompute { none, attention, block };
+const char* to_string(Recompute r);
+// "none" | "attention" | "block"; InputError naming train.recompute otherwise.
+Recompute parse_recompute(const std::string& text);
+
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adamw;
   AdamWConfig adamw;
@@ -74,7 +83,8 @@ struct HeadParams {
 template <class T>
 class Stage {
  public:
-  Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed);
+  Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed,
+        Recompute recompute = Recompute::none);
   ~Stage();
   Stage(Stage&&) noexcept;
 
@@ -85,6 +95,7 @@ class Stage {
   std::vector<Param<T>>& params() { return params_; }
   const std::vector<Param<T>>& params() const { return params_; }
   const ModelShape& shape() const { return shape_; }
+  Recompute recompute() const { return recompute_; }
 
   // F: x_in (n*T, C) is ignored on the first stage (it embeds tokens); y_out (n*T, C) is ignored
   // on the last stage (it computes the loss into in.sample_loss / in.sample_tokens).
@@ -100,9 +111,13 @@ class Stage {
   void finalize_grads();
   void optimizer_step(const OptimizerConfig& cfg, int step);
 
-  // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes).
+  // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes). The bytes
+  // are what F keeps plus, from I to W, what I recomputes and the gradients W consumes.
   int stored_microbatches() const { return static_cast<int>(store_.size()); }
   std::size_t stored_bytes() const;
+  // The most bytes stored at any moment of the last action (I and W of a B action hold the
+  // recomputed values and gradients only inside the action, so stored_bytes() after it misses them).
+  std::size_t action_peak_bytes() const { return action_peak_; }
   // Scratch shared by the stage's actions: its own buffers plus the kernels' workspace.
   std::size_t workspace_bytes() const;
 
@@ -110,23 +125,34 @@ class Stage {
   void observe(TensorObserver<T>* observer) { observer_ = observer; }
 
  private:
+  struct BlockBuf;
+  struct Buffers;
   struct Saved;
   struct Workspace;
   Saved& saved(const MicroBatch& mb, const char* action);
+  std::unique_ptr<Buffers> take_buffers(std::vector<std::unique_ptr<Buffers>>& pool, int n, int phase);
+  BlockBuf block_views(const Saved& s, const Buffers* scratch, int b) const;
+  Buffers top_views(const Saved& s, const Buffers* scratch) const;  // embedding and head values
+  void forward_block(int b, int n, const BlockBuf& k);              // x_in -> ln1 .. gelu
+  void recompute(const MicroBatch& mb, Saved& s);
   Param<T>* find_param(const std::string& name);
 
   ModelShape shape_;
   int id_, first_layer_, num_layers_;
   bool first_, last_;
   Mode mode_;
+  Recompute recompute_;
+  std::size_t action_peak_ = 0;
   std::vector<Param<T>> params_;
   EmbeddingParams<T> embedding_;        // first stage only
   std::vector<BlockParams<T>> blocks_;  // one per block, in layer order
   HeadParams<T> head_;                  // last stage only
   TensorObserver<T>* observer_ = nullptr;
   std::map<int, std::unique_ptr<Saved>> store_;
-  std::vector<std::unique_ptr<Saved>> pool_;  // freed stores kept for reuse
-  std::unique_ptr<Workspace> ws_;             // scratch shared by the stage's actions
+  // Freed buffers kept for reuse: what F keeps (kept_pool_) and what lives from I to W
+  // (work_pool_) are pooled apart, so the device holds as many of each as are ever alive at once.
+  std::vector<std::unique_ptr<Buffers>> kept_pool_, work_pool_;
+  std::unique_ptr<Workspace> ws_;  // scratch shared by the stage's actions
 };
 
 }  // namespace minipipe
