@@ -104,6 +104,10 @@ const std::vector<DeckKey>& deck_keys() {
       {"train.eps", 1e-8, "AdamW epsilon", A::at_least(0).open_below()},
       {"train.weight_decay", 0.0, "weight decay (2-D weights only)", A::at_least(0)},
       {"train.momentum", 0.0, "SGD momentum", A::range(0, 1).open_above()},
+      {"train.recompute", std::string("none"),
+       "what F keeps for backward: none = every value; attention = all but the attention probabilities and output; "
+       "block = only each block's input (I recomputes the rest, bitwise the same)",
+       A::one_of({"none", "attention", "block"})},
       {"data.source", std::string("synthetic"), "where tokens come from", A::one_of({"synthetic", "hdf5"})},
       {"data.path", std::string(""), "HDF5 token file (data.source = hdf5)", {}},
       {"data.dataset", std::string("tokens"), "int32 [N, seq_len+1] dataset in data.path", {}},
@@ -121,8 +125,14 @@ const std::vector<DeckKey>& deck_keys() {
       {"pipeline.p", 0LL, "pipeline ranks p; 0 = launched ranks / pipeline.dp (which must equal p otherwise)",
        A::at_least(0)},
       {"pipeline.chunks", 0LL, "model chunks v per rank", A::range(0, 64, "0 = what the schedule needs")},
-      {"pipeline.layers_per_stage", IntList{}, "explicit layer split over the p*v stages (empty = even)",
+      {"pipeline.layers_per_stage", IntList{},
+       "explicit layer split over the p*v stages (empty = even; \"auto\" = the split whose slowest stage is "
+       "fastest by measured costs, embedding and head counted)",
        A::at_least(0)},
+      {"pipeline.costs",
+       std::string(""),
+       "cost file of `minipipe profile` for layers_per_stage = \"auto\" (empty = a short profiling step at start)",
+       {}},
       {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")", {}},
       {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules", A::one_of({"loop", "v"})},
       {"pipeline.cuda_aware", std::string("auto"), "device buffers straight to MPI", A::one_of({"auto", "on", "off"})},
@@ -153,6 +163,9 @@ std::string help_text(const DeckKey& key) {
 }
 
 namespace {
+
+// The one list key that also takes a word: pipeline.layers_per_stage = "auto".
+const char* const kAutoSplitKey = "pipeline.layers_per_stage";
 
 const char* type_name(const DeckValue& v) {
   switch (v.index()) {
@@ -204,6 +217,7 @@ DeckValue convert_node(const std::string& key, const toml::node& n, const DeckVa
       if (auto v = n.value_exact<std::string>()) return *v;
       break;
     case 4: {
+      if (auto v = n.value_exact<std::string>(); v && key == kAutoSplitKey && *v == "auto") return *v;
       if (auto v = n.value_exact<int64_t>()) return IntList{static_cast<long long>(*v)};
       if (auto arr = n.as_array()) {
         IntList out;
@@ -328,6 +342,13 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
   auto it = values_.find(key);
   if (it == values_.end()) throw InputError("command line: unknown key " + quoted_text(key));
   DeckValue& v = it->second;
+  if (key == kAutoSplitKey) {
+    if (text == "auto") {
+      v = text;
+      return;
+    }
+    v = IntList{};  // the key's list type again after an "auto"
+  }
   switch (v.index()) {
     case 0:
       v = parse_int(key, text);

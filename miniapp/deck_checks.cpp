@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <variant>
 
 #include "message_text.hpp"
 
@@ -53,6 +54,11 @@ void check_effective_keys(const Deck& deck) {
   if (!csv && placement != std::get<std::string>(default_of("pipeline.placement")))
     no_effect("pipeline.placement", quoted_text(placement), "unless pipeline.schedule lists \"csv\"",
               "leave it at \"loop\", or add csv to pipeline.schedule");
+
+  const bool auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
+  if (!auto_split && !deck.get_string("pipeline.costs").empty())
+    no_effect("pipeline.costs", quoted_text(deck.get_string("pipeline.costs")),
+              "unless pipeline.layers_per_stage = \"auto\"", "leave it empty, or set pipeline.layers_per_stage = auto");
 
   const std::string& source = deck.get_string("data.source");
   if (source != "hdf5") {

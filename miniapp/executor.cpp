@@ -264,7 +264,7 @@ void Executor<T>::compute(const sched::Action& a) {
   const double observed = watch_->seconds - observed0;
   stats_->observer_io += observed;
   record(a, c0, now() - observed);
-  note_memory();
+  note_memory(s);
 }
 
 template <class T>
@@ -288,15 +288,19 @@ void Executor<T>::record(const sched::Action& a, double start, double end) {
   st.actions.push_back({a.op, a.stage, a.microbatch, start, end});
 }
 
+// `ran`: the stage of the action just run, whose store may have peaked inside the action (the
+// recomputed values and gradients of a B action live only within it).
 template <class T>
-void Executor<T>::note_memory() {
+void Executor<T>::note_memory(const Stage<T>& ran) {
   int count = 0;
   std::size_t bytes = 0, scratch = 0;
   for (const auto& s : stages_)
     count += s.stored_microbatches(), bytes += s.stored_bytes(), scratch += s.workspace_bytes();
+  const std::size_t inside =
+      ran.action_peak_bytes() > ran.stored_bytes() ? ran.action_peak_bytes() - ran.stored_bytes() : 0;
   stats_->workspace_bytes = std::max(stats_->workspace_bytes, scratch);
   stats_->peak_stored_mb = std::max(stats_->peak_stored_mb, count);
-  stats_->peak_stored_bytes = std::max(stats_->peak_stored_bytes, bytes);
+  stats_->peak_stored_bytes = std::max(stats_->peak_stored_bytes, bytes + inside);
 }
 
 // Completed sends return their buffers to the pool.

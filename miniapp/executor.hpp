@@ -63,7 +63,7 @@ class Executor {
   View2<T> input_of(Dir dir, const sched::Action& a);
   void compute(const sched::Action& a);
   void record(const sched::Action& a, double start, double end);
-  void note_memory();
+  void note_memory(const Stage<T>& ran);
   void reap_sends(bool wait_all);
   void check_drained(int step) const;
 

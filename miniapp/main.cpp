@@ -11,13 +11,16 @@
 #include "deck_checks.hpp"
 #include "io/compare_tool.hpp"
 #include "io/dump_writer.hpp"
+#include "io/output_paths.hpp"
 #include "kokkos_session.hpp"
-
+#include "message_text.hpp"
+#include "profile.hpp"
 #include "run.hpp"
 #include "schedule_tool.hpp"
 #include "schedules/schedule.hpp"
 #include "signals.hpp"
 #include "tokenize_tool.hpp"
+#include "tune.hpp"
 #include "version.hpp"
 
 namespace {
@@ -100,6 +103,10 @@ int main(int argc, char** argv) {
     compare_tool.attach(app);
     minipipe::TokenizeTool tokenize_tool;
     tokenize_tool.attach(app);
+    minipipe::ProfileTool profile_tool;
+    profile_tool.attach(app);
+    minipipe::TuneTool tune_tool;
+    tune_tool.attach(app);
 
     try {
       app.parse(static_cast<int>(app_args.size()), app_args.data());
@@ -121,6 +128,39 @@ int main(int argc, char** argv) {
       rc = same_on_all_ranks(world_rank() == 0 ? compare_tool.run(std::cout) : 0);
     } else if (tokenize_tool.sub->parsed()) {
       rc = same_on_all_ranks(world_rank() == 0 ? tokenize_tool.run(std::cout) : 0);
+    } else if (profile_tool.sub->parsed() || tune_tool.sub->parsed()) {
+      // Deck-driven tools: the deck and its overrides checked on every rank, then collective.
+      const bool profile = profile_tool.sub->parsed();
+      minipipe::Deck deck;
+      std::string message;
+      try {
+        const std::string& path = profile ? profile_tool.deck_path : tune_tool.deck_path;
+        if (!path.empty()) deck = minipipe::Deck::from_file(path);
+        for (const auto& [k, val] : overrides) deck.set_from_text(k, val);
+        deck.validate();
+        (void)minipipe::model_shape_from_deck(deck);
+        if (profile)
+          minipipe::io::check_outputs({{"--out", profile_tool.out_path, profile_tool.force, false}},
+                                      {{"--deck", profile_tool.deck_path}});
+        else if (!tune_tool.costs_path.empty())
+          minipipe::io::check_input_file("--costs", tune_tool.costs_path);
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+      if (minipipe::any_rank_failed(MPI_COMM_WORLD, message.empty() ? nullptr : &message, std::cerr)) {
+        rc = kExitUsage;
+      } else {
+        try {
+          rc = same_on_all_ranks(profile ? profile_tool.run(deck, MPI_COMM_WORLD, std::cout)
+                                         : tune_tool.run(deck, MPI_COMM_WORLD, std::cout));
+        } catch (const minipipe::InputError& e) {
+          std::cerr << "minipipe: error: " << e.what() << "\n";
+          rc = kExitUsage;
+        } catch (const std::exception& e) {
+          std::cerr << "minipipe: error on rank " << world_rank() << ": " << e.what() << "\n" << std::flush;
+          MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+        }
+      }
     } else {
       minipipe::Deck deck;
       bool failed = false;

@@ -173,4 +173,14 @@ StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<lon
   return lay;
 }
 
+const char* to_string(Recompute r) {
+  return r == Recompute::none ? "none" : r == Recompute::attention ? "attention" : "block";
+}
+
+Recompute parse_recompute(const std::string& text) {
+  for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block})
+    if (text == to_string(r)) return r;
+  throw InputError("deck: key 'train.recompute' has value \"" + text + "\"; allowed: none | attention | block");
+}
+
 }  // namespace minipipe

@@ -56,4 +56,13 @@ struct StageLayout {
 // layers.
 StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<long long>& explicit_split);
 
+// What F keeps for backward (train.recompute). none: every forward value; attention: all but the
+// attention probabilities and output, which I recomputes from qkv; block: only each block's
+// (and the head's) input, from which I recomputes the rest. I recomputes with the same kernels
+// on the same inputs, so the results are bitwise those of none.
+enum class Recompute { none, attention, block };
+const char* to_string(Recompute r);
+// "none" | "attention" | "block"; InputError naming train.recompute otherwise.
+Recompute parse_recompute(const std::string& text);
+
 }  // namespace minipipe

@@ -29,7 +29,8 @@ struct RunReport {
   std::vector<double> step_seconds;  // per step (max over ranks), whole step
   double step_seconds_mean = 0;      // steps after the first (warm-up) when there are several
   double tokens_per_second = 0;
-  double makespan = 0;  // the pipeline's makespan in the timed (last) step
+  double makespan = 0;            // the pipeline's makespan in the timed (last) step
+  std::vector<double> makespans;  // per step, the pipeline's makespan (s)
   double bubble_measured = 0, bubble_simulated = 0;
   std::optional<double> bubble_analytic;
   double imbalance = 0;               // max/mean per-stage compute time

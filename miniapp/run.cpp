@@ -9,16 +9,20 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "checkpoint.hpp"
+#include "cost_file.hpp"
 #include "deck_checks.hpp"
 #include "dump_observer.hpp"
 #include "io/compare.hpp"
 #include "io/dump_writer.hpp"
 #include "io/output_file.hpp"
 #include "peer_wait.hpp"
+#include "profile.hpp"
 #include "report.hpp"
 #include "schedules/csv.hpp"
+#include "schedules/split.hpp"
 #include "schedules/timeline.hpp"
 #include "schedules/validator.hpp"
 #include "summary.hpp"
@@ -43,6 +47,7 @@ struct Plan {
   sched::Schedule lowered;  // what runs: lowered, receives posted early
   StageLayout layout;
   std::string dump;
+  std::string split_note;  // how an automatic split was chosen (rank 0)
 };
 
 // Everything a launch needs, validated before any rank communicates.
@@ -58,11 +63,14 @@ struct RunSetup {
   int checkpoint_every = 0;
   std::uint64_t seed = 0;
   Mode mode = Mode::deterministic;
+  Recompute recompute = Recompute::none;
   OptimizerConfig opt;
   io::DumpLevel level = io::DumpLevel::full;
   bool force = false;
   CommPath path = CommPath::host_memory;
   std::string why;
+  bool auto_split = false;                // pipeline.layers_per_stage = "auto"
+  std::shared_ptr<const CostFile> costs;  // its measured costs (pipeline.costs or profiled)
   std::vector<Plan> plans;
 };
 
@@ -98,6 +106,8 @@ OptimizerConfig optimizer_from_deck(const Deck& deck) {
   return opt;
 }
 
+void choose_splits(RunSetup& su, MPI_Comm* comm);
+
 // Phase 1: every key against its rule, keys without effect, every input and output path (each
 // rank checks what it sees: a node-local file system may differ), then what needs several
 // keys or the launch.
@@ -112,6 +122,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
   su.opt = optimizer_from_deck(deck);
+  su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
@@ -142,6 +153,11 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   const int smallest_share = replica_share(su.B, su.dp, su.dp - 1).count;
   su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
 
+  su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
+  if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
+    su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
+    su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
+  }
   const long long v_key = deck.get_int("pipeline.chunks");
   const auto& names = deck.get_string_list("pipeline.schedule");
   const auto& ms = deck.get_int_list("pipeline.microbatches");
@@ -175,15 +191,47 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
                          " stages and m = " + std::to_string(m) + " needs message tags up to " +
                          std::to_string(max_tag) + " but this MPI allows MPI_TAG_UB = " + std::to_string(tag_ub) +
                          "; allowed: 2 * stages * m <= MPI_TAG_UB + 1");
-      pl.layout =
-          make_stage_layout(su.shape.n_layer, pl.lowered.num_stages(), deck.get_int_list("pipeline.layers_per_stage"));
+      if (!su.auto_split)
+        pl.layout = make_stage_layout(su.shape.n_layer, pl.lowered.num_stages(),
+                                      deck.get_int_list("pipeline.layers_per_stage"));
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
                     ? ""
                     : (sweep ? sweep_dump_name(dump_path, name, pl.m) : dump_path);
       su.plans.push_back(std::move(pl));
     }
   }
+  if (su.costs) choose_splits(su, nullptr);
   return su;
+}
+
+// pipeline.layers_per_stage = "auto": each plan's split from the measured per-part costs of its
+// micro-batch size (train.recompute included). Without a cost file (`comm` given, collective)
+// rank 0 profiles briefly and every rank takes its splits.
+void choose_splits(RunSetup& su, MPI_Comm* comm) {
+  int rank = 0;
+  if (comm) MPI_Comm_rank(*comm, &rank);
+  for (auto& pl : su.plans) {
+    const int S = pl.lowered.num_stages();
+    std::vector<int> counts(static_cast<std::size_t>(S));
+    const int samples = (su.B / su.dp + pl.m - 1) / pl.m;
+    LayerTimes lt;
+    if (rank == 0) {
+      lt = layer_times(*su.costs, samples, su.recompute);
+      counts = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
+    }
+    if (comm) MPI_Bcast(counts.data(), S, MPI_INT, 0, *comm);
+    pl.layout = make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end()));
+    if (rank == 0) {
+      std::ostringstream os;
+      os << "auto split for " << pl.schedule << " m = " << pl.m << ": ";
+      for (int s = 0; s < S; ++s) os << (s ? "/" : "") << counts[static_cast<std::size_t>(s)];
+      char line[96];
+      std::snprintf(line, sizeof(line), " (slowest stage %.3f ms of F+I+W per micro-batch)",
+                    sched::slowest_stage(lt.blocks, lt.embedding, lt.head, counts));
+      os << line;
+      pl.split_note = os.str();
+    }
+  }
 }
 
 void print_banner(const RunSetup& su, std::ostream& out) {
@@ -192,8 +240,8 @@ void print_banner(const RunSetup& su, std::ostream& out) {
       << ") | " << blas_string() << "\n";
   out << "GEMM: " << gemm_string(su.mode) << "\n";
   out << "model: V=" << s.vocab << " T=" << s.seq_len << " C=" << s.channels << " H=" << s.n_head << " L=" << s.n_layer
-      << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | p = " << su.p
-      << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
+      << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
+      << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
   if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
@@ -452,7 +500,8 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
   return verdict.pass;
 }
 
-int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostream& out) {
+int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostream& out,
+                std::vector<RunReport>* keep = nullptr) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   if (rank == 0) print_banner(su, out);
@@ -464,8 +513,9 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
     if (rank == 0)
       out << "\n== schedule " << pl.schedule << ", p = " << su.p << ", v = " << pl.lowered.v << ", m = " << pl.m
           << " ==\n";
+    if (rank == 0 && !pl.split_note.empty()) out << pl.split_note << "\n";
     Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
-                          su.opt, su.timeout);
+                          su.opt, su.timeout, su.recompute);
     if (su.restart) trainer.restore(*su.restart);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;
@@ -516,6 +566,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
   int exit_code = 0;
   if (rank == 0 && !write_reports(deck, su, reports, out, stopped.get())) exit_code = 3;
   MPI_Bcast(&exit_code, 1, MPI_INT, 0, comm);
+  if (keep) *keep = std::move(reports);
   return exit_code;
 }
 
@@ -534,7 +585,8 @@ bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err)
   return true;
 }
 
-int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out) {
+int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out,
+                std::vector<RunReport>* reports) {
   int world = 1;
   MPI_Comm_size(comm, &world);
   std::unique_ptr<RunSetup> setup;
@@ -546,7 +598,11 @@ int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, s
   }
   // Every rank validated its input; agree before anyone communicates.
   if (any_rank_failed(comm, setup ? nullptr : &message, std::cerr)) return 2;
-  return execute_run(deck, *setup, comm, out);
+  if (setup->auto_split && !setup->costs) {
+    setup->costs = std::make_shared<const CostFile>(profile_costs(deck, comm, 1));
+    choose_splits(*setup, &comm);
+  }
+  return execute_run(deck, *setup, comm, out, reports);
 }
 
 }  // namespace minipipe

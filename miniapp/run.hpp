@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config.hpp"
+#include "report.hpp"
 
 namespace minipipe {
 
@@ -15,7 +16,9 @@ namespace minipipe {
 // every rank, agreeing before anything runs, then runs. Returns the exit code: 0 ok, 2 bad input,
 // 3 when the verification failed (a sweep's dumps that differ included) or the run diverged (every
 // rank returns it after the dump kept the completed steps). Other failures during the run throw.
-int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out);
+// `reports` (when given) receives rank 0's report of every run of the launch (empty elsewhere).
+int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out,
+                std::vector<RunReport>* reports = nullptr);
 
 // Collective: true when any rank passes an error. The lowest failing rank's message is printed
 // once, by rank 0, so a problem seen on one rank only (a node-local file) is still named.

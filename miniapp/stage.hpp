@@ -75,7 +75,8 @@ struct HeadParams {
 template <class T>
 class Stage {
  public:
-  Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed);
+  Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed,
+        Recompute recompute = Recompute::none);
   ~Stage();
   Stage(Stage&&) noexcept;
 
@@ -86,6 +87,7 @@ class Stage {
   std::vector<Param<T>>& params() { return params_; }
   const std::vector<Param<T>>& params() const { return params_; }
   const ModelShape& shape() const { return shape_; }
+  Recompute recompute() const { return recompute_; }
 
   // F: x_in (n*T, C) is ignored on the first stage (it embeds tokens); y_out (n*T, C) is ignored
   // on the last stage (it computes the loss into in.sample_loss / in.sample_tokens).
@@ -105,9 +107,13 @@ class Stage {
   Kokkos::View<int*, MemSpace> overflow_flags() const { return flags_; }
   void optimizer_step(const OptimizerConfig& cfg, int step);
 
-  // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes).
+  // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes). The bytes
+  // are what F keeps plus, from I to W, what I recomputes and the gradients W consumes.
   int stored_microbatches() const { return static_cast<int>(store_.size()); }
   std::size_t stored_bytes() const;
+  // The most bytes stored at any moment of the last action (I and W of a B action hold the
+  // recomputed values and gradients only inside the action, so stored_bytes() after it misses them).
+  std::size_t action_peak_bytes() const { return action_peak_; }
   // Scratch shared by the stage's actions: its own buffers plus the kernels' workspace.
   std::size_t workspace_bytes() const;
 
@@ -115,15 +121,24 @@ class Stage {
   void observe(TensorObserver<T>* observer) { observer_ = observer; }
 
  private:
+  struct BlockBuf;
+  struct Buffers;
   struct Saved;
   struct Workspace;
   Saved& saved(const MicroBatch& mb, const char* action);
+  std::unique_ptr<Buffers> take_buffers(std::vector<std::unique_ptr<Buffers>>& pool, int n, int phase);
+  BlockBuf block_views(const Saved& s, const Buffers* scratch, int b) const;
+  Buffers top_views(const Saved& s, const Buffers* scratch) const;  // embedding and head values
+  void forward_block(int b, int n, const BlockBuf& k);              // x_in -> ln1 .. gelu
+  void recompute(const MicroBatch& mb, Saved& s);
   Param<T>* find_param(const std::string& name);
 
   ModelShape shape_;
   int id_, first_layer_, num_layers_;
   bool first_, last_;
   Mode mode_;
+  Recompute recompute_;
+  std::size_t action_peak_ = 0;
   std::vector<Param<T>> params_;
   Kokkos::View<int*, MemSpace> flags_;                            // overflow flag per parameter
   typename Kokkos::View<int*, MemSpace>::HostMirror flags_host_;  // read once per step
@@ -132,8 +147,10 @@ class Stage {
   HeadParams<T> head_;                                            // last stage only
   TensorObserver<T>* observer_ = nullptr;
   std::map<int, std::unique_ptr<Saved>> store_;
-  std::vector<std::unique_ptr<Saved>> pool_;  // freed stores kept for reuse
-  std::unique_ptr<Workspace> ws_;             // scratch shared by the stage's actions
+  // Freed buffers kept for reuse: what F keeps (kept_pool_) and what lives from I to W
+  // (work_pool_) are pooled apart, so the device holds as many of each as are ever alive at once.
+  std::vector<std::unique_ptr<Buffers>> kept_pool_, work_pool_;
+  std::unique_ptr<Workspace> ws_;  // scratch shared by the stage's actions
 };
 
 }  // namespace minipipe

@@ -76,6 +76,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   // The bubble is the pipeline's: its makespan, from the first action to the last.
   const double makespan = meas.makespans.back();
   rep.makespan = makespan;
+  rep.makespans = meas.makespans;
   double busy_total = 0, observed_total = 0;
   for (int r = 0; r < ctx.p; ++r) {
     const RankStepStats& st = meas.ranks[static_cast<std::size_t>(r)];

@@ -37,7 +37,7 @@ SampleRange replica_share(int B, int dp, int d) {
 template <class T>
 Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape,
                     const StageLayout& layout, const sched::Schedule& plan, Mode mode, std::uint64_t seed,
-                    CommPath path, const OptimizerConfig& opt, double timeout_s)
+                    CommPath path, const OptimizerConfig& opt, double timeout_s, Recompute recompute)
     : job_(job),
       comm_(pipeline),
       replicas_(replicas),
@@ -50,7 +50,8 @@ Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const Mo
   MPI_Comm_rank(comm_, &rank);
   MPI_Comm_size(replicas_, &num_replicas_);
   for (int s = 0; s < plan_.num_stages(); ++s)
-    if (plan_.stage_to_rank.at(static_cast<std::size_t>(s)) == rank) stages_.emplace_back(shape, layout, s, mode, seed);
+    if (plan_.stage_to_rank.at(static_cast<std::size_t>(s)) == rank)
+      stages_.emplace_back(shape, layout, s, mode, seed, recompute);
   executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s);
 }
 

@@ -68,6 +68,7 @@ CostModel CostModel::resolved(int stages, int v) const {
     for (int s = 0; s < stages; ++s) c.I[s] = c.W[s] = c.B[s] / 2;
   }
   c.act = act.empty() ? std::vector<double>(stages, 1.0 / v) : expand(act, stages, "act");
+  if (!act_work.empty()) c.act_work = expand(act_work, stages, "act_work");
   auto check = [](const std::vector<double>& list, const char* key) {
     for (double x : list)
       if (!std::isfinite(x) || x < 0) bad_cost(key, std::to_string(x), "costs must be finite and >= 0");
@@ -77,6 +78,7 @@ CostModel CostModel::resolved(int stages, int v) const {
   check(c.I, "I");
   check(c.W, "W");
   check(c.act, "act");
+  check(c.act_work, "act_work");
   if (!std::isfinite(comm) || comm < 0) bad_cost("comm", std::to_string(comm), "latency must be finite and >= 0");
   if (!std::isfinite(overlap_fb) || overlap_fb <= 0)
     bad_cost("overlap", std::to_string(overlap_fb), "factor must be finite and > 0");
@@ -197,6 +199,8 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
         res.timeline.events.push_back(TimelineEvent{r, t, t + d, x.op, x.stage, x.microbatch, a.op == Op::OVERLAP_F_B});
         t += d;
         const double size = c.act[x.stage];
+        const bool has_work = !c.act_work.empty();
+        const double work = has_work ? c.act_work[x.stage] : 0.0;
         switch (x.op) {
           case Op::F:
             ++inflight;
@@ -204,16 +208,17 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
             break;
           case Op::B:
             --inflight;
+            res.activation_mem[r] = std::max(res.activation_mem[r], held + work);  // inside the action
             held -= size;
             break;
           case Op::I:
             --inflight;
             ++waiting;
-            held -= size * (1 - c.w_act);
+            held += has_work ? work : -size * (1 - c.w_act);
             break;
           case Op::W:
             --waiting;
-            held -= size * c.w_act;
+            held -= has_work ? size + work : size * c.w_act;
             break;
           default:
             break;

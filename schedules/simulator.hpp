@@ -23,6 +23,10 @@ struct CostModel {
   // rank's whole share of the model counts 1. w_act: fraction still held while only W is left.
   std::vector<double> act;
   double w_act = 1.0;
+  // When given (per stage, the units of act): what I adds on top of act (recomputed values,
+  // gradients), held until W, and for a B action inside it. Then I frees nothing, W frees
+  // act + act_work, and w_act is not used.
+  std::vector<double> act_work;
 
   // Same costs on every stage; b <= 0 means i + w, and i, w both <= 0 mean b/2 each.
   static CostModel uniform(int stages, double f, double b, double i, double w, double comm);

@@ -29,8 +29,8 @@ struct SingleStage {
   StageLayout layout;
   Stage<T> stage;
 
-  SingleStage(const ModelShape& s, Mode mode, std::uint64_t seed = 7)
-      : shape(s), layout(make_stage_layout(s.n_layer, 1, {})), stage(s, layout, 0, mode, seed) {}
+  SingleStage(const ModelShape& s, Mode mode, std::uint64_t seed = 7, Recompute recompute = Recompute::none)
+      : shape(s), layout(make_stage_layout(s.n_layer, 1, {})), stage(s, layout, 0, mode, seed, recompute) {}
 
   StepInputs<T> inputs(const Batch& b) const {
     StepInputs<T> in;

@@ -1,0 +1,284 @@
+// Cost file: JSON written by `minipipe profile`, read back by the split optimizer and the tuner
+// with a small strict reader (objects, arrays, numbers, strings, booleans, null).
+#include "cost_file.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace minipipe {
+
+namespace {
+
+const char* kModes[3] = {"none", "attention", "block"};
+
+// ---- a strict JSON reader: enough for the cost file ----
+struct Json {
+  enum Kind { null, boolean, number, string, array, object } kind = null;
+  double num = 0;
+  bool b = false;
+  std::string str;
+  std::vector<Json> items;
+  std::map<std::string, Json> fields;
+};
+
+class Reader {
+ public:
+  Reader(const std::string& text, const std::string& origin) : t_(text), origin_(origin) {}
+  Json document() {
+    Json v = value();
+    skip();
+    if (i_ != t_.size()) fail("text after the JSON document");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError("cost file " + origin_ + ": not a valid cost file at byte " + std::to_string(i_) + ": " + what);
+  }
+  void skip() {
+    while (i_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[i_]))) ++i_;
+  }
+  bool eat(char c) {
+    skip();
+    if (i_ < t_.size() && t_[i_] == c) return ++i_, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(std::string("expected '") + c + "'");
+  }
+  std::string text() {
+    expect('"');
+    std::string out;
+    while (i_ < t_.size() && t_[i_] != '"') {
+      if (t_[i_] == '\\') {
+        if (++i_ >= t_.size()) break;
+        const char e = t_[i_];
+        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      } else {
+        out += t_[i_];
+      }
+      ++i_;
+    }
+    if (i_ >= t_.size()) fail("unterminated string");
+    ++i_;
+    return out;
+  }
+  Json value() {
+    skip();
+    if (i_ >= t_.size()) fail("unexpected end");
+    Json v;
+    const char c = t_[i_];
+    if (c == '{') {
+      ++i_;
+      v.kind = Json::object;
+      if (eat('}')) return v;
+      do {
+        skip();
+        const std::string k = text();
+        expect(':');
+        v.fields[k] = value();
+      } while (eat(','));
+      expect('}');
+    } else if (c == '[') {
+      ++i_;
+      v.kind = Json::array;
+      if (eat(']')) return v;
+      do v.items.push_back(value());
+      while (eat(','));
+      expect(']');
+    } else if (c == '"') {
+      v.kind = Json::string;
+      v.str = text();
+    } else if (t_.compare(i_, 4, "true") == 0 || t_.compare(i_, 5, "false") == 0) {
+      v.kind = Json::boolean;
+      v.b = t_[i_] == 't';
+      i_ += v.b ? 4 : 5;
+    } else if (t_.compare(i_, 4, "null") == 0) {
+      i_ += 4;
+    } else {
+      const char* start = t_.c_str() + i_;
+      char* end = nullptr;
+      v.num = std::strtod(start, &end);
+      if (end == start || !std::isfinite(v.num)) fail("expected a value");
+      v.kind = Json::number;
+      i_ += static_cast<std::size_t>(end - start);
+    }
+    return v;
+  }
+  const std::string& t_;
+  std::string origin_;
+  std::size_t i_ = 0;
+};
+
+const Json& field(const Json& o, const std::string& key, Json::Kind kind, const std::string& origin) {
+  auto it = o.kind == Json::object ? o.fields.find(key) : o.fields.end();
+  static const char* kinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+  if (it == o.fields.end() || it->second.kind != kind)
+    throw InputError("cost file " + origin + ": key '" + key + "' is missing or not " + kinds[kind] +
+                     "; write the file with `minipipe profile`");
+  return it->second;
+}
+double number(const Json& o, const std::string& key, const std::string& origin) {
+  const double x = field(o, key, Json::number, origin).num;
+  if (x < 0) throw InputError("cost file " + origin + ": key '" + key + "' is negative; allowed: >= 0");
+  return x;
+}
+
+}  // namespace
+
+const char* part_name(int part, int n_layer) {
+  static std::vector<std::string> names;
+  if (part == 0) return "embedding";
+  if (part == n_layer + 1) return "head";
+  while (static_cast<int>(names.size()) < n_layer) names.push_back(block_name(static_cast<int>(names.size())));
+  return names.at(static_cast<std::size_t>(part - 1)).c_str();
+}
+
+SizeCosts CostFile::at(int samples) const {
+  if (sizes.empty()) throw InputError("cost file: no micro-batch size was measured");
+  const SizeCosts* near = &sizes.front();
+  for (const auto& s : sizes)
+    if (std::abs(s.samples - samples) < std::abs(near->samples - samples)) near = &s;
+  SizeCosts out = *near;
+  const double k = static_cast<double>(samples) / near->samples;
+  for (auto& part : out.parts)
+    for (auto& c : part) c.F *= k, c.I *= k, c.W *= k, c.kept_bytes *= k, c.work_bytes *= k;
+  out.samples = samples;
+  return out;
+}
+
+double CostFile::transfer_ms(int samples) const {
+  const double bytes = static_cast<double>(samples) * shape.seq_len * shape.channels * real_bytes;
+  return latency_ms + bytes * ms_per_byte;
+}
+
+void CostFile::check_shape(const ModelShape& s, const std::string& origin) const {
+  const std::pair<const char*, std::pair<int, int>> keys[] = {{"model.vocab", {s.vocab, shape.vocab}},
+                                                              {"model.seq_len", {s.seq_len, shape.seq_len}},
+                                                              {"model.channels", {s.channels, shape.channels}},
+                                                              {"model.n_head", {s.n_head, shape.n_head}},
+                                                              {"model.n_layer", {s.n_layer, shape.n_layer}}};
+  for (const auto& [key, v] : keys)
+    if (v.first != v.second)
+      throw InputError("deck: key '" + std::string(key) + "' has value " + std::to_string(v.first) +
+                       " but the cost file " + origin + " was measured with " + std::to_string(v.second) +
+                       "; allowed: the profiled shape (run `minipipe profile` on this deck)");
+}
+
+sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, int samples, Recompute r) {
+  const SizeCosts sc = costs.at(samples);
+  const int S = layout.num_stages(), L = costs.shape.n_layer, ri = static_cast<int>(r);
+  sched::CostModel cm;
+  for (int s = 0; s < S; ++s) {
+    PartCost sum;
+    auto add = [&](int part) {
+      const PartCost& c = sc.parts.at(static_cast<std::size_t>(part))[static_cast<std::size_t>(ri)];
+      sum.F += c.F, sum.I += c.I, sum.W += c.W, sum.kept_bytes += c.kept_bytes, sum.work_bytes += c.work_bytes;
+    };
+    if (s == 0) add(0);
+    for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l) add(1 + l);
+    if (s == S - 1) add(L + 1);
+    cm.F.push_back(sum.F), cm.I.push_back(sum.I), cm.W.push_back(sum.W), cm.B.push_back(sum.I + sum.W);
+    cm.act.push_back(sum.kept_bytes), cm.act_work.push_back(sum.work_bytes);
+  }
+  cm.comm = costs.transfer_ms(samples);
+  return cm;
+}
+
+LayerTimes layer_times(const CostFile& costs, int samples, Recompute r) {
+  const SizeCosts sc = costs.at(samples);
+  const int L = costs.shape.n_layer;
+  auto t = [&](int part) {
+    const PartCost& c = sc.parts.at(static_cast<std::size_t>(part))[static_cast<std::size_t>(r)];
+    return c.F + c.I + c.W;
+  };
+  LayerTimes lt;
+  lt.embedding = t(0), lt.head = t(L + 1);
+  for (int l = 0; l < L; ++l) lt.blocks.push_back(t(1 + l));
+  return lt;
+}
+
+void write_cost_file(const CostFile& c, std::ostream& out) {
+  out << std::setprecision(9);
+  out << "{\n  \"format\": \"minipipe-costs-1\",\n";
+  out << "  \"backend\": \"" << c.backend << "\", \"mode\": \"" << c.mode << "\", \"comm_path\": \"" << c.comm_path
+      << "\",\n";
+  out << "  \"model\": {\"vocab\": " << c.shape.vocab << ", \"seq_len\": " << c.shape.seq_len
+      << ", \"channels\": " << c.shape.channels << ", \"n_head\": " << c.shape.n_head
+      << ", \"n_layer\": " << c.shape.n_layer << "},\n";
+  out << "  \"batch\": " << c.batch << ", \"real_bytes\": " << c.real_bytes << ",\n";
+  out << "  \"transfer\": {\"measured\": " << (c.transfer_measured ? "true" : "false")
+      << ", \"latency_ms\": " << c.latency_ms << ", \"ms_per_byte\": " << c.ms_per_byte << "},\n";
+  out << "  \"sizes\": [";
+  for (std::size_t k = 0; k < c.sizes.size(); ++k) {
+    const SizeCosts& s = c.sizes[k];
+    out << (k ? "," : "") << "\n    {\"samples\": " << s.samples << ", \"parts\": [";
+    for (std::size_t p = 0; p < s.parts.size(); ++p) {
+      out << (p ? "," : "") << "\n      {\"name\": \"" << part_name(static_cast<int>(p), c.shape.n_layer) << "\"";
+      for (int r = 0; r < 3; ++r) {
+        const PartCost& pc = s.parts[p][static_cast<std::size_t>(r)];
+        out << ", \"" << kModes[r] << "\": {\"F\": " << pc.F << ", \"I\": " << pc.I << ", \"W\": " << pc.W
+            << ", \"kept_bytes\": " << pc.kept_bytes << ", \"work_bytes\": " << pc.work_bytes << "}";
+      }
+      out << "}";
+    }
+    out << "]}";
+  }
+  out << "\n  ]\n}\n";
+}
+
+CostFile read_cost_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cost file '" + path + "' cannot be read; write one with `minipipe profile --out FILE`");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const Json doc = Reader(text, path).document();
+  const std::string& fmt = field(doc, "format", Json::string, path).str;
+  if (fmt != "minipipe-costs-1")
+    throw InputError("cost file " + path + ": key 'format' has value \"" + fmt + "\"; allowed: minipipe-costs-1");
+  CostFile c;
+  c.backend = field(doc, "backend", Json::string, path).str;
+  c.mode = field(doc, "mode", Json::string, path).str;
+  c.comm_path = field(doc, "comm_path", Json::string, path).str;
+  const Json& model = field(doc, "model", Json::object, path);
+  c.shape.vocab = static_cast<int>(number(model, "vocab", path));
+  c.shape.seq_len = static_cast<int>(number(model, "seq_len", path));
+  c.shape.channels = static_cast<int>(number(model, "channels", path));
+  c.shape.n_head = static_cast<int>(number(model, "n_head", path));
+  c.shape.n_layer = static_cast<int>(number(model, "n_layer", path));
+  c.batch = static_cast<int>(number(doc, "batch", path));
+  c.real_bytes = static_cast<int>(number(doc, "real_bytes", path));
+  const Json& tr = field(doc, "transfer", Json::object, path);
+  c.transfer_measured = field(tr, "measured", Json::boolean, path).b;
+  c.latency_ms = number(tr, "latency_ms", path);
+  c.ms_per_byte = number(tr, "ms_per_byte", path);
+  for (const Json& s : field(doc, "sizes", Json::array, path).items) {
+    SizeCosts sc;
+    sc.samples = static_cast<int>(number(s, "samples", path));
+    if (sc.samples < 1) throw InputError("cost file " + path + ": key 'samples' is 0; allowed: >= 1");
+    const auto& parts = field(s, "parts", Json::array, path).items;
+    if (static_cast<int>(parts.size()) != c.shape.n_layer + 2)
+      throw InputError("cost file " + path + ": key 'parts' has " + std::to_string(parts.size()) +
+                       " entries; allowed: n_layer + 2 = " + std::to_string(c.shape.n_layer + 2) +
+                       " (embedding, each block, head)");
+    for (const Json& p : parts) {
+      std::array<PartCost, 3> pc;
+      for (int r = 0; r < 3; ++r) {
+        const Json& m = field(p, kModes[r], Json::object, path);
+        pc[static_cast<std::size_t>(r)] = {number(m, "F", path), number(m, "I", path), number(m, "W", path),
+                                           number(m, "kept_bytes", path), number(m, "work_bytes", path)};
+      }
+      sc.parts.push_back(pc);
+    }
+    c.sizes.push_back(std::move(sc));
+  }
+  if (c.sizes.empty()) throw InputError("cost file " + path + ": key 'sizes' is empty; allowed: at least one size");
+  return c;
+}
+
+}  // namespace minipipe

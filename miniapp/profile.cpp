@@ -1,0 +1,227 @@
+// Profiling: every part (embedding, each block, head) becomes a one-part stage so that its F, I
+// and W are timed alone, with fences, on this machine's backend; transfers by MPI ping-pong.
+#include "profile.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "io/output_file.hpp"
+#include "stage.hpp"
+
+namespace minipipe {
+
+#ifdef MINIPIPE_DOUBLE
+using Real = double;
+#else
+using Real = float;
+#endif
+
+namespace {
+
+// The least of the repetitions: on a shared machine every disturbance only adds time.
+double least(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+}
+
+// One-way time (ms) of `bytes` between ranks 0 and 1: the least round trip / 2.
+double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
+  const std::size_t n = std::max<std::size_t>(1, bytes / sizeof(Real));
+  View2<Real> dev(Kokkos::view_alloc("Profile::ping", Kokkos::WithoutInitializing), n, 1);
+  auto host = Kokkos::create_mirror(dev);
+  Real* buf = path == CommPath::host_staging ? host.data() : dev.data();
+  const int peer = 1 - rank, count = static_cast<int>(n);
+  std::vector<double> t;
+  for (int k = 0; k < 12; ++k) {
+    MPI_Barrier(comm);
+    const double t0 = MPI_Wtime();
+    for (int dir = 0; dir < 2; ++dir) {
+      if (rank == dir) {
+        if (path == CommPath::host_staging) Kokkos::deep_copy(host, dev);
+        MPI_Send(buf, count, mpi_type<Real>(), peer, 7, comm);
+      } else {
+        MPI_Recv(buf, count, mpi_type<Real>(), peer, 7, comm, MPI_STATUS_IGNORE);
+        if (path == CommPath::host_staging) Kokkos::deep_copy(dev, host);
+      }
+    }
+    if (k >= 2) t.push_back(1e3 * (MPI_Wtime() - t0) / 2);
+  }
+  return least(t);
+}
+
+StepInputs<Real> device_inputs(const Batch& b) {
+  StepInputs<Real> in;
+  in.tokens = Kokkos::View<int*, MemSpace>("Profile::tokens", b.tokens.size());
+  in.targets = Kokkos::View<int*, MemSpace>("Profile::targets", b.targets.size());
+  auto ht = Kokkos::create_mirror_view(in.tokens);
+  auto hg = Kokkos::create_mirror_view(in.targets);
+  for (std::size_t i = 0; i < b.tokens.size(); ++i) ht(i) = b.tokens[i], hg(i) = b.targets[i];
+  Kokkos::deep_copy(in.tokens, ht);
+  Kokkos::deep_copy(in.targets, hg);
+  in.global_valid_tokens = b.valid_tokens();
+  in.sample_loss = Kokkos::View<double*, MemSpace>("Profile::sample_loss", static_cast<std::size_t>(b.B));
+  in.sample_tokens = Kokkos::View<int*, MemSpace>("Profile::sample_tokens", static_cast<std::size_t>(b.B));
+  return in;
+}
+
+// Every part of the model for micro-batches of n samples under recompute r.
+std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed, const Batch& batch, int n,
+                                    Recompute r, int repeat) {
+  const int L = shape.n_layer, S = L + 2;
+  StageLayout layout;
+  for (int s = 0; s < S; ++s) {
+    layout.first.push_back(s == 0 ? 0 : std::min(s - 1, L));
+    layout.count.push_back(s >= 1 && s <= L ? 1 : 0);
+  }
+  std::vector<Stage<Real>> stages;
+  for (int s = 0; s < S; ++s) stages.emplace_back(shape, layout, s, mode, seed, r);
+  StepInputs<Real> in = device_inputs(batch);
+
+  const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
+  std::vector<View2<Real>> act(S), grad(S);
+  for (int s = 0; s < S; ++s) {
+    act[s] = View2<Real>("Profile::act", N, shape.channels);
+    grad[s] = View2<Real>("Profile::grad", N, shape.channels);
+  }
+  const MicroBatch mb{0, 0, n};
+  std::vector<std::vector<double>> f(S), i(S), w(S);
+  std::vector<PartCost> out(S);
+  auto timed = [](auto&& fn) {
+    const double t0 = MPI_Wtime();
+    fn();
+    fence_space(ExecSpace(), "Profile::fence");
+    return 1e3 * (MPI_Wtime() - t0);
+  };
+  for (int rep = 0; rep <= repeat; ++rep) {  // rep 0 warms up (allocations, first touches)
+    for (auto& st : stages) st.zero_grads();
+    for (int s = 0; s < S; ++s) {
+      const double t = timed([&] {
+        stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
+                          s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
+      });
+      if (rep > 0) f[s].push_back(t);
+      out[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
+    }
+    for (int s = S - 1; s >= 0; --s) {
+      const double t = timed([&] {
+        stages[s].backward_input(mb, in, s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
+                                 s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
+      });
+      if (rep > 0) i[s].push_back(t);
+      out[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - out[s].kept_bytes;
+    }
+    for (int s = S - 1; s >= 0; --s) {
+      const double t = timed([&] { stages[s].backward_weight(mb, in); });
+      if (rep > 0) w[s].push_back(t);
+    }
+  }
+  for (int s = 0; s < S; ++s) out[s].F = least(f[s]), out[s].I = least(i[s]), out[s].W = least(w[s]);
+  return out;
+}
+
+}  // namespace
+
+CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  CostFile c;
+  c.shape = model_shape_from_deck(deck);
+  c.batch = static_cast<int>(deck.get_int("train.batch"));
+  c.real_bytes = sizeof(Real);
+  c.backend = ExecSpace::name();
+  c.mode = deck.get_string("train.mode");
+  std::string why;
+  const CommPath path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), why);
+  c.comm_path = to_string(path);
+  std::vector<int> samples;
+  for (int m = c.batch; m >= 1; --m)
+    if (c.batch % m == 0) samples.push_back(c.batch / m);
+
+  // Transfers: a least-squares line through (bytes, one-way ms) of every boundary size.
+  if (world >= 2) {
+    MPI_Comm pair = MPI_COMM_NULL;
+    MPI_Comm_split(comm, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
+    if (pair != MPI_COMM_NULL) {
+      std::vector<double> x, y;
+      for (int n : samples) {
+        const double bytes = static_cast<double>(n) * c.shape.seq_len * c.shape.channels * sizeof(Real);
+        x.push_back(bytes), y.push_back(ping_pong(pair, rank, static_cast<std::size_t>(bytes), path));
+      }
+      x.push_back(sizeof(Real)), y.push_back(ping_pong(pair, rank, sizeof(Real), path));
+      double mx = 0, my = 0;
+      for (std::size_t k = 0; k < x.size(); ++k) mx += x[k] / x.size(), my += y[k] / y.size();
+      double sxy = 0, sxx = 0;
+      for (std::size_t k = 0; k < x.size(); ++k) sxy += (x[k] - mx) * (y[k] - my), sxx += (x[k] - mx) * (x[k] - mx);
+      c.ms_per_byte = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+      c.latency_ms = std::max(0.0, my - c.ms_per_byte * mx);
+      c.transfer_measured = true;
+      MPI_Comm_free(&pair);
+    }
+  }
+  if (rank == 0) {
+    const Mode mode = c.mode == "fast" ? Mode::fast : Mode::deterministic;
+    const auto seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
+    const Batch batch = DataSource(deck, c.shape).batch(0, c.batch);
+    for (int n : samples) {
+      SizeCosts sc;
+      sc.samples = n;
+      sc.parts.resize(static_cast<std::size_t>(c.shape.n_layer + 2));
+      for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+        const auto parts = profile_parts(c.shape, mode, seed, batch, n, r, repeat);
+        for (std::size_t p = 0; p < parts.size(); ++p) sc.parts[p][static_cast<std::size_t>(r)] = parts[p];
+      }
+      c.sizes.push_back(std::move(sc));
+    }
+  }
+  MPI_Barrier(comm);
+  return c;
+}
+
+void ProfileTool::attach(CLI::App& parent) {
+  sub = parent.add_subcommand("profile",
+                              "measure per-part F/I/W time and stored bytes under each recompute mode, and the "
+                              "boundary transfer, into a JSON cost file (mpiexec -n 2 to measure transfers)");
+  sub->option_defaults()->always_capture_default();
+  sub->add_option("--deck", deck_path, "TOML input deck (model shape, batch, mode)");
+  sub->add_option("--out", out_path, "cost file to write (JSON)")->required();
+  sub->add_option("--repeat", repeat, "timed repetitions per part (the least time is kept)")
+      ->check(CLI::Range(1, 1000));
+  sub->add_flag("--force", force, "overwrite an existing cost file");
+}
+
+int ProfileTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const CostFile c = profile_costs(deck, comm, repeat);
+  if (rank != 0) return 0;
+  char line[200];
+  out << "profile: " << c.backend << ", " << c.mode << ", " << c.comm_path << " transfers: ";
+  if (c.transfer_measured) {
+    std::snprintf(line, sizeof(line), "latency %.4f ms, bandwidth %.2f GB/s\n", c.latency_ms,
+                  c.ms_per_byte > 0 ? 1e-6 / c.ms_per_byte : 0.0);
+    out << line;
+  } else {
+    out << "not measured (one rank; launch mpiexec -n 2 to measure them)\n";
+  }
+  const SizeCosts& big = c.sizes.back();
+  out << "micro-batch of " << big.samples << " samples (ms; MiB kept by F / added by I):\n";
+  for (std::size_t p = 0; p < big.parts.size(); ++p) {
+    out << "  " << part_name(static_cast<int>(p), c.shape.n_layer);
+    for (int r = 0; r < 3; ++r) {
+      const PartCost& pc = big.parts[p][static_cast<std::size_t>(r)];
+      std::snprintf(line, sizeof(line), " | %s F %.3f I %.3f W %.3f  %.2f/%.2f", to_string(static_cast<Recompute>(r)),
+                    pc.F, pc.I, pc.W, pc.kept_bytes / 1048576.0, pc.work_bytes / 1048576.0);
+      out << line;
+    }
+    out << "\n";
+  }
+  io::write_output_file(out_path, force, [&](std::ostream& f) { write_cost_file(c, f); });
+  out << "cost file: " << out_path << "\n";
+  return 0;
+}
+
+}  // namespace minipipe

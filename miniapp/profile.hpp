@@ -1,0 +1,35 @@
+// `minipipe profile`: measures each model part's F, I and W time and stored bytes (embedding and
+// head as their own parts) under every recompute mode, and the boundary transfer, into a cost file.
+#pragma once
+
+#include <mpi.h>
+
+#include <ostream>
+#include <string>
+
+#include "config.hpp"
+#include "cost_file.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace minipipe {
+
+// Collective over `comm`. Ranks 0 and 1 time boundary-sized ping-pongs (latency + bandwidth
+// fit; one rank: none measured, transfers cost 0); rank 0 then runs every part as its own stage
+// for each micro-batch size B/m (m a divisor of train.batch), `repeat` times after a warm-up, and
+// keeps the least time (disturbances on a shared machine only add). The result is complete on rank 0 only.
+CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat);
+
+struct ProfileTool {
+  CLI::App* sub = nullptr;
+  std::string deck_path, out_path;
+  int repeat = 5;
+  bool force = false;
+  void attach(CLI::App& parent);
+  // Rank 0 prints a table and writes the file; returns the exit code (2 bad input, 3 failure).
+  int run(const Deck& deck, MPI_Comm comm, std::ostream& out);
+};
+
+}  // namespace minipipe

@@ -1,0 +1,291 @@
+// The tuner: enumerate, simulate with measured per-part costs (recompute's extra I time and its
+// smaller stores included), filter by the memory cap, rank; --verify runs the best and measures.
+#include "tune.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "model.hpp"
+#include "profile.hpp"
+#include "run.hpp"
+#include "schedules/schedules.hpp"
+#include "schedules/split.hpp"
+
+namespace minipipe {
+
+namespace {
+
+std::string split_text(const std::vector<int>& split) {
+  std::string t;
+  for (std::size_t i = 0; i < split.size(); ++i) t += (i ? "/" : "") + std::to_string(split[i]);
+  return t;
+}
+
+std::string list_text(const std::vector<int>& split) {
+  std::string t;
+  for (std::size_t i = 0; i < split.size(); ++i) t += (i ? "," : "") + std::to_string(split[i]);
+  return t;
+}
+
+StageLayout layout_of(int n_layer, const std::vector<int>& split) {
+  return make_stage_layout(n_layer, static_cast<int>(split.size()), std::vector<long long>(split.begin(), split.end()));
+}
+
+double median_after_first(const std::vector<double>& v) {
+  std::vector<double> x(v.size() > 1 ? v.begin() + 1 : v.begin(), v.end());
+  std::sort(x.begin(), x.end());
+  return x.empty() ? 0.0 : x[x.size() / 2];
+}
+
+}  // namespace
+
+TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule, int v, int m,
+                      const std::vector<int>& split, Recompute r) {
+  const sched::Schedule s = sched::make_schedule(schedule, p, m, v);
+  const int samples = costs.batch / m;
+  const sched::CostModel cm = stage_costs(costs, layout_of(costs.shape.n_layer, split), samples, r);
+  const sched::SimResult sim = sched::simulate(s, cm);
+  TuneCandidate c;
+  c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r;
+  c.step_ms = sim.makespan, c.bubble = sim.bubble_fraction;
+  c.peak_bytes = *std::max_element(sim.activation_mem.begin(), sim.activation_mem.end());
+  return c;
+}
+
+std::vector<TuneCandidate> enumerate_configs(const CostFile& costs, int p, int batch, double memory_cap,
+                                             const std::vector<std::string>& names_in) {
+  const std::vector<std::string> names = names_in.empty() ? sched::schedule_names() : names_in;
+  const int L = costs.shape.n_layer;
+  std::vector<TuneCandidate> out;
+  for (const auto& name : names)
+    for (int v = 1; v <= 4; ++v) {
+      const int S = p * v;
+      if (S > L) continue;
+      for (int m = 1; m <= batch; ++m) {
+        if (batch % m != 0) continue;
+        try {
+          (void)sched::make_schedule(name, p, m, v);
+        } catch (const sched::ScheduleError&) {
+          continue;  // this schedule does not take (p, m, v)
+        }
+        for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+          const StageLayout even = make_stage_layout(L, S, {});
+          const LayerTimes lt = layer_times(costs, batch / m, r);
+          const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
+          std::vector<std::pair<std::vector<int>, bool>> splits{{even.count, false}};
+          if (balanced != even.count) splits.push_back({balanced, true});
+          for (const auto& [split, is_auto] : splits) {
+            TuneCandidate c = predict(costs, p, name, v, m, split, r);
+            c.auto_split = is_auto;
+            if (memory_cap > 0 && c.peak_bytes > memory_cap) continue;
+            out.push_back(std::move(c));
+          }
+        }
+      }
+    }
+  std::stable_sort(out.begin(), out.end(), [](const TuneCandidate& a, const TuneCandidate& b) {
+    return a.step_ms != b.step_ms ? a.step_ms < b.step_ms : a.peak_bytes < b.peak_bytes;
+  });
+  return out;
+}
+
+std::vector<BubbleAnswer> smallest_m_for_bubble(const CostFile& costs, int p, int samples, double target, int max_m) {
+  std::vector<BubbleAnswer> out;
+  const int L = costs.shape.n_layer;
+  for (const auto& name : sched::schedule_names()) {
+    BubbleAnswer a;
+    a.schedule = name;
+    a.v = sched::default_v(name);
+    const int S = p * a.v;
+    if (S > L) continue;
+    // Every stage the mean of the even split's stages: the closed forms' uniform-cost setting.
+    const sched::CostModel even = stage_costs(costs, make_stage_layout(L, S, {}), samples, Recompute::none);
+    auto mean = [](const std::vector<double>& x) {
+      double s = 0;
+      for (double e : x) s += e / static_cast<double>(x.size());
+      return s;
+    };
+    const sched::CostModel cm = sched::CostModel::uniform(S, mean(even.F), 0, mean(even.I), mean(even.W), 0);
+    for (int m = 1; m <= max_m && a.m == 0; ++m) {
+      sched::Schedule s;
+      try {
+        s = sched::make_schedule(name, p, m, a.v);
+      } catch (const sched::ScheduleError&) {
+        continue;
+      }
+      const double b = sched::simulate(s, cm).bubble_fraction;
+      if (b < target) a.m = m, a.bubble = b;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+void TuneTool::attach(CLI::App& parent) {
+  sub = parent.add_subcommand("tune",
+                              "predict step time, bubble and memory of every schedule x m x v x split x recompute "
+                              "from measured costs and print the best (--verify K: mpiexec -n P, runs the K best)");
+  sub->option_defaults()->always_capture_default();
+  sub->add_option("--deck", deck_path, "TOML input deck (model, batch, the m of the 1F1B baseline)");
+  sub->add_option("-p", p, "pipeline ranks")->check(CLI::Range(1, 4096));
+  sub->add_option("--memory-cap", memory_cap, "largest predicted peak stored activations per rank, bytes (0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--costs", costs_path, "cost file of `minipipe profile` (empty: profile now)");
+  sub->add_option("--verify", verify, "run the K best (and the 1F1B even-split baseline) and print measured times")
+      ->check(CLI::Range(0, 100));
+  sub->add_option("--top", top, "configurations to print")->check(CLI::Range(1, 10000));
+  sub->add_option("--steps", steps, "steps of each --verify run (the first is warm-up)")->check(CLI::Range(2, 10000));
+  sub->add_option("--repeat", repeat, "timed repetitions per part when profiling now")->check(CLI::Range(1, 1000));
+  sub->add_option("--schedules", schedules, "comma list of schedules to try (empty = all)");
+  sub->add_option("--bubble-target", bubble_target,
+                  "also print, per schedule, the smallest m whose simulated bubble is below this fraction at p")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
+int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &world);
+  // Everything is checked on every rank before anything collective runs.
+  std::string error;
+  CostFile costs;
+  std::vector<std::string> names;
+  const ModelShape shape = model_shape_from_deck(deck);
+  const int batch = static_cast<int>(deck.get_int("train.batch"));
+  try {
+    if (deck.get_int("pipeline.dp") != 1)
+      throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(deck.get_int("pipeline.dp")) +
+                       "; allowed: 1 (the tuner plans one pipeline)");
+    if (verify > 0 && world != p)
+      throw InputError("command line: --verify " + std::to_string(verify) + " with -p " + std::to_string(p) + " but " +
+                       std::to_string(world) + " MPI ranks; allowed: launch mpiexec -n " + std::to_string(p));
+    std::stringstream ss(schedules);
+    for (std::string n; std::getline(ss, n, ',');) {
+      const auto all = sched::schedule_names();
+      if (std::find(all.begin(), all.end(), n) == all.end())
+        throw InputError("command line: --schedules has entry \"" + n + "\"; allowed: a comma list of " + [&] {
+          std::string t;
+          for (const auto& a : all) t += (t.empty() ? "" : " | ") + a;
+          return t;
+        }());
+      names.push_back(n);
+    }
+    if (!costs_path.empty()) {
+      costs = read_cost_file(costs_path);
+      costs.check_shape(shape, costs_path);
+      if (costs.batch != batch)
+        throw InputError("deck: key 'train.batch' has value " + std::to_string(batch) + " but the cost file " +
+                         costs_path + " was measured with " + std::to_string(costs.batch) +
+                         "; allowed: the profiled batch");
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int bad = error.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+  if (bad) {
+    if (!error.empty() && rank == 0) std::cerr << "minipipe: error: " << error << "\n";
+    return 2;
+  }
+  if (costs_path.empty()) costs = profile_costs(deck, comm, repeat);
+
+  std::vector<TuneCandidate> best;
+  TuneCandidate base;
+  const int base_m = static_cast<int>(deck.get_int_list("pipeline.microbatches").front());
+  int n_configs = 0;
+  if (rank == 0) {
+    const auto all = enumerate_configs(costs, p, batch, memory_cap, names);
+    n_configs = static_cast<int>(all.size());
+    best.assign(all.begin(), all.begin() + std::min<std::ptrdiff_t>(top, static_cast<std::ptrdiff_t>(all.size())));
+    try {
+      base = predict(costs, p, "1f1b", 1, base_m, make_stage_layout(shape.n_layer, p, {}).count, Recompute::none);
+    } catch (const std::exception& e) {
+      error = std::string("baseline 1f1b, m = ") + std::to_string(base_m) + ": " + e.what();
+    }
+  }
+  if (rank == 0) {
+    out << "tune: p = " << p << ", batch " << batch << ", " << n_configs << " configurations"
+        << (memory_cap > 0 ? " under the memory cap" : "") << "; costs "
+        << (costs_path.empty() ? "profiled now" : costs_path) << " (" << costs.backend << ", transfers "
+        << (costs.transfer_measured ? "measured" : "not measured: 0") << ")\n";
+    if (!error.empty()) out << error << "\n";
+  }
+  // --verify: the K best and the baseline, each a run of `steps` steps; measured = the median
+  // pipeline makespan of the steps after the first.
+  std::vector<double> measured(best.size() + 1, 0.0);
+  int k_runs = std::min<int>(verify, static_cast<int>(best.size()));
+  MPI_Bcast(&k_runs, 1, MPI_INT, 0, comm);
+  for (int k = 0; k <= k_runs && verify > 0; ++k) {
+    // Rank 0 knows the configuration: its deck keys travel as text.
+    std::string keys;
+    if (rank == 0) {
+      const TuneCandidate& c = k < k_runs ? best[static_cast<std::size_t>(k)] : base;
+      keys = c.schedule + ";" + std::to_string(c.m) + ";" + std::to_string(c.v) + ";" + list_text(c.split) + ";" +
+             to_string(c.recompute);
+    }
+    int len = static_cast<int>(keys.size());
+    MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+    keys.resize(static_cast<std::size_t>(len));
+    MPI_Bcast(keys.data(), len, MPI_CHAR, 0, comm);
+    std::vector<std::string> f;
+    std::stringstream ks(keys);
+    for (std::string x; std::getline(ks, x, ';');) f.push_back(x);
+    Deck d = deck;
+    d.set_from_text("pipeline.schedule", f.at(0));
+    d.set_from_text("pipeline.microbatches", f.at(1));
+    d.set_from_text("pipeline.chunks", f.at(2));
+    d.set_from_text("pipeline.layers_per_stage", f.at(3));
+    d.set_from_text("train.recompute", f.at(4));
+    d.set_from_text("pipeline.costs", "");
+    d.set_from_text("train.steps", std::to_string(steps));
+    for (const char* key : {"output.dump", "output.json", "output.svg", "output.trace", "output.verify",
+                            "checkpoint.path", "checkpoint.restart"})
+      d.set_from_text(key, "");
+    std::ostream quiet(nullptr);
+    std::vector<RunReport> reports;
+    const int rc = run_command(d, "", comm, quiet, &reports);
+    if (rc != 0) return rc;
+    if (rank == 0) measured[static_cast<std::size_t>(k)] = 1e3 * median_after_first(reports.at(0).makespans);
+  }
+  if (rank != 0) return 0;
+  char line[256];
+  std::snprintf(line, sizeof(line), "%3s  %-17s %2s %3s  %-15s %-9s %9s %7s %9s", "#", "schedule", "v", "m", "split",
+                "recompute", "pred ms", "bubble", "peak MiB");
+  out << line << (verify > 0 ? "   meas ms  meas/pred" : "") << "\n";
+  auto row = [&](const std::string& label, const TuneCandidate& c, double meas) {
+    std::snprintf(line, sizeof(line), "%3s  %-17s %2d %3d  %-15s %-9s %9.2f %7.3f %9.2f", label.c_str(),
+                  c.schedule.c_str(), c.v, c.m, (split_text(c.split) + (c.auto_split ? " auto" : "")).c_str(),
+                  to_string(c.recompute), c.step_ms, c.bubble, c.peak_bytes / 1048576.0);
+    out << line;
+    if (meas > 0) {
+      std::snprintf(line, sizeof(line), " %9.2f %10.3f", meas, meas / c.step_ms);
+      out << line;
+    }
+    out << "\n";
+  };
+  for (std::size_t k = 0; k < best.size(); ++k)
+    row(std::to_string(k + 1), best[k], static_cast<int>(k) < k_runs ? measured[k] : 0.0);
+  if (error.empty()) row("base", base, verify > 0 ? measured[static_cast<std::size_t>(k_runs)] : 0.0);
+  out << "(pred ms: simulated pipeline makespan of one step; peak: stored activations of the worst rank; "
+         "base: 1f1b, even split, no recompute, the deck's m"
+      << (verify > 0 ? "; meas ms: median measured makespan of steps 1.." + std::to_string(steps - 1) : "") << ")\n";
+  if (bubble_target > 0) {
+    const int samples = std::max(1, batch / base_m);
+    out << "smallest m with a simulated bubble below " << bubble_target << " at p = " << p
+        << " (uniform stages of a micro-batch of " << samples << " samples):\n";
+    for (const auto& a : smallest_m_for_bubble(costs, p, samples, bubble_target, 1024)) {
+      if (a.m > 0)
+        std::snprintf(line, sizeof(line), "  %-17s v=%d  m = %4d  (bubble %.3f; closed form %s)", a.schedule.c_str(),
+                      a.v, a.m, a.bubble, sched::analytic_formula(a.schedule).substr(0, 40).c_str());
+      else
+        std::snprintf(line, sizeof(line), "  %-17s v=%d  none up to m = 1024", a.schedule.c_str(), a.v);
+      out << line << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace minipipe

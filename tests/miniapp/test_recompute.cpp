@@ -1,0 +1,111 @@
+// Activation recompute: every mode gives the gradients and loss of `none` bit for bit, and stores
+// exactly the bytes its rule says (counted here from the shapes, independently of the stage).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "single_stage.hpp"
+
+namespace minipipe::testing {
+namespace {
+
+// Bytes one micro-batch of n samples holds on a one-stage model (embedding, L blocks, head),
+// float, written out from the rule of each mode: after F, and from I until W.
+struct Expected {
+  std::size_t after_f, after_i;
+};
+Expected expected_bytes(const ModelShape& s, int n, Recompute r) {
+  const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels, V = s.vocab, L = s.n_layer;
+  const std::size_t att = static_cast<std::size_t>(n) * s.n_head * s.seq_len * s.seq_len;
+  // Per block: x_in ln1 qkv att atty res1 ln2 fc gelu (1+1+3+1+1+1+4+4 = 16 NC + att) + 4 statistics.
+  const std::size_t block_all = 16 * N * C + att + 4 * N;
+  const std::size_t block_grads = 11 * N * C;              // dout d_res1 d_qkv(3) d_ln1 d_fc(4) d_ln2
+  const std::size_t head_all = 2 * N * C + N * V + 3 * N;  // h_x lnf logits, losses mean rstd
+  const std::size_t head_grads = N * V + N * C;            // dlogits d_lnf
+  const std::size_t emb_grads = N * C;                     // emb_dout
+  std::size_t kept = 0, remade = 0;
+  switch (r) {
+    case Recompute::none:
+      kept = L * block_all + head_all;
+      break;
+    case Recompute::attention:  // att and atty are remade
+      kept = L * (block_all - att - N * C) + head_all;
+      remade = L * (att + N * C);
+      break;
+    case Recompute::block:  // only x_in and h_x are kept; F's per-token losses are never stored
+      kept = L * N * C + N * C;
+      remade = L * (block_all - N * C) + (head_all - N * C - N);
+      break;
+  }
+  const std::size_t grads = L * block_grads + head_grads + emb_grads;
+  return {kept * sizeof(float), (kept + remade + grads) * sizeof(float)};
+}
+
+ModelShape shape() {
+  ModelShape s = tiny_shape();
+  s.n_layer = 3;
+  return s;
+}
+
+TEST(Recompute, ParsesItsNamesAndRefusesOthers) {
+  EXPECT_EQ(parse_recompute("none"), Recompute::none);
+  EXPECT_EQ(parse_recompute("attention"), Recompute::attention);
+  EXPECT_EQ(parse_recompute("block"), Recompute::block);
+  try {
+    parse_recompute("full");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.recompute"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("none | attention | block"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Recompute, StoredBytesFollowEachModesRule) {
+  const ModelShape s = shape();
+  const Batch b = test_batch(s, 5);
+  for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+    SCOPED_TRACE(to_string(r));
+    SingleStage<float> model(s, Mode::deterministic, 7, r);
+    auto in = model.inputs(b);
+    const MicroBatch a{0, 0, 3}, c{1, 3, 2};
+    model.stage.forward(a, in, CMat<float>(), Mat<float>());
+    model.stage.forward(c, in, CMat<float>(), Mat<float>());
+    const Expected ea = expected_bytes(s, 3, r), ec = expected_bytes(s, 2, r);
+    EXPECT_EQ(model.stage.stored_bytes(), ea.after_f + ec.after_f);
+    model.stage.backward_input(a, in, CMat<float>(), Mat<float>());
+    EXPECT_EQ(model.stage.stored_bytes(), ea.after_i + ec.after_f);
+    EXPECT_EQ(model.stage.action_peak_bytes(), ea.after_i + ec.after_f);
+    model.stage.backward_weight(a, in);
+    EXPECT_EQ(model.stage.stored_bytes(), ec.after_f);
+    EXPECT_EQ(model.stage.action_peak_bytes(), ea.after_i + ec.after_f);  // held just before W freed it
+    model.stage.backward_input(c, in, CMat<float>(), Mat<float>());
+    model.stage.backward_weight(c, in);
+    EXPECT_EQ(model.stage.stored_bytes(), 0u);
+  }
+  // The ordering the modes exist for, on this shape: each keeps less than the one before.
+  EXPECT_LT(expected_bytes(s, 4, Recompute::attention).after_f, expected_bytes(s, 4, Recompute::none).after_f);
+  EXPECT_LT(expected_bytes(s, 4, Recompute::block).after_f, expected_bytes(s, 4, Recompute::attention).after_f);
+}
+
+TEST(Recompute, GradientsLossAndUpdateAreBitwiseThoseOfNone) {
+  const ModelShape s = shape();
+  const Batch b = test_batch(s, 7);
+  OptimizerConfig opt;
+  SingleStage<float> ref(s, Mode::deterministic);
+  const double ref_loss = ref.step(b, 3, false, &opt);
+  const std::vector<float> ref_grads = ref.gather(true), ref_params = ref.gather(false);
+  for (Recompute r : {Recompute::attention, Recompute::block}) {
+    SCOPED_TRACE(to_string(r));
+    SingleStage<float> model(s, Mode::deterministic, 7, r);
+    // Reversed W order: the remade values must survive until their own W, in any order.
+    const double loss = model.step(b, 3, true, &opt);
+    EXPECT_EQ(std::memcmp(&loss, &ref_loss, sizeof loss), 0);
+    const auto g = model.gather(true), p = model.gather(false);
+    ASSERT_EQ(g.size(), ref_grads.size());
+    EXPECT_EQ(std::memcmp(g.data(), ref_grads.data(), g.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(p.data(), ref_params.data(), p.size() * sizeof(float)), 0);
+  }
+}
+
+}  // namespace
+}  // namespace minipipe::testing
