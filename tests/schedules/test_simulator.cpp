@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "schedules/schedules.hpp"
 
@@ -252,19 +252,21 @@ TEST(Simulator, TimelineIsConsistentWithTheNumbers) {
   }
 }
 
+// Processor time of this process, not wall time: the bound is on the simulator's work, which a
+// loaded shared machine (ctest -j, other builds) must not turn into a failure.
 TEST(Simulator, AllVariantsAtP64M512UnderOneSecond) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t t0 = std::clock();
   for (const auto& n : ms::schedule_names()) {
     const auto s = ms::make_schedule(n, 64, 512);
     const auto r = ms::simulate(s, uniform(s, 1, 0, 1, 1, 0.1));
     EXPECT_GT(r.makespan, 0) << n;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
 #ifdef NDEBUG
   EXPECT_LT(seconds, 1.0);
 #else
   EXPECT_LT(seconds, 20.0);  // unoptimised builds only check it finishes
 #endif
   RecordProperty("seconds_all_variants_p64_m512", std::to_string(seconds));
-  std::printf("all 9 variants at p=64, m=512 (generate + validate + simulate): %.3f s\n", seconds);
+  std::printf("all 9 variants at p=64, m=512 (generate + validate + simulate): %.3f s of CPU\n", seconds);
 }
