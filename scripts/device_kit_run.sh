@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The device kit's run.sh (scripts/device_kit.sh copies it into the kit): on one GPU, checks the
+# tiny and small decks bitwise against CPU-made dumps, then times a GPT-2-124M-shaped deck in
+# deterministic and fast mode, and writes every result into one JSON.
+#
+#   ./run.sh [RESULT_DIR] [--steps N] [--timeout S] [--timing-deck NAME]
+#
+# RESULT_DIR    where dumps, logs and kit_result.json go (default: ./result next to run.sh)
+# --steps       steps of each timing run (default 3; the first is warm-up)
+# --timeout     seconds any one run may take before it is stopped and reported (default 150)
+# --timing-deck the deck of the timing runs: gpt2-124m (default), small or tiny (a CPU self-test)
+# Exit code: 0 every check ran and every dump matched; 1 a dump differs; 3 a run failed.
+set -uo pipefail
+kit=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+result=$kit/result
+steps=3
+limit=150
+timing_deck=gpt2-124m
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --steps) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --steps needs a count >= 1, got '${2:-}'" >&2; exit 2; }
+      steps=$2; shift 2 ;;
+    --timeout) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --timeout needs seconds >= 1, got '${2:-}'" >&2; exit 2; }
+      limit=$2; shift 2 ;;
+    --timing-deck) [[ ${2:-} =~ ^(gpt2-124m|small|tiny)$ ]] || { echo "run.sh: --timing-deck is one of gpt2-124m, small, tiny; got '${2:-}'" >&2; exit 2; }
+      timing_deck=$2; shift 2 ;;
+    -*) echo "run.sh: unknown option '$1'; allowed: --steps N, --timeout S, --timing-deck NAME" >&2; exit 2 ;;
+    *) result=$1; shift ;;
+  esac
+done
+mkdir -p "$result" || exit 2
+t_start=$(date +%s)
+
+# The kit's own libraries and MPI, relocated; the GPU vendor's BLAS from the target's toolkit.
+export LD_LIBRARY_PATH=$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+vendor_lib=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 /opt/rocm/lib /usr/lib/x86_64-linux-gnu; do
+  for f in "$d"/libcublas.so.* "$d"/librocblas.so.*; do
+    [[ -e $f ]] && { vendor_lib=$d; break 2; }
+  done
+done
+if [[ -z $vendor_lib ]]; then
+  for f in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2> /dev/null); do
+        [[ -d $f/nvidia/cublas/lib ]] && vendor_lib=$f/nvidia/cublas/lib
+  done
+fi
+[[ -n $vendor_lib ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$vendor_lib
+if read -r layout _ < "$kit/mpi/layout" && [[ $layout == openmpi ]]; then
+  export OPAL_PREFIX=$kit/mpi OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi,psm,psm2
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+    # One node, no ssh on a bare machine: the isolated launcher starts every rank locally.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated
+  [[ -d $kit/pmix ]] && export PMIX_INSTALL_PREFIX=$kit/pmix PMIX_MCA_gds=hash PMIX_MCA_psec=native
+fi
+# OpenBLAS 0.3.21 misdetects recent CPUs and falls back to its slowest kernels; Haswell's (AVX2)
+# run on every x86-64 host a GPU sits in. The host BLAS serves host-side work only.
+export PATH=$kit/mpi/bin:$kit/bin:$PATH OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+mp=$kit/bin/minipipe
+
+missing=$(ldd "$mp" | awk '/not found/ { print $1 }' | tr '\n' ' ')
+if [[ -n $missing ]]; then
+  echo "run.sh: minipipe cannot start: missing shared libraries: $missing" >&2
+  echo "run.sh: cuBLAS/rocBLAS come from the target's CUDA toolkit or ROCm (looked in /usr/local/cuda*, /opt/rocm, Python's nvidia/cublas)" >&2
+  exit 3
+fi
+gpu=$( (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null || rocm-smi --showproductname 2> /dev/null || echo "no GPU tool found") | head -1)
+mpiexec -n 1 "$mp" --version > "$result/version.txt" 2>&1 < /dev/null
+
+json_text() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\n'; }
+# run_mp NAME NP ARGS...: one minipipe run under the time limit; its log is RESULT_DIR/NAME.log.
+run_mp() {
+  local name=$1 np=$2
+  shift 2
+  timeout "$limit" mpiexec -n "$np" "$mp" run "$@" --output.force true > "$result/$name.log" 2>&1
+}
+# A JSON number from the run's JSON report, or null.
+field() { sed -n "s/.*\"$2\": *{\"value\": *\([-0-9.eE+]*\).*/\1/p; s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -1; }
+
+checks=()
+worst=0
+while read -r deck ref_steps level; do
+  for layout in "sequential 1 1" "1f1b 2 4"; do
+    read -r sched np m <<< "$layout"
+    name=${deck}_${sched}_p${np}
+    run_mp "$name" "$np" --deck "$kit/decks/$deck.toml" --train.mode deterministic --train.steps "$ref_steps" \
+      --pipeline.schedule "$sched" --pipeline.microbatches "$m" --output.dump "$result/$name.h5" \
+      --output.dump_level "$level" < /dev/null
+    rc=$?
+    verdict=FAILED
+    if [[ $rc -eq 0 ]]; then
+      if "$mp" compare "$kit/ref/$deck.h5" "$result/$name.h5" > "$result/$name.compare.txt" 2>&1 < /dev/null; then
+        verdict=IDENTICAL
+        if [[ -x $kit/bin/h5diff ]] && ! h5diff --exclude-path /meta "$kit/ref/$deck.h5" "$result/$name.h5" >> "$result/$name.compare.txt" 2>&1 < /dev/null; then
+          verdict=DIFFERS
+        fi
+      else
+        verdict=DIFFERS
+      fi
+    elif [[ $rc -eq 124 ]]; then
+      verdict="TIMED OUT after ${limit} s"
+    fi
+    [[ $verdict == DIFFERS ]] && ((worst < 1)) && worst=1
+    [[ $verdict != IDENTICAL && $verdict != DIFFERS ]] && worst=3
+    echo "run.sh: $deck $sched p=$np vs CPU reference: $verdict"
+        checks+=("{\"deck\": \"$deck\", \"steps\": $ref_steps, \"dump_level\": \"$level\", \"schedule\": \"$sched\", \"p\": $np, \"m\": $m, \"verdict\": \"$verdict\"}")
+  done
+done < "$kit/ref/checks.txt"
+
+timings=()
+for mode in deterministic fast; do
+  name=timing_${timing_deck}_$mode
+  run_mp "$name" 1 --deck "$kit/decks/$timing_deck.toml" --train.mode "$mode" --train.steps "$steps" \
+    --pipeline.schedule 1f1b --pipeline.microbatches 4 --output.json "$result/$name.json"
+  rc=$?
+  tps=null tflops=null step=null status=ok
+  if [[ $rc -eq 0 && -f $result/$name.json ]]; then
+    tps=$(field "$result/$name.json" fom)
+    tflops=$(field "$result/$name.json" model_tflops)
+    step=$(field "$result/$name.json" step_seconds_mean)
+  elif [[ $rc -eq 124 ]]; then
+    status="timed out after ${limit} s"
+    worst=3
+  else
+    status="failed with exit code $rc (see $name.log)"
+    worst=3
+  fi
+    echo "run.sh: $timing_deck $mode: ${tps:-null} tokens/s, ${tflops:-null} model TFLOP/s ($status)"
+  timings+=("{\"deck\": \"$timing_deck\", \"mode\": \"$mode\", \"status\": \"$status\", \"tokens_per_second\": ${tps:-null}, \"model_tflops\": ${tflops:-null}, \"step_seconds_mean\": ${step:-null}}")
+done
+
+join() { local IFS=,; echo "$*"; }
+{
+  echo "{"
+  echo "  \"kit\": \"$(json_text "$(head -2 "$kit/MANIFEST" | tail -1)")\","
+  echo "  \"gpu\": \"$(json_text "$gpu")\","
+  echo "  \"build\": \"$(json_text "$(head -3 "$result/version.txt" | tr '\n' ';')")\","
+  echo "  \"gemm_fast\": \"$(json_text "$(sed -n 's/^fast-mode GEMM: //p' "$result/version.txt")")\","
+  echo "  \"vendor_blas_dir\": \"$(json_text "$vendor_lib")\","
+  echo "  \"bitwise\": [$(join "${checks[@]}")],"
+    echo "  \"timing\": [$(join "${timings[@]}")],"
+  echo "  \"seconds\": $(($(date +%s) - t_start)),"
+  echo "  \"exit_code\": $worst"
+  echo "}"
+} > "$result/kit_result.json"
+cat "$result/kit_result.json"
+exit $worst
