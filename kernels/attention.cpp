@@ -16,12 +16,16 @@
 // vectorise across elements while each element's own chain runs in its original order. The
 // backward pass keeps dpre of the head in scratch (computed once instead of three times; the
 // same values). Heads too large for team scratch use the original one-thread-per-row loops.
+// The device path (attention_device.cpp, taken when use_device_path()) runs the same chains in
+// tiled team kernels whose scratch does not grow with T.
 #include "attention.hpp"
 
 #include <stdexcept>
 #include <string>
 
+#include "attention_device.hpp"
 #include "detmath.hpp"
+#include "kernel_path.hpp"
 
 namespace minipipe {
 
@@ -208,6 +212,10 @@ template <class Real>
 void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
   check_shapes("Attention::forward", B, T, C, H, qkv.extent(0), qkv.extent(1), att.extent(0), att.extent(1),
                out.extent(0), out.extent(1));
+  if (use_device_path() && attention_device::fits<Real>(C / H)) {  // both modes: the same chains
+    attention_device::forward<Real>(B, T, C, H, qkv, att, out);
+    return;
+  }
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   (void)mode;  // both modes use det::exp (see the file comment)
@@ -322,6 +330,10 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   if (dqkv.extent(0) != qkv.extent(0) || dqkv.extent(1) != qkv.extent(1))
     throw std::invalid_argument("Attention::backward_input: dqkv must be (B*T, 3C)");
   (void)mode;  // no transcendental functions in backward: both modes run the same loops
+  if (use_device_path() && attention_device::fits<Real>(C / H)) {
+    attention_device::backward_input<Real>(B, T, C, H, qkv, att, dout, dqkv);
+    return;
+  }
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int rows = B * H * T;

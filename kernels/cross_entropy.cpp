@@ -1,5 +1,5 @@
-// Cross-entropy kernels (row-sequential in deterministic mode, team-parallel in fast mode) and
-// the exact global loss normalisation; explicitly instantiated for float and double.
+// Cross-entropy kernels (rowred's canonical row order in deterministic mode, host loop or device
+// team kernel; team reductions and libm in fast mode) and the exact global loss normalisation.
 #include "cross_entropy.hpp"
 
 #include <stdexcept>
@@ -7,6 +7,8 @@
 
 #include "detmath.hpp"
 #include "exact_sum.hpp"
+#include "kernel_path.hpp"
+#include "row_reduce.hpp"
 
 namespace minipipe {
 
@@ -14,14 +16,27 @@ namespace {
 using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = TeamPolicy::member_type;
 
-// Row n's max and sum of exp(logit - max), sequentially in v (deterministic mode). Forward and
-// backward share it, so both see the same bits.
+template <class T>
+using RowScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Row n's max and sum of exp(logit - max) in rowred's canonical order (deterministic mode), as a
+// host loop and as a team kernel: the same partials and tree, so the same bits. Forward and
+// backward share them.
 template <class Real>
 KOKKOS_INLINE_FUNCTION void row_max_sumexp(const CMat<Real>& logits, int n, int V, Real& mx, Real& sum) {
-  mx = logits(n, 0);
-  for (int v = 1; v < V; ++v) mx = logits(n, v) > mx ? logits(n, v) : mx;
-  sum = 0;
-  for (int v = 0; v < V; ++v) sum += det::exp(logits(n, v) - mx);
+  mx = rowred::reduce<rowred::Max, Real>(V, [&](int v, Real m) { return logits(n, v) > m ? logits(n, v) : m; });
+  const Real m = mx;
+  sum = rowred::reduce<rowred::Sum, Real>(V, [&](int v, Real a) { return a + det::exp(logits(n, v) - m); });
+}
+
+template <class Real>
+KOKKOS_INLINE_FUNCTION void team_row_max_sumexp_det(const Member& team, Real* red, const CMat<Real>& logits, int n,
+                                                    int V, Real& mx, Real& sum) {
+  mx = rowred::team_reduce<rowred::Max, Real>(team, red, V,
+                                              [&](int v, Real m) { return logits(n, v) > m ? logits(n, v) : m; });
+  const Real m = mx;
+  sum = rowred::team_reduce<rowred::Sum, Real>(team, red, V,
+                                               [&](int v, Real a) { return a + det::exp(logits(n, v) - m); });
 }
 
 // The same with team reductions and libm (fast mode).
@@ -44,6 +59,25 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
   const int V = static_cast<int>(logits.extent(1));
   require(targets.extent(0) == logits.extent(0) && losses.extent(0) == logits.extent(0), "CrossEntropy::forward",
           "targets and losses must have one entry per logits row");
+  if (mode == Mode::deterministic && use_device_path()) {
+    const std::size_t bytes = RowScratch<Real>::shmem_size(rowred::kLanes);
+    Kokkos::parallel_for(
+        "CrossEntropy::forward_device",
+        rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,V)
+          const int n = team.league_rank();
+          const int tgt = targets(n);
+          if (tgt < 0) {
+            Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = 0; });
+            return;
+          }
+          Real* red = RowScratch<Real>(team.team_scratch(0), rowred::kLanes).data();
+          Real mx, sum;
+          team_row_max_sumexp_det(team, red, logits, n, V, mx, sum);
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = det::log(sum) - (logits(n, tgt) - mx); });
+        });
+    return;
+  }
   if (mode == Mode::deterministic) {
     Kokkos::parallel_for(
         "CrossEntropy::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,V)
@@ -102,6 +136,28 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
   require(targets.extent(0) == logits.extent(0), "CrossEntropy::backward_input", "targets must have N entries");
   require(dlogits.extent(0) == logits.extent(0) && dlogits.extent(1) == logits.extent(1),
           "CrossEntropy::backward_input", "dlogits must have the shape of logits");
+  if (mode == Mode::deterministic && use_device_path()) {
+    const std::size_t bytes = RowScratch<Real>::shmem_size(rowred::kLanes);
+    Kokkos::parallel_for(
+        "CrossEntropy::backward_input_device",
+        rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,V)
+          const int n = team.league_rank();
+          const int tgt = targets(n);
+          if (tgt < 0) {
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) { dlogits(n, v) = 0; });
+            return;
+          }
+          Real* red = RowScratch<Real>(team.team_scratch(0), rowred::kLanes).data();
+          Real mx, sum;
+          team_row_max_sumexp_det(team, red, logits, n, V, mx, sum);  // the same bits as forward's
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) {
+            const Real p = det::exp(logits(n, v) - mx) / sum;
+            dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+          });
+        });
+    return;
+  }
   if (mode == Mode::deterministic) {
     Kokkos::parallel_for(
         "CrossEntropy::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {

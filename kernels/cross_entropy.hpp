@@ -11,7 +11,8 @@ namespace minipipe {
 template <class Real>
 struct CrossEntropy {
   // losses (N) = -log softmax(logits(n,:))[targets(n)], 0 where targets(n) = -1 (padding).
-  // logits (N,V). Deterministic: max, sum of exp and log per row, sequential in v.
+  // logits (N,V). Deterministic: max and sum of exp per row in rowred's canonical order
+  // (row_reduce.hpp), the same on the host and the device path.
   static void forward(Mode mode, CMat<Real> logits, CIdx targets, Vec<Real> losses);
 
   // Per-sample sums in fixed order t = 0..T-1, in double: loss_sum (B) and valid tokens (B).

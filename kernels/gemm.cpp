@@ -1,7 +1,9 @@
 // gemm_det implementations: a packed, register-tiled host path (AVX-512F, AVX2+FMA or scalar
 // microkernel), the fused exact-accumulation variant of the deterministic backward-weight, and a
-// generic one-thread-per-element Kokkos kernel for device backends; identical bits by design.
+// tiled team kernel for device backends (batched over samples); identical bits by design.
 #include "gemm.hpp"
+
+#include "kernel_path.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 // Host-only: the device passes of nvcc/hipcc never see the intrinsics. The widest ISA the build
 // targets is taken; every one gives the same bits (one rounding per explicit FMA, k in order).
@@ -578,30 +581,96 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   fence_space(Host(), "Gemm::det exact");
 }
 
-// Generic kernel: one thread per output element, the same k order and the same epilogue, so it
-// matches the packed path bit for bit. It is what device backends (CUDA, HIP, SYCL) run.
+// Device path ("generic"): one team per TM x TN tile of C (and per sample of a batch). The team
+// stages a TM x KT block of A and a KT x TN block of B in level-0 scratch with coalesced loads
+// (consecutive threads read along whichever operand stride is 1), and each output's accumulator
+// lives in scratch across the k-blocks, so every element is still the one sequential chain
+//   acc = 0; for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc)
+// followed by the same epilogue as the packed path: identical bits by construction.
 template <class T>
-void gemm_generic(int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias,
-                  GemmOut out) {
+struct DeviceTile {
+  // float: 64 x 64 outputs, k-blocks of 16; double: 32 x 32, k-blocks of 32 (24 KB either way).
+  static constexpr int TM = sizeof(T) == 4 ? 64 : 32, TN = TM, KT = sizeof(T) == 4 ? 16 : 32;
+};
+
+template <class T>
+using DevScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+template <class T>
+std::size_t device_scratch_bytes() {
+  using D = DeviceTile<T>;
+  return DevScratch<T>::shmem_size(D::TM * D::KT) + DevScratch<T>::shmem_size(D::KT * D::TN) +
+         DevScratch<T>::shmem_size(D::TM * D::TN);
+}
+
+// Team size: whatever the host backend offers (AUTO; 1 on Serial), 256 threads on a GPU.
+template <class Policy>
+Policy device_team_policy(int league, int gpu_team) {
+  if (std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value) return Policy(league, Kokkos::AUTO);
+  return Policy(league, gpu_team);
+}
+
+// S independent products C_s = A_s B_s (A_s = A advanced by s*a_step, likewise B_s and C_s) in one
+// launch: the league is S x tiles of M x tiles of N.
+template <class T>
+void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_step, StridedMat<T> B,
+               std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc, const T* bias, GemmOut out) {
+  using D = DeviceTile<T>;
+  constexpr int TM = D::TM, TN = D::TN, KT = D::KT;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
   const bool accumulate = out == GemmOut::accumulate;
-  using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  const int tm = ceil_div(M, TM), tn = ceil_div(N, TN);
+  const Policy policy =
+      device_team_policy<Policy>(S * tm * tn, 256).set_scratch_size(0, Kokkos::PerTeam(device_scratch_bytes<T>()));
   Kokkos::parallel_for(
-      "Gemm::det_generic", Policy(0, static_cast<std::int64_t>(M) * N), KOKKOS_LAMBDA(const std::int64_t idx) {
-        const std::int64_t m = idx / N;
-        const std::int64_t n = idx % N;
-        const T* a = A.data + m * A.rs;
-        const T* b = B.data + n * B.cs;
-        T acc = T(0);
-        for (int k = 0; k < K; ++k) acc = fma_exact(a[k * A.cs], b[k * B.rs], acc);
-        T* c = C + m * ldc + n;
-        if (accumulate)
-          *c = *c + acc;
-        else if (bias)
-          *c = acc + bias[n];
-        else
-          *c = acc;
+      "Gemm::det_device", policy, KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const int s = team.league_rank() / (tm * tn);
+        const int m0 = (team.league_rank() / tn) % tm * TM;
+        const int n0 = team.league_rank() % tn * TN;
+        const int mb = M - m0 < TM ? M - m0 : TM;
+        const int nb = N - n0 < TN ? N - n0 : TN;
+        T* as = DevScratch<T>(team.team_scratch(0), TM * KT).data();   // (TM, KT)
+        T* bs = DevScratch<T>(team.team_scratch(0), KT * TN).data();   // (KT, TN)
+        T* acc = DevScratch<T>(team.team_scratch(0), TM * TN).data();  // (TM, TN)
+        const T* a = A.data + s * a_step;
+        const T* b = B.data + s * b_step;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) { acc[e] = T(0); });
+        for (int k0 = 0; k0 < K; k0 += KT) {
+          const int kb = K - k0 < KT ? K - k0 : KT;
+          team.team_barrier();  // the previous block's reads are done
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * KT), [&](const int e) {
+            // k fastest when A's rows are contiguous in k, m fastest when A is a transpose
+            const int i = A.cs == 1 ? e / KT : e % TM;
+            const int k = A.cs == 1 ? e % KT : e / TM;
+            as[i * KT + k] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
+          });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KT * TN), [&](const int e) {
+            const int j = B.cs == 1 ? e % TN : e / KT;
+            const int k = B.cs == 1 ? e / TN : e % KT;
+            bs[k * TN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
+            const int i = e / TN, j = e % TN;
+            T x = acc[e];
+            for (int k = 0; k < kb; ++k) x = fma_exact(as[i * KT + k], bs[k * TN + j], x);
+            acc[e] = x;
+          });
+        }
+        team.team_barrier();
+        T* c = C + s * c_step;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
+          const int i = e / TN, j = e % TN;
+          if (i >= mb || j >= nb) return;
+          T* ce = c + (m0 + i) * ldc + n0 + j;
+          if (accumulate)
+            *ce = *ce + acc[e];
+          else if (bias)
+            *ce = acc[e] + bias[n0 + j];
+          else
+            *ce = acc[e];
+        });
       });
-  fence_space(ExecSpace(), "Gemm::det generic");
 }
 
 }  // namespace gemm_detail
@@ -630,7 +699,7 @@ constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostE
 GemmPath resolve_path(GemmPath path, const char* where) {
   if (path == GemmPath::automatic)
     path =
-        !kHostAccessible ? GemmPath::generic : (gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar);
+        use_device_path() ? GemmPath::generic : (gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar);
   if (path != GemmPath::generic && !kHostAccessible)
     throw std::invalid_argument(std::string(where) + ": the packed path needs host-accessible memory");
   if (path == GemmPath::packed_simd && !gemm_det_has_simd())
@@ -663,7 +732,7 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
       gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out);
       break;
     default:
-      gemm_generic<T>(M, N, K, A, B, C, ldc, bias, out);
+      gemm_team<T>(1, M, N, K, A, 0, B, 0, C, 0, ldc, bias, out);
       break;
   }
 }
@@ -674,6 +743,43 @@ void gemm_det(KernelWorkspace& ws, int M, int N, int K, StridedMat<T> A, Strided
   gemm_det<T>(ws, GemmOptions{}, M, N, K, A, B, C, ldc, bias, out);
 }
 
+template <class T>
+void gemm_det_batched(KernelWorkspace& ws, int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_step,
+                      StridedMat<T> B, std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc,
+                      GemmOut out) {
+  if (S < 0) throw std::invalid_argument("gemm_det_batched: negative sample count S=" + std::to_string(S));
+  if (S == 0 || M == 0 || N == 0) return;
+  if (resolve_path(GemmPath::automatic, "gemm_det_batched") != GemmPath::generic) {
+    for (int s = 0; s < S; ++s)
+      gemm_det<T>(ws, M, N, K, StridedMat<T>{A.data + s * a_step, A.rs, A.cs},
+                  StridedMat<T>{B.data + s * b_step, B.rs, B.cs}, C + s * c_step, ldc, nullptr, out);
+    return;
+  }
+  if (M < 0 || N < 0 || K < 0)
+    throw std::invalid_argument("gemm_det_batched: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                                " K=" + std::to_string(K));
+  if (M > 1 && ldc < N)
+    throw std::invalid_argument("gemm_det_batched: ldc=" + std::to_string(ldc) +
+                                " is smaller than N=" + std::to_string(N));
+  if (!C || (K > 0 && (!A.data || !B.data))) throw std::invalid_argument("gemm_det_batched: null operand");
+  ProfileRegion region("Gemm::det_batched");
+  gemm_detail::gemm_team<T>(S, M, N, K, A, a_step, B, b_step, C, c_step, ldc, nullptr, out);
+}
+
+template <class T>
+std::size_t gemm_det_device_scratch_bytes() {
+  return gemm_detail::device_scratch_bytes<T>();
+}
+
+template void gemm_det_batched<float>(KernelWorkspace&, int, int, int, int, StridedMat<float>, std::ptrdiff_t,
+                                      StridedMat<float>, std::ptrdiff_t, float*, std::ptrdiff_t, std::ptrdiff_t,
+                                      GemmOut);
+template void gemm_det_batched<double>(KernelWorkspace&, int, int, int, int, StridedMat<double>, std::ptrdiff_t,
+                                       StridedMat<double>, std::ptrdiff_t, double*, std::ptrdiff_t, std::ptrdiff_t,
+                                       GemmOut);
+template std::size_t gemm_det_device_scratch_bytes<float>();
+template std::size_t gemm_det_device_scratch_bytes<double>();
+
 void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target) {
   using namespace gemm_detail;
@@ -683,7 +789,12 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
   if (target.exact.extent(0) != static_cast<std::size_t>(M) * static_cast<std::size_t>(N))
     throw std::invalid_argument("gemm_det_exact: the target holds " + std::to_string(target.exact.extent(0)) +
                                 " accumulators, expected M*N = " + std::to_string(std::size_t(M) * N));
-  const GemmPath path = resolve_path(opt.path, "gemm_det_exact");
+  // Host-only kernel: automatic means the packed path whatever kernel_path() says (the device
+  // path of the backward-weight is Linear's batched gemm_det_batched + exact add).
+  const GemmPath path = resolve_path(opt.path == GemmPath::automatic && kHostAccessible
+                                         ? (gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar)
+                                         : opt.path,
+                                     "gemm_det_exact");
   if (path == GemmPath::generic)
     throw std::invalid_argument(
         "gemm_det_exact: there is no generic path (device backends add per-sample gemm_det "

@@ -36,7 +36,8 @@ StridedMat<T> transposed(const T* data, std::ptrdiff_t ld) {
 enum class GemmOut { overwrite, accumulate };
 
 // Which implementation runs. All give bitwise identical results (tests assert it); `automatic`
-// takes the packed host path when MemSpace is host-accessible and the generic kernel otherwise.
+// takes the packed host path unless use_device_path() (kernel_path.hpp) picks the device path.
+// generic is the device path: a tiled team kernel (level-0 scratch tiles, one launch per batch).
 enum class GemmPath { automatic, packed_simd, packed_scalar, generic };
 
 // Cache blocking of the packed host path; zero means the tuned default. Tests shrink these to
@@ -76,11 +77,33 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
 void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target);
 
+// S independent products in one call, C_s (M,N) = A_s B_s [+ C_s], where A_s is A with its data
+// advanced by s*a_step (B_s, C_s likewise): the per-sample partials of a backward-weight. The device
+// path runs all samples in one launch; the host path runs gemm_det per sample. Same contract per
+// element as gemm_det, no bias.
+template <class T>
+void gemm_det_batched(KernelWorkspace& ws, int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_step,
+                      StridedMat<T> B, std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc,
+                      GemmOut out = GemmOut::overwrite);
+
+// Level-0 team scratch bytes of the device GEMM kernel (a function of T only); at most 40 KB so
+// that it fits CUDA's and HIP's default shared memory per block (tests assert it).
+template <class T>
+std::size_t gemm_det_device_scratch_bytes();
+
 // Whether this build's packed host path uses a SIMD register microkernel (AVX-512F or AVX2+FMA;
 // else the scalar fma_exact microkernel, same bits), and a one-line description for reports.
 bool gemm_det_has_simd();
 const char* gemm_det_microkernel();
 
+extern template void gemm_det_batched<float>(KernelWorkspace&, int, int, int, int, StridedMat<float>, std::ptrdiff_t,
+                                             StridedMat<float>, std::ptrdiff_t, float*, std::ptrdiff_t, std::ptrdiff_t,
+                                             GemmOut);
+extern template void gemm_det_batched<double>(KernelWorkspace&, int, int, int, int, StridedMat<double>, std::ptrdiff_t,
+                                              StridedMat<double>, std::ptrdiff_t, double*, std::ptrdiff_t,
+                                              std::ptrdiff_t, GemmOut);
+extern template std::size_t gemm_det_device_scratch_bytes<float>();
+extern template std::size_t gemm_det_device_scratch_bytes<double>();
 extern template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
                                      std::ptrdiff_t, const float*, GemmOut);
 extern template void gemm_det<double>(KernelWorkspace&, int, int, int, StridedMat<double>, StridedMat<double>, double*,

@@ -1,6 +1,9 @@
-// LayerNorm kernels: row-sequential in deterministic mode, team-parallel row reductions in fast
-// mode; explicitly instantiated for float and double.
+// LayerNorm kernels: deterministic mode reduces each row in rowred's canonical order (host loop or
+// device team kernel, same bits), fast mode with team reductions; float and double instantiated.
 #include "layernorm.hpp"
+
+#include "kernel_path.hpp"
+#include "row_reduce.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -10,6 +13,8 @@ namespace minipipe {
 namespace {
 using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = TeamPolicy::member_type;
+template <class T>
+using RowScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 }  // namespace
 
@@ -24,17 +29,38 @@ void LayerNorm<T>::forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> ou
           "mean and rstd must have N entries");
   const T Cf = static_cast<T>(C);
   const T eps = static_cast<T>(kEps);
+  if (mode == Mode::deterministic && use_device_path()) {
+    const std::size_t bytes = RowScratch<T>::shmem_size(rowred::kLanes);
+    Kokkos::parallel_for(
+        "LayerNorm::forward_device", rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,C)
+          const int n = team.league_rank();
+          T* red = RowScratch<T>(team.team_scratch(0), rowred::kLanes).data();
+          const T s = rowred::team_reduce<rowred::Sum, T>(team, red, C, [&](int c, T a) { return a + x(n, c); });
+          const T m = s / Cf;
+          const T v = rowred::team_reduce<rowred::Sum, T>(team, red, C, [&](int c, T a) {
+            const T d = x(n, c) - m;
+            return fma_exact(d, d, a);
+          });
+          const T r = T(1) / sqrt_exact(v / Cf + eps);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
+                               [&](const int c) { out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c); });
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            mean(n) = m;
+            rstd(n) = r;
+          });
+        });
+    return;
+  }
   if (mode == Mode::deterministic) {
     Kokkos::parallel_for(
         "LayerNorm::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,C)
-          T s = 0;
-          for (int c = 0; c < C; ++c) s += x(n, c);
+          const T s = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) { return a + x(n, c); });
           const T m = s / Cf;
-          T v = 0;
-          for (int c = 0; c < C; ++c) {
+          const T v = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) {
             const T d = x(n, c) - m;
-            v = fma_exact(d, d, v);
-          }
+            return fma_exact(d, d, a);
+          });
           const T r = T(1) / sqrt_exact(v / Cf + eps);
           for (int c = 0; c < C; ++c) out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c);
           mean(n) = m;
@@ -79,18 +105,38 @@ void LayerNorm<T>::backward_input(Mode mode, CMat<T> x, CVec<T> w, CVec<T> mean,
   require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), "LayerNorm::backward_input",
           "mean and rstd must have N entries");
   const T Cf = static_cast<T>(C);
+  // sg = sum of g = dout * w, sgx = sum of g * xhat, both in rowred's order.
+  if (mode == Mode::deterministic && use_device_path()) {
+    const std::size_t bytes = RowScratch<T>::shmem_size(rowred::kLanes);
+    Kokkos::parallel_for(
+        "LayerNorm::backward_input_device",
+        rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,C)
+          const int n = team.league_rank();
+          T* red = RowScratch<T>(team.team_scratch(0), rowred::kLanes).data();
+          const T m = mean(n);
+          const T r = rstd(n);
+          const T sg =
+              rowred::team_reduce<rowred::Sum, T>(team, red, C, [&](int c, T a) { return a + dout(n, c) * w(c); });
+          const T sgx = rowred::team_reduce<rowred::Sum, T>(
+              team, red, C, [&](int c, T a) { return fma_exact(dout(n, c) * w(c), (x(n, c) - m) * r, a); });
+          const T mg = sg / Cf;
+          const T mgx = sgx / Cf;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
+            const T xhat = (x(n, c) - m) * r;
+            dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
+          });
+        });
+    return;
+  }
   if (mode == Mode::deterministic) {
     Kokkos::parallel_for(
         "LayerNorm::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
           const T m = mean(n);
           const T r = rstd(n);
-          T sg = 0;   // sum of g = dout * w
-          T sgx = 0;  // sum of g * xhat
-          for (int c = 0; c < C; ++c) {
-            const T g = dout(n, c) * w(c);
-            sg += g;
-            sgx = fma_exact(g, (x(n, c) - m) * r, sgx);
-          }
+          const T sg = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) { return a + dout(n, c) * w(c); });
+          const T sgx = rowred::reduce<rowred::Sum, T>(
+              C, [&](int c, T a) { return fma_exact(dout(n, c) * w(c), (x(n, c) - m) * r, a); });
           const T mg = sg / Cf;
           const T mgx = sgx / Cf;
           for (int c = 0; c < C; ++c) {

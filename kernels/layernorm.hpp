@@ -12,7 +12,8 @@ struct LayerNorm {
   static constexpr double kEps = 1e-5;
 
   // out (N,C) = (x - mean) * rstd * w + b per row of x (N,C); saves mean (N) and rstd (N) for
-  // the backward calls. Deterministic: each row reduced sequentially by one thread.
+  // the backward calls. Deterministic: each row reduced in rowred's canonical order
+  // (row_reduce.hpp), the same on the host and the device path.
   static void forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> out, Vec<T> mean, Vec<T> rstd);
 
   // dx (N,C) = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * w; overwritten.

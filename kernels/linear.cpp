@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "gemm.hpp"
+#include "kernel_path.hpp"
 
 namespace minipipe {
 namespace {
@@ -82,6 +83,16 @@ struct DwAddExact<float> {
         });
   }
 };
+
+// gemm_det_exact exists for float only; the double instantiation never takes that branch.
+template <class T>
+void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, StridedMat<T> A, std::ptrdiff_t a_step,
+                        StridedMat<T> B, std::ptrdiff_t b_step, const ExactTarget& target) {
+  if constexpr (std::is_same<T, float>::value)
+    gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, target);
+  else
+    throw std::logic_error("gemm_det_exact_any: float only");
+}
 
 template <class T>
 void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t n) {
@@ -182,31 +193,41 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   }
 
   const ExactTarget wt = dW.exact_target();
-  if constexpr (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value) {
+  const bool device = use_device_path();
+  if (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value && !device) {
     // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
     // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
-    gemm_det_exact(ws, GemmOptions{}, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx),
-                   Tr * ldx, wt);
+    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, wt);
   } else {
-    // Device backends (and double): partials of a batch of samples are formed first and then added
-    // in one pass over the 16-byte exact accumulators; integer addition is associative, so
-    // batching changes no bit.
+    // Device path (and double): the partials of a batch of samples are formed in one batched GEMM
+    // launch and then added in one pass over the 16-byte exact accumulators; integer addition is
+    // associative, so batching changes no bit.
     const std::size_t OI = static_cast<std::size_t>(O) * I;
     const int batch = static_cast<int>(
         std::min<std::size_t>(static_cast<std::size_t>(S), std::max<std::size_t>(1, kPartialBytes / (OI * sizeof(T)))));
     T* const part = ws.get<T>(KernelWorkspace::dw_partial, static_cast<std::size_t>(batch) * OI);
     for (int s0 = 0; s0 < S; s0 += batch) {
       const int nb = std::min(batch, S - s0);
-      for (int b = 0; b < nb; ++b) {
-        const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0 + b) * Tr;
-        gemm_det<T>(ws, O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), row_major(x.data() + row0 * ldx, ldx),
-                    part + b * OI, I);
-      }
+      const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0) * Tr;
+      gemm_det_batched<T>(ws, nb, O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), Tr * ldy,
+                          row_major(x.data() + row0 * ldx, ldx), Tr * ldx, part, static_cast<std::ptrdiff_t>(OI), I);
       DwAddExact<T>::run(wt, part, OI, nb);
     }
   }
   if (db) {
     const ExactTarget bt = db->exact_target();
+    if (device) {
+      // One thread per column (coalesced across threads), the same per-element chain as below.
+      Kokkos::parallel_for(
+          "Linear::db_add_exact_device", Kokkos::RangePolicy<ExecSpace>(0, O), KOKKOS_LAMBDA(const int o) {
+            for (int s = 0; s < S; ++s) {
+              T acc = T(0);
+              for (int t = 0; t < Tr; ++t) acc = acc + dy(s * Tr + t, o);
+              bt.add(o, static_cast<double>(acc));
+            }
+          });
+      return;
+    }
     Kokkos::parallel_for(
         "Linear::db_add_exact", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
           const int o0 = blk * kBiasLanes;
@@ -219,7 +240,6 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
           }
         });
   }
-  fence_space(ExecSpace(), "Linear::backward_weight");
 }
 
 template struct Linear<float>;

@@ -98,6 +98,9 @@ const std::vector<DeckKey>& deck_keys() {
       {"train.seed", 1234LL, "seed of parameter init and synthetic data", A::at_least(0)},
       {"train.mode", std::string("deterministic"), "arithmetic", A::one_of({"deterministic", "fast"})},
       {"train.optimizer", std::string("adamw"), "optimizer", A::one_of({"adamw", "sgd"})},
+      // Kernel path of the deterministic kernels (kernels/kernel_path.hpp): the same bits either way.
+      {"train.kernel_path", std::string("auto"), "deterministic kernels: auto (host path on host memory), host, device",
+       A::one_of({"auto", "host", "device"})},
       {"train.lr", 5e-3, "learning rate", A::range(0, 10).open_below()},
       {"train.beta1", 0.9, "AdamW beta1", A::range(0, 1).open_above()},
       {"train.beta2", 0.95, "AdamW beta2", A::range(0, 1).open_above()},

@@ -18,6 +18,7 @@
 #include "io/compare.hpp"
 #include "io/dump_writer.hpp"
 #include "io/output_file.hpp"
+#include "kernels/kernel_path.hpp"
 #include "peer_wait.hpp"
 #include "profile.hpp"
 #include "report.hpp"
@@ -121,6 +122,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.steps = static_cast<int>(deck.get_int("train.steps"));
   su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
+  set_kernel_path(parse_kernel_path(deck.get_string("train.kernel_path"), "train.kernel_path"));
   su.opt = optimizer_from_deck(deck);
   su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));

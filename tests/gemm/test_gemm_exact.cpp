@@ -154,13 +154,17 @@ TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {
   const auto a = to_device(test::random_values<float>(static_cast<std::size_t>(M) * K, 1));
   const auto b = to_device(test::random_values<float>(static_cast<std::size_t>(K) * N, 2));
   View1<float> c("c", static_cast<std::size_t>(M) * N);
-  gemm_det<float>(ws, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
+  // The packed host path (what automatic takes here unless MINIPIPE_KERNEL_PATH=device forces the
+  // device path, which needs no workspace).
+  GemmOptions packed;
+  packed.path = gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar;
+  gemm_det<float>(ws, packed, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
                   GemmOut::accumulate);
   const std::size_t bytes = ws.bytes();
   // Packed A and B blocks and the saved C of accumulate mode (K > kc) at least.
   EXPECT_GE(bytes, sizeof(float) * (static_cast<std::size_t>(M) * N + static_cast<std::size_t>(M + N) * 256));
   const float* pa = ws.get<float>(KernelWorkspace::gemm_a, 1);
-  gemm_det<float>(ws, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
+  gemm_det<float>(ws, packed, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
                   GemmOut::accumulate);
   EXPECT_EQ(ws.bytes(), bytes) << "a second call of the same shape must not allocate";
   EXPECT_EQ(ws.get<float>(KernelWorkspace::gemm_a, 1), pa);

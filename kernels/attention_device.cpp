@@ -1,0 +1,382 @@
+// Device path of causal attention: teams of one (b, h, query or key block) with T-independent
+// level-0 scratch tiles; each element keeps the host path's chain (see attention.cpp's header).
+//
+// Forward, team (b, h, QB queries): Q tile in scratch; per key tile, scores by a thread per
+// (query, key); softmax with one thread per row for the two sequential chains (max, sum) and a
+// thread per element for exp and the division; out by a thread per (query, channel) over V tiles,
+// its accumulator in scratch between tiles. Backward in three launches: rowdot per query row
+// (parked in dqkv's first q entry of the row, as the host row kernels do), dk/dv per key block
+// over query tiles, dq per query block over key tiles; datt and dpre are recomputed per tile
+// (the same values) instead of being stored for the head. Scratch rows use the odd pitch hs + 1.
+#include "attention_device.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "detmath.hpp"
+
+namespace minipipe {
+namespace attention_device {
+namespace {
+
+template <class Real>
+struct Tiles {
+  static constexpr int kQ = int(128 / sizeof(Real));  // query rows per team / query tile
+  static constexpr int kK = int(128 / sizeof(Real));  // keys per tile (forward, rowdot)
+  static constexpr int kKB = int(64 / sizeof(Real));  // keys per tile / team (dk/dv, dq)
+};
+
+using Policy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Policy::member_type;
+template <class Real>
+using Scratch = Kokkos::View<Real*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Scratch elements of each kernel (carved in this order in the kernels below).
+template <class Real>
+int forward_elems(int hs) {  // qs, ks (K then V), ps, acc, mx, sum
+  using Tl = Tiles<Real>;
+  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * hs + 2 * Tl::kQ;
+}
+template <class Real>
+int rowdot_elems(int hs) {  // ds, vs, ps, rd
+  using Tl = Tiles<Real>;
+  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ;
+}
+template <class Real>
+int dkv_elems(int hs) {  // vs, qs, ds, ps, as, rd, dk, dv
+  using Tl = Tiles<Real>;
+  return Tl::kKB * (hs + 1) + 2 * Tl::kQ * (hs + 1) + 2 * Tl::kQ * Tl::kKB + Tl::kQ + 2 * Tl::kKB * hs;
+}
+template <class Real>
+int dq_elems(int hs) {  // ds, ks, vs, ps, rd, acc
+  using Tl = Tiles<Real>;
+  return Tl::kQ * (hs + 1) + 2 * Tl::kKB * (hs + 1) + Tl::kQ * Tl::kKB + Tl::kQ + Tl::kQ * hs;
+}
+
+// Level 0 when the tiles fit there (always at GPT-2 head sizes), else level 1.
+int level_for(std::size_t bytes, const char* where) {
+  if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(0))) return 0;
+  if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(1))) return 1;
+  throw std::invalid_argument(std::string(where) + ": the head's tiles need " + std::to_string(bytes) +
+                              " bytes of team scratch, more than this backend offers");
+}
+
+Policy team_policy(int league, std::size_t bytes, int level) {
+  const bool host = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
+  Policy p = host ? Policy(league, Kokkos::AUTO) : Policy(league, 128);
+  return p.set_scratch_size(level, Kokkos::PerTeam(bytes));
+}
+}  // namespace
+
+template <class Real>
+std::size_t forward_scratch_bytes(int hs) {
+  return Scratch<Real>::shmem_size(forward_elems<Real>(hs));
+}
+
+template <class Real>
+std::size_t backward_scratch_bytes(int hs) {
+  std::size_t n = static_cast<std::size_t>(rowdot_elems<Real>(hs));
+  if (static_cast<std::size_t>(dkv_elems<Real>(hs)) > n) n = dkv_elems<Real>(hs);
+  if (static_cast<std::size_t>(dq_elems<Real>(hs)) > n) n = dq_elems<Real>(hs);
+  return Scratch<Real>::shmem_size(n);
+}
+
+template <class Real>
+bool fits(int hs) {
+  const std::size_t bytes = std::max(forward_scratch_bytes<Real>(hs), backward_scratch_bytes<Real>(hs));
+  return bytes <= static_cast<std::size_t>(Policy::scratch_size_max(1)) ||
+         bytes <= static_cast<std::size_t>(Policy::scratch_size_max(0));
+}
+
+template <class Real>
+void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
+  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK;
+  const int hs = C / H, ld = hs + 1;
+  const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
+  const int nqb = (T + QB - 1) / QB;
+  const int n_el = forward_elems<Real>(hs);
+  const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
+  const int level = level_for(bytes, "Attention::forward (device path)");
+  Kokkos::parallel_for(
+      "Attention::forward_device", team_policy(B * H * nqb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
+        const int bh = team.league_rank() / nqb;  // b*H + h
+        const int b = bh / H, h = bh % H;
+        const int t0 = team.league_rank() % nqb * QB;  // query rows t0..t0+nq-1
+        const int nq = T - t0 < QB ? T - t0 : QB;
+        const int kend = t0 + nq;  // keys 0..kend-1 are seen by some query of the block
+        const int row0 = b * T, arow = bh * T;
+        const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+        Real* qs = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
+        Real* ks = qs + QB * ld;                                          // (KB, ld): K, later V
+        Real* ps = ks + KB * ld;                                          // (QB, KB)
+        Real* acc = ps + QB * KB;                                         // (QB, hs)
+        Real* mx = acc + QB * hs;                                         // (QB)
+        Real* sm = mx + QB;                                               // (QB)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
+                             [&](const int e) { qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs); });
+        // scores: att(t, t2) = (fma chain over i of q_t[i] k_t2[i]) * scale, t2 <= t
+        for (int k0 = 0; k0 < kend; k0 += KB) {
+          const int kb = kend - k0 < KB ? kend - k0 : KB;
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs),
+                               [&](const int e) { ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, ko + e % hs); });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB), [&](const int e) {
+            const int q = e / KB, j = e % KB;
+            if (j >= kb || k0 + j > t0 + q) return;
+            Real dot = 0;
+            for (int i = 0; i < hs; ++i) dot = fma_exact(qs[q * ld + i], ks[j * ld + i], dot);
+            att(arow + t0 + q, k0 + j) = dot * scale;
+          });
+        }
+        team.team_barrier();
+        // softmax: max and sum are sequential in t2 per row (the host order)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
+          const int t = t0 + q;
+          Real m = 0;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const Real s = att(arow + t, t2);
+            m = (t2 == 0 || s > m) ? s : m;
+          }
+          mx[q] = m;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * T), [&](const int e) {
+          const int q = e / T, t2 = e % T;
+          const int r = arow + t0 + q;
+          att(r, t2) = t2 <= t0 + q ? det::exp(att(r, t2) - mx[q]) : Real(0);
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
+          const int t = t0 + q;
+          Real s = 0;
+          for (int t2 = 0; t2 <= t; ++t2) s += att(arow + t, t2);
+          sm[q] = s;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * kend), [&](const int e) {
+          const int q = e / kend, t2 = e % kend;
+          if (t2 <= t0 + q) att(arow + t0 + q, t2) = att(arow + t0 + q, t2) / sm[q];
+        });
+        // out_t[i] = fma chain over t2 = 0..t of att(t, t2) v_t2[i]
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB * hs), [&](const int e) { acc[e] = 0; });
+        for (int k0 = 0; k0 < kend; k0 += KB) {
+          const int kb = kend - k0 < KB ? kend - k0 : KB;
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs),
+                               [&](const int e) { ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs); });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * kb),
+                               [&](const int e) { ps[e / kb * KB + e % kb] = att(arow + t0 + e / kb, k0 + e % kb); });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
+            const int q = e / hs, i = e % hs;
+            const int last = t0 + q - k0 + 1;  // keys k0+j <= t
+            const int jn = last < kb ? last : kb;
+            Real o = acc[e];
+            for (int j = 0; j < jn; ++j) o = fma_exact(ps[q * KB + j], ks[j * ld + i], o);
+            acc[e] = o;
+          });
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
+                             [&](const int e) { out(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
+      });
+}
+
+template <class Real>
+void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, CMat<Real> dout, Mat<Real> dqkv) {
+  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB;
+  const int hs = C / H, ld = hs + 1;
+  const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
+  const int nqb = (T + QB - 1) / QB, nkb = (T + KB2 - 1) / KB2;
+
+  // 1. rowdot(t) = fma chain over t2 = 0..t of att(t,t2) datt(t,t2), datt = fma chain over i of
+  //    dout_t[i] v_t2[i]; parked in dqkv(row of t, first q channel of the head).
+  {
+    const int n_el = rowdot_elems<Real>(hs);
+    const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
+    const int level = level_for(bytes, "Attention::backward_input (device path)");
+    Kokkos::parallel_for(
+        "Attention::backward_rowdot_device", team_policy(B * H * nqb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
+          const int bh = team.league_rank() / nqb;
+          const int b = bh / H, h = bh % H;
+          const int t0 = team.league_rank() % nqb * QB;
+          const int nq = T - t0 < QB ? T - t0 : QB;
+          const int kend = t0 + nq;
+          const int row0 = b * T, arow = bh * T;
+          const int qo = h * hs, vo = 2 * C + h * hs;
+          Real* ds = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
+          Real* vs = ds + QB * ld;                                          // (KB, ld)
+          Real* ps = vs + KB * ld;                                          // (QB, KB)
+          Real* rd = ps + QB * KB;                                          // (QB)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
+                               [&](const int e) { ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs); });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB), [&](const int q) { rd[q] = 0; });
+          for (int k0 = 0; k0 < kend; k0 += KB) {
+            const int kb = kend - k0 < KB ? kend - k0 : KB;
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs),
+                                 [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs); });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB), [&](const int e) {
+              const int q = e / KB, j = e % KB;
+              if (j >= kb || k0 + j > t0 + q) return;
+              Real d = 0;
+              for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
+              ps[e] = d;
+            });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
+              const int last = t0 + q - k0 + 1;
+              const int jn = last < kb ? last : kb;
+              Real r = rd[q];
+              for (int j = 0; j < jn; ++j) r = fma_exact(att(arow + t0 + q, k0 + j), ps[q * KB + j], r);
+              rd[q] = r;
+            });
+          }
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
+                               [&](const int q) { dqkv(row0 + t0 + q, qo) = rd[q]; });
+        });
+  }
+
+  // 2. dk_t2[i] = fma chain over t = t2..T-1 of dpre(t,t2) q_t[i]; dv_t2[i] likewise of att(t,t2)
+  //    dout_t[i]; dpre = (att (datt - rowdot)) * scale. One team per (b, h, KB2 keys).
+  {
+    const int n_el = dkv_elems<Real>(hs);
+    const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
+    const int level = level_for(bytes, "Attention::backward_input (device path)");
+    Kokkos::parallel_for(
+        "Attention::backward_dkv_device", team_policy(B * H * nkb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
+          const int bh = team.league_rank() / nkb;
+          const int b = bh / H, h = bh % H;
+          const int s0 = team.league_rank() % nkb * KB2;  // key rows s0..s0+nk-1
+          const int nk = T - s0 < KB2 ? T - s0 : KB2;
+          const int row0 = b * T, arow = bh * T;
+          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+          Real* vs = Scratch<Real>(team.team_scratch(level), n_el).data();  // (KB2, ld)
+          Real* qs = vs + KB2 * ld;                                         // (QB, ld)
+          Real* ds = qs + QB * ld;                                          // (QB, ld)
+          Real* ps = ds + QB * ld;                                          // (QB, KB2) dpre
+          Real* as = ps + QB * KB2;                                         // (QB, KB2) att
+          Real* rd = as + QB * KB2;                                         // (QB)
+          Real* dk = rd + QB;                                               // (KB2, hs)
+          Real* dv = dk + KB2 * hs;                                         // (KB2, hs)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hs),
+                               [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + s0 + e / hs, vo + e % hs); });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KB2 * hs), [&](const int e) { dk[e] = dv[e] = 0; });
+          for (int t0 = s0 / QB * QB; t0 < T; t0 += QB) {  // query tiles holding queries >= s0
+            const int nq = T - t0 < QB ? T - t0 : QB;
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
+              qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs);
+              ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs);
+            });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
+                                 [&](const int q) { rd[q] = dqkv(row0 + t0 + q, qo); });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB2), [&](const int e) {
+              const int q = e / KB2, j = e % KB2;
+              if (j >= nk || s0 + j > t0 + q) return;
+              Real d = 0;
+              for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
+              const Real a = att(arow + t0 + q, s0 + j);
+              ps[e] = (a * (d - rd[q])) * scale;
+              as[e] = a;
+            });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hs), [&](const int e) {
+              const int j = e / hs, i = e % hs;
+              const int first = s0 + j - t0;  // queries t >= key s0+j
+              Real gk = dk[e], gv = dv[e];
+              for (int q = first > 0 ? first : 0; q < nq; ++q) {
+                gk = fma_exact(ps[q * KB2 + j], qs[q * ld + i], gk);
+                gv = fma_exact(as[q * KB2 + j], ds[q * ld + i], gv);
+              }
+              dk[e] = gk;
+              dv[e] = gv;
+            });
+          }
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hs), [&](const int e) {
+            dqkv(row0 + s0 + e / hs, ko + e % hs) = dk[e];
+            dqkv(row0 + s0 + e / hs, vo + e % hs) = dv[e];
+          });
+        });
+  }
+
+  // 3. dq_t[i] = fma chain over t2 = 0..t of dpre(t,t2) k_t2[i]. One team per (b, h, QB queries);
+  //    it reads the rows' parked rowdot before it overwrites them.
+  {
+    const int n_el = dq_elems<Real>(hs);
+    const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
+    const int level = level_for(bytes, "Attention::backward_input (device path)");
+    Kokkos::parallel_for(
+        "Attention::backward_dq_device", team_policy(B * H * nqb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
+          const int bh = team.league_rank() / nqb;
+          const int b = bh / H, h = bh % H;
+          const int t0 = team.league_rank() % nqb * QB;
+          const int nq = T - t0 < QB ? T - t0 : QB;
+          const int kend = t0 + nq;
+          const int row0 = b * T, arow = bh * T;
+          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+          Real* ds = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
+          Real* ks = ds + QB * ld;                                          // (KB2, ld)
+          Real* vs = ks + KB2 * ld;                                         // (KB2, ld)
+          Real* ps = vs + KB2 * ld;                                         // (QB, KB2)
+          Real* rd = ps + QB * KB2;                                         // (QB)
+          Real* acc = rd + QB;                                              // (QB, hs)
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
+            ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs);
+            acc[e] = 0;
+          });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
+                               [&](const int q) { rd[q] = dqkv(row0 + t0 + q, qo); });
+          for (int k0 = 0; k0 < kend; k0 += KB2) {
+            const int kb = kend - k0 < KB2 ? kend - k0 : KB2;
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs), [&](const int e) {
+              ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, ko + e % hs);
+              vs[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs);
+            });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB2), [&](const int e) {
+              const int q = e / KB2, j = e % KB2;
+              if (j >= kb || k0 + j > t0 + q) return;
+              Real d = 0;
+              for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
+              const Real a = att(arow + t0 + q, k0 + j);
+              ps[e] = (a * (d - rd[q])) * scale;
+            });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
+              const int q = e / hs, i = e % hs;
+              const int last = t0 + q - k0 + 1;
+              const int jn = last < kb ? last : kb;
+              Real g = acc[e];
+              for (int j = 0; j < jn; ++j) g = fma_exact(ps[q * KB2 + j], ks[j * ld + i], g);
+              acc[e] = g;
+            });
+          }
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
+                               [&](const int e) { dqkv(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
+        });
+  }
+}
+
+template bool fits<float>(int);
+template bool fits<double>(int);
+template std::size_t forward_scratch_bytes<float>(int);
+template std::size_t forward_scratch_bytes<double>(int);
+template std::size_t backward_scratch_bytes<float>(int);
+template std::size_t backward_scratch_bytes<double>(int);
+template void forward<float>(int, int, int, int, CMat<float>, Mat<float>, Mat<float>);
+template void forward<double>(int, int, int, int, CMat<double>, Mat<double>, Mat<double>);
+template void backward_input<float>(int, int, int, int, CMat<float>, CMat<float>, CMat<float>, Mat<float>);
+template void backward_input<double>(int, int, int, int, CMat<double>, CMat<double>, CMat<double>, Mat<double>);
+
+}  // namespace attention_device
+}  // namespace minipipe

@@ -1,0 +1,86 @@
+// The one canonical order of miniPipe's row reductions (LayerNorm, cross-entropy): 32 strided lane
+// chains combined by a fixed pairwise tree, computed alike by host SIMD loops and GPU team kernels.
+#pragma once
+
+#include "types.hpp"
+
+namespace minipipe {
+namespace rowred {
+
+// Lane l (l < kLanes) runs the chain over the indices c = l, l + kLanes, l + 2 kLanes, ... < n in
+// ascending order, starting from the identity; then, for w = 16, 8, 4, 2, 1 and l < w,
+// p[l] = combine(p[l], p[l + w]). The order depends on n only: a host loop vectorises across the
+// lanes, a GPU team gives each lane a thread (consecutive threads read consecutive addresses), and
+// both form the same partials and the same tree.
+constexpr int kLanes = 32;
+
+struct Sum {
+  template <class T>
+  KOKKOS_FORCEINLINE_FUNCTION static T identity() {
+    return T(0);
+  }
+  template <class T>
+  KOKKOS_FORCEINLINE_FUNCTION static T combine(T lo, T hi) {
+    return lo + hi;
+  }
+};
+
+// Ties keep the lower-index operand, so the tree finds the first maximal element like a forward scan.
+struct Max {
+  template <class T>
+  KOKKOS_FORCEINLINE_FUNCTION static T identity() {
+    return Kokkos::reduction_identity<T>::max();
+  }
+  template <class T>
+  KOKKOS_FORCEINLINE_FUNCTION static T combine(T lo, T hi) {
+    return hi > lo ? hi : lo;
+  }
+};
+
+template <class Op, class T>
+KOKKOS_FORCEINLINE_FUNCTION T tree(T* p) {
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) p[l] = Op::template combine<T>(p[l], p[l + w]);
+  return p[0];
+}
+
+// Host form: step(c, acc) returns the lane's next value after element c.
+template <class Op, class T, class Step>
+KOKKOS_FORCEINLINE_FUNCTION T reduce(int n, const Step& step) {
+  T p[kLanes];
+  for (int l = 0; l < kLanes; ++l) p[l] = Op::template identity<T>();
+  int c0 = 0;
+  for (; c0 + kLanes <= n; c0 += kLanes)
+    for (int l = 0; l < kLanes; ++l) p[l] = step(c0 + l, p[l]);
+  for (int l = 0; c0 + l < n; ++l) p[l] = step(c0 + l, p[l]);
+  return tree<Op, T>(p);
+}
+
+// Team form: the same partials, one lane per team thread (TeamThreadRange over the lanes), parked
+// in `scratch` (kLanes entries of team scratch); every thread then runs the tree on a private copy,
+// so all threads return the same value. Ends with a barrier, so scratch may be reused at once.
+template <class Op, class T, class Member, class Step>
+KOKKOS_INLINE_FUNCTION T team_reduce(const Member& team, T* scratch, int n, const Step& step) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kLanes), [&](const int l) {
+    T a = Op::template identity<T>();
+    for (int c = l; c < n; c += kLanes) a = step(c, a);
+    scratch[l] = a;
+  });
+  team.team_barrier();
+  T p[kLanes];
+  for (int l = 0; l < kLanes; ++l) p[l] = scratch[l];
+  const T r = tree<Op, T>(p);
+  team.team_barrier();
+  return r;
+}
+
+// Team size of the device-path row kernels: whatever a host backend offers (AUTO; 1 on Serial),
+// one warp of lanes on a GPU.
+template <class Policy>
+Policy row_team_policy(int league) {
+  if (std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value) return Policy(league, Kokkos::AUTO);
+  return Policy(league, kLanes);
+}
+
+}  // namespace rowred
+}  // namespace minipipe

@@ -1,0 +1,341 @@
+// The device path of every deterministic kernel (KernelPath::device, run here on the host backend)
+// against the host path, bit for bit, at shapes with ragged edges; the device kernels' team scratch
+// at GPT-2 shapes within CUDA/HIP's 40 KB; the canonical row order against a reference built here.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/attention_device.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/detmath.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/kernel_path.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/linear.hpp"
+#include "kernels/row_reduce.hpp"
+#include "test_util.hpp"
+
+namespace minipipe {
+namespace {
+
+using test::Tensor;
+
+// Sets the kernel path for one scope and restores the previous one.
+class PathScope {
+ public:
+  explicit PathScope(KernelPath p) : old_(kernel_path()) { set_kernel_path(p); }
+  ~PathScope() { set_kernel_path(old_); }
+  PathScope(const PathScope&) = delete;
+  PathScope& operator=(const PathScope&) = delete;
+
+ private:
+  KernelPath old_;
+};
+
+// Index of the first element whose bits differ (or the sizes differ), else -1.
+template <class T>
+long first_diff(Tensor<T>& a, Tensor<T>& b) {
+  a.pull();
+  b.pull();
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a.h(i), &b.h(i), sizeof(T)) != 0) return static_cast<long>(i);
+  return -1;
+}
+
+#define EXPECT_SAME_BITS(a, b, what)                                                \
+  do {                                                                              \
+    const long i_ = first_diff(a, b);                                               \
+    EXPECT_EQ(i_, -1) << (what) << ": first differing element " << i_ << " ("       \
+                      << (i_ >= 0 ? static_cast<double>((a).h(i_)) : 0.0) << " vs " \
+                      << (i_ >= 0 ? static_cast<double>((b).h(i_)) : 0.0) << ")";   \
+  } while (0)
+
+template <class T>
+std::string tname() {
+  return sizeof(T) == 4 ? "float" : "double";
+}
+
+// Runs f on the host path into `host` and on the device path into `dev`.
+template <class F>
+void both_paths(F&& f) {
+  {
+    PathScope p(KernelPath::host);
+    f(false);
+  }
+  {
+    PathScope p(KernelPath::device);
+    f(true);
+  }
+}
+
+TEST(KernelPath, ParseAndDefault) {
+  EXPECT_EQ(parse_kernel_path("auto", "k"), KernelPath::automatic);
+  EXPECT_EQ(parse_kernel_path("host", "k"), KernelPath::host);
+  EXPECT_EQ(parse_kernel_path("device", "k"), KernelPath::device);
+  try {
+    parse_kernel_path("gpu", "train.kernel_path");
+    FAIL() << "accepted 'gpu'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("train.kernel_path = 'gpu'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("auto, host, device"), std::string::npos) << e.what();
+  }
+  PathScope p(KernelPath::device);
+  EXPECT_TRUE(use_device_path());
+}
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+template <class T>
+void gemm_case(int M, int N, int K, bool ta, bool tb, int epi) {
+  const std::string what = tname<T>() + " M" + std::to_string(M) + " N" + std::to_string(N) + " K" + std::to_string(K) +
+                           (ta ? " At" : "") + (tb ? " Bt" : "") + " epi" + std::to_string(epi);
+  Tensor<T> A("A", M, K), B("B", K, N), bias("bias", N), c_host("ch", M, N), c_dev("cd", M, N);
+  test::fill_uniform(A, 11 + M);
+  test::fill_uniform(B, 12 + N);
+  test::fill_uniform(bias, 13);
+  test::fill_uniform(c_host, 14);
+  Kokkos::deep_copy(c_dev.d, c_host.d);
+  // A read transposed: the data is (K, M) row-major; B likewise (N, K).
+  const StridedMat<T> a = ta ? transposed(A.d.data(), M) : row_major(A.d.data(), K);
+  const StridedMat<T> b = tb ? transposed(B.d.data(), K) : row_major(B.d.data(), N);
+  KernelWorkspace ws;
+  both_paths([&](bool dev) {
+    Tensor<T>& c = dev ? c_dev : c_host;
+    gemm_det<T>(ws, M, N, K, a, b, c.d.data(), N, epi == 1 ? bias.d.data() : nullptr,
+                epi == 2 ? GemmOut::accumulate : GemmOut::overwrite);
+  });
+  EXPECT_SAME_BITS(c_dev, c_host, what);
+}
+
+TEST(KernelPath, GemmDeviceEqualsHost) {
+  const int shapes[][3] = {{1, 1, 1}, {1, 1, 0}, {3, 5, 1}, {7, 5, 3}, {1, 70, 33}, {65, 63, 17}, {130, 97, 40}};
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (int epi = 0; epi < 3; ++epi) {
+        gemm_case<float>(s[0], s[1], s[2], t & 1, t & 2, epi);
+        gemm_case<double>(s[0], s[1], s[2], t & 1, t & 2, epi);
+      }
+}
+
+TEST(KernelPath, GemmBatchedEqualsPerSample) {
+  const int S = 3, M = 37, N = 70, K = 19;
+  Tensor<float> A("A", S * K, M), B("B", S * K, N), c_host("ch", S * M, N), c_dev("cd", S * M, N);
+  test::fill_uniform(A, 21);
+  test::fill_uniform(B, 22);
+  KernelWorkspace ws;
+  both_paths([&](bool dev) {
+    gemm_det_batched<float>(ws, S, M, N, K, transposed(A.d.data(), M), std::ptrdiff_t(K) * M, row_major(B.d.data(), N),
+                            std::ptrdiff_t(K) * N, (dev ? c_dev : c_host).d.data(), std::ptrdiff_t(M) * N, N);
+  });
+  EXPECT_SAME_BITS(c_dev, c_host, "batched");
+}
+
+template <class T>
+void linear_weight_case(int O, int I, int Tr, int S) {
+  const std::string what = tname<T>() + " O" + std::to_string(O) + " I" + std::to_string(I) + " T" +
+                           std::to_string(Tr) + " S" + std::to_string(S);
+  const int N = Tr * S;
+  Tensor<T> x("x", N, I), dy("dy", N, O);
+  test::fill_uniform(x, 31);
+  test::fill_uniform(dy, 32);
+  Tensor<T> w_host("wh", O, I), w_dev("wd", O, I), b_host("bh", O), b_dev("bd", O);
+  KernelWorkspace ws;
+  both_paths([&](bool dev) {
+    GradAccum<T> dW("dW", std::size_t(O) * I, Mode::deterministic), db("db", O, Mode::deterministic);
+    dW.zero();
+    db.zero();
+    Linear<T>::backward_weight(Mode::deterministic, x.cmat(), dy.cmat(), Tr, dW, &db, ws);
+    dW.finalize((dev ? w_dev : w_host).d);
+    db.finalize((dev ? b_dev : b_host).d);
+  });
+  EXPECT_SAME_BITS(w_dev, w_host, what + " dW");
+  EXPECT_SAME_BITS(b_dev, b_host, what + " db");
+}
+
+TEST(KernelPath, LinearForwardInputWeightDeviceEqualsHost) {
+  linear_weight_case<float>(1, 1, 1, 1);
+  linear_weight_case<float>(33, 70, 5, 3);
+  linear_weight_case<float>(65, 17, 9, 2);
+  linear_weight_case<double>(33, 70, 5, 3);
+  const int N = 23, I = 45, O = 67;
+  Tensor<float> x("x", N, I), W("W", O, I), b("b", O), dy("dy", N, O);
+  test::fill_uniform(x, 41);
+  test::fill_uniform(W, 42);
+  test::fill_uniform(b, 43);
+  test::fill_uniform(dy, 44);
+  Tensor<float> y_host("yh", N, O), y_dev("yd", N, O), dx_host("dxh", N, I), dx_dev("dxd", N, I);
+  KernelWorkspace ws;
+  both_paths([&](bool dev) {
+    Linear<float>::forward(Mode::deterministic, x.cmat(), W.cmat(), b.cvec(), (dev ? y_dev : y_host).mat(), ws);
+    Linear<float>::backward_input(Mode::deterministic, dy.cmat(), W.cmat(), (dev ? dx_dev : dx_host).mat(), ws);
+  });
+  EXPECT_SAME_BITS(y_dev, y_host, "Linear::forward");
+  EXPECT_SAME_BITS(dx_dev, dx_host, "Linear::backward_input");
+}
+
+// ---- LayerNorm, cross-entropy -------------------------------------------------------------------
+
+// The canonical order written out independently: lane l sums c = l, l+32, ... in order, then the
+// pairwise tree over lanes (w = 16, 8, 4, 2, 1).
+template <class T>
+T canonical_sum(const std::vector<T>& v) {
+  T p[32] = {};
+  for (std::size_t c = 0; c < v.size(); ++c) p[c % 32] = p[c % 32] + v[c];
+  for (int w = 16; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) p[l] = p[l] + p[l + w];
+  return p[0];
+}
+
+template <class T>
+void layernorm_case(int N, int C, int R) {
+  const std::string what = tname<T>() + " LayerNorm N" + std::to_string(N) + " C" + std::to_string(C);
+  Tensor<T> x("x", N, C), w("w", C), b("b", C), dout("dout", N, C);
+  test::fill_uniform(x, 51, -3.0, 5.0);
+  test::fill_uniform(w, 52);
+  test::fill_uniform(b, 53);
+  test::fill_uniform(dout, 54);
+  Tensor<T> out[2] = {{"oh", N, C}, {"od", N, C}}, mean[2] = {{"mh", N}, {"md", N}}, rstd[2] = {{"rh", N}, {"rd", N}},
+            dx[2] = {{"dxh", N, C}, {"dxd", N, C}}, dw[2] = {{"dwh", C}, {"dwd", C}}, db[2] = {{"dbh", C}, {"dbd", C}};
+  both_paths([&](bool dev) {
+    const int k = dev ? 1 : 0;
+    LayerNorm<T>::forward(Mode::deterministic, x.cmat(), w.cvec(), b.cvec(), out[k].mat(), mean[k].vec(),
+                          rstd[k].vec());
+    LayerNorm<T>::backward_input(Mode::deterministic, x.cmat(), w.cvec(), mean[k].cvec(), rstd[k].cvec(), dout.cmat(),
+                                 dx[k].mat());
+    GradAccum<T> gw("dw", C, Mode::deterministic), gb("db", C, Mode::deterministic);
+    gw.zero();
+    gb.zero();
+    LayerNorm<T>::backward_weight(Mode::deterministic, x.cmat(), mean[k].cvec(), rstd[k].cvec(), dout.cmat(), R, gw,
+                                  gb);
+    gw.finalize(dw[k].d);
+    gb.finalize(db[k].d);
+  });
+  EXPECT_SAME_BITS(out[1], out[0], what + " out");
+  EXPECT_SAME_BITS(mean[1], mean[0], what + " mean");
+  EXPECT_SAME_BITS(rstd[1], rstd[0], what + " rstd");
+  EXPECT_SAME_BITS(dx[1], dx[0], what + " dx");
+  EXPECT_SAME_BITS(dw[1], dw[0], what + " dw");
+  EXPECT_SAME_BITS(db[1], db[0], what + " db");
+  // The mean is the canonical sum / C, computed here without the kernels' helper.
+  x.pull();
+  for (int n = 0; n < N; ++n) {
+    std::vector<T> row(C);
+    for (int c = 0; c < C; ++c) row[c] = x.h(std::size_t(n) * C + c);
+    const T m = canonical_sum(row) / static_cast<T>(C);
+    EXPECT_EQ(std::memcmp(&m, &mean[0].h(n), sizeof(T)), 0)
+        << what << " row " << n << ": " << m << " vs " << mean[0].h(n);
+  }
+}
+
+TEST(KernelPath, LayerNormDeviceEqualsHost) {
+  const int shapes[][3] = {{1, 1, 1}, {3, 5, 1}, {4, 31, 2}, {6, 32, 3}, {5, 33, 5}, {8, 100, 4}, {3, 768, 3}};
+  for (const auto& s : shapes) {
+    layernorm_case<float>(s[0], s[1], s[2]);
+    layernorm_case<double>(s[0], s[1], s[2]);
+  }
+}
+
+template <class T>
+void cross_entropy_case(int N, int V) {
+  const std::string what = tname<T>() + " CrossEntropy N" + std::to_string(N) + " V" + std::to_string(V);
+  Tensor<T> logits("logits", N, V);
+  test::fill_uniform(logits, 61 + V, -8.0, 8.0);
+  std::vector<int> tg(N);
+  for (int n = 0; n < N; ++n) tg[n] = (n % 3 == 2) ? -1 : (n * 7) % V;
+  test::IntTensor targets(tg);
+  Tensor<T> loss[2] = {{"lh", N}, {"ld", N}}, dl[2] = {{"gh", N, V}, {"gd", N, V}};
+  both_paths([&](bool dev) {
+    const int k = dev ? 1 : 0;
+    CrossEntropy<T>::forward(Mode::deterministic, logits.cmat(), targets.all(), loss[k].vec());
+    CrossEntropy<T>::backward_input(Mode::deterministic, logits.cmat(), targets.all(), T(0.25), dl[k].mat());
+  });
+  EXPECT_SAME_BITS(loss[1], loss[0], what + " loss");
+  EXPECT_SAME_BITS(dl[1], dl[0], what + " dlogits");
+  // Independent check of the host path's order: sum of exp(logit - max) in the canonical tree.
+  logits.pull();
+  for (int n = 0; n < N; ++n) {
+    if (tg[n] < 0) continue;
+    T mx = logits.h(std::size_t(n) * V);
+    for (int v = 1; v < V; ++v) mx = std::max(mx, logits.h(std::size_t(n) * V + v));
+    std::vector<T> e(V);
+    for (int v = 0; v < V; ++v) e[v] = det::exp(logits.h(std::size_t(n) * V + v) - mx);
+    const T ref = det::log(canonical_sum(e)) - (logits.h(std::size_t(n) * V + tg[n]) - mx);
+    EXPECT_EQ(std::memcmp(&ref, &loss[0].h(n), sizeof(T)), 0)
+        << what << " row " << n << ": " << ref << " vs " << loss[0].h(n);
+  }
+}
+
+TEST(KernelPath, CrossEntropyDeviceEqualsHost) {
+  const int shapes[][2] = {{1, 1}, {4, 3}, {6, 31}, {5, 32}, {7, 33}, {4, 100}, {3, 1027}};
+  for (const auto& s : shapes) {
+    cross_entropy_case<float>(s[0], s[1]);
+    cross_entropy_case<double>(s[0], s[1]);
+  }
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+template <class T>
+void attention_case(int B, int Tn, int C, int H) {
+  const std::string what = tname<T>() + " Attention B" + std::to_string(B) + " T" + std::to_string(Tn) + " C" +
+                           std::to_string(C) + " H" + std::to_string(H);
+  const int N = B * Tn;
+  Tensor<T> qkv("qkv", N, 3 * C), dout("dout", N, C);
+  test::fill_uniform(qkv, 71 + Tn, -2.0, 2.0);
+  test::fill_uniform(dout, 72);
+  Tensor<T> att[2] = {{"ah", B * H * Tn, Tn}, {"ad", B * H * Tn, Tn}}, out[2] = {{"oh", N, C}, {"od", N, C}},
+            dqkv[2] = {{"gh", N, 3 * C}, {"gd", N, 3 * C}};
+  for (int k = 0; k < 2; ++k) {  // garbage everywhere: each path must overwrite all of it
+    test::fill_uniform(att[k], 73 + k, -9.0, 9.0);
+    test::fill_uniform(out[k], 75 + k, -9.0, 9.0);
+    test::fill_uniform(dqkv[k], 77 + k, -9.0, 9.0);
+  }
+  both_paths([&](bool dev) {
+    const int k = dev ? 1 : 0;
+    Attention<T>::forward(Mode::deterministic, B, Tn, C, H, qkv.cmat(), att[k].mat(), out[k].mat());
+    Attention<T>::backward_input(Mode::deterministic, B, Tn, C, H, qkv.cmat(), att[0].cmat(), dout.cmat(),
+                                 dqkv[k].mat());
+  });
+  EXPECT_SAME_BITS(att[1], att[0], what + " att");
+  EXPECT_SAME_BITS(out[1], out[0], what + " out");
+  EXPECT_SAME_BITS(dqkv[1], dqkv[0], what + " dqkv");
+}
+
+TEST(KernelPath, AttentionDeviceEqualsHost) {
+  const int shapes[][4] = {{1, 1, 4, 1},   {2, 5, 12, 3},   {1, 33, 32, 2},
+                           {2, 70, 64, 2}, {1, 129, 16, 1}, {1, 40, 130, 1}};
+  for (const auto& s : shapes) {
+    attention_case<float>(s[0], s[1], s[2], s[3]);
+    attention_case<double>(s[0], s[1], s[2], s[3]);
+  }
+}
+
+// ---- team scratch of the device kernels --------------------------------------------------------
+
+// CUDA and HIP give a block 48 KB / 64 KB of shared memory by default; the design bound is 40 KB
+// so that two teams can share a multiprocessor. GPT-2 124M: C = 768, H = 12, head size 64,
+// T = 1024; the device kernels' scratch does not depend on T or C.
+TEST(KernelPath, DeviceScratchFitsLevel0AtGpt2Shapes) {
+  constexpr std::size_t kLimit = 40 * 1024;
+  const int hs = 768 / 12;
+  EXPECT_LE(attention_device::forward_scratch_bytes<float>(hs), kLimit);
+  EXPECT_LE(attention_device::backward_scratch_bytes<float>(hs), kLimit);
+  EXPECT_LE(attention_device::forward_scratch_bytes<double>(hs), kLimit);
+  EXPECT_LE(attention_device::backward_scratch_bytes<double>(hs), kLimit);
+  EXPECT_LE(gemm_det_device_scratch_bytes<float>(), kLimit);
+  EXPECT_LE(gemm_det_device_scratch_bytes<double>(), kLimit);
+  std::printf("device scratch (hs 64, float): attention forward %zu B, backward %zu B, GEMM %zu B\n",
+              attention_device::forward_scratch_bytes<float>(hs), attention_device::backward_scratch_bytes<float>(hs),
+              gemm_det_device_scratch_bytes<float>());
+}
+
+}  // namespace
+}  // namespace minipipe
