@@ -22,7 +22,7 @@ const char* to_string(CommPath p) {
     case CommPath::device_buffers:
       return "device buffers passed to CUDA-aware MPI";
     case CommPath::host_staging:
-      return "host staging through pooled page-locked buffers";
+      return "host staging through pooled buffers (page-locked on CUDA and HIP)";
   }
   return "?";
 }
