@@ -80,6 +80,8 @@ CostModel CostModel::resolved(int stages, int v) const {
   check(c.act, "act");
   check(c.act_work, "act_work");
   if (!std::isfinite(comm) || comm < 0) bad_cost("comm", std::to_string(comm), "latency must be finite and >= 0");
+  if (!std::isfinite(action_overhead) || action_overhead < 0)
+    bad_cost("action_overhead", std::to_string(action_overhead), "time must be finite and >= 0");
   if (!std::isfinite(overlap_fb) || overlap_fb <= 0)
     bad_cost("overlap", std::to_string(overlap_fb), "factor must be finite and > 0");
   if (!std::isfinite(w_act) || w_act < 0 || w_act > 1)
@@ -140,13 +142,13 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
   std::function<double(const Action&)> duration = [&](const Action& a) -> double {
     switch (a.op) {
       case Op::F:
-        return c.F[a.stage];
+        return c.F[a.stage] + c.action_overhead;
       case Op::B:
-        return c.B[a.stage];
+        return c.B[a.stage] + c.action_overhead;
       case Op::I:
-        return c.I[a.stage];
+        return c.I[a.stage] + c.action_overhead;
       case Op::W:
-        return c.W[a.stage];
+        return c.W[a.stage] + c.action_overhead;
       case Op::OVERLAP_F_B:
         return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]));
       default:

@@ -19,6 +19,9 @@ struct CostModel {
   // An OVERLAP_F_B pair takes overlap_fb * (F + B): 1 = no overlap gain (the conservative
   // default), below 1 = DualPipe's computation-communication overlap pays off.
   double overlap_fb = 1.0;
+  // Time a runtime spends per compute action outside the compute itself (posting transfers,
+  // fences, buffer hand-over, scheduler slices lost when it yields): added to every compute action.
+  double action_overhead = 0;
   // Activation one micro-batch leaves on a stage, in micro-batch units; empty means 1/v so a
   // rank's whole share of the model counts 1. w_act: fraction still held while only W is left.
   std::vector<double> act;
