@@ -3,6 +3,7 @@
 #include "cost_file.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -119,18 +120,36 @@ class Reader {
 const Json& field(const Json& o, const std::string& key, Json::Kind kind, const std::string& origin) {
   auto it = o.kind == Json::object ? o.fields.find(key) : o.fields.end();
   static const char* kinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-  if (it == o.fields.end() || it->second.kind != kind)
-    throw InputError("cost file " + origin + ": key '" + key + "' is missing or not " + kinds[kind] +
-                     "; write the file with `minipipe profile`");
+  if (it == o.fields.end())
+    throw InputError("cost file " + origin + ": key '" + key + "' is missing; allowed: " + kinds[kind] +
+                     " (write the file with `minipipe profile`)");
+  if (it->second.kind != kind)
+    throw InputError("cost file " + origin + ": key '" + key + "' is " + kinds[it->second.kind] +
+                     "; allowed: " + kinds[kind] + " (write the file with `minipipe profile`)");
   return it->second;
 }
 double number(const Json& o, const std::string& key, const std::string& origin) {
   const double x = field(o, key, Json::number, origin).num;
-  if (x < 0) throw InputError("cost file " + origin + ": key '" + key + "' is negative; allowed: >= 0");
+  if (x < 0)
+    throw InputError("cost file " + origin + ": key '" + key + "' has value " + std::to_string(x) +
+                     "; allowed: a number >= 0");
   return x;
 }
 
 }  // namespace
+
+std::string calibration_text(const Calibration& k) {
+  if (!k.measured) return "calibration: none (slowdown 1: the profiled times as they are)";
+  char line[400];
+  std::snprintf(line, sizeof(line),
+                "calibration: %s, %d runs: slowdown %.3f (measured compute / profiled), %.3f ms per action outside "
+                "compute, fixed-cost slowdown %.3f, action spread %.3f; step measured %.2f ms, predicted %.2f ms; "
+                "makespan measured "
+                "%.2f ms, predicted %.2f ms",
+                k.config.c_str(), k.runs, k.slowdown, k.action_overhead_ms, k.fixed_slowdown, k.action_cv,
+                k.measured_step_ms, k.predicted_step_ms, k.measured_makespan_ms, k.predicted_makespan_ms);
+  return line;
+}
 
 const char* part_name(int part, int n_layer) {
   static std::vector<std::string> names;
@@ -191,6 +210,7 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
   }
   cm.comm = costs.transfer_ms(samples);
   cm.action_overhead = costs.calibration.action_overhead_ms;
+  cm.jitter_cv = costs.calibration.action_cv;
   return cm;
 }
 
@@ -205,7 +225,8 @@ std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layo
     for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l)
       t += costs.step_fixed_ms.at(static_cast<std::size_t>(1 + l));
     if (s == S - 1) t += costs.step_fixed_ms.at(static_cast<std::size_t>(L + 1));
-    out.at(static_cast<std::size_t>(stage_to_rank.at(static_cast<std::size_t>(s)))) += costs.calibration.slowdown * t;
+    out.at(static_cast<std::size_t>(stage_to_rank.at(static_cast<std::size_t>(s)))) +=
+        costs.calibration.fixed_slowdown * t;
   }
   return out;
 }
@@ -240,6 +261,7 @@ void write_cost_file(const CostFile& c, std::ostream& out) {
   out << "  \"calibration\": {\"measured\": " << (k.measured ? "true" : "false") << ", \"ranks\": " << k.ranks
       << ", \"m\": " << k.m << ", \"runs\": " << k.runs << ", \"config\": \"" << k.config
       << "\", \"slowdown\": " << k.slowdown << ", \"action_overhead_ms\": " << k.action_overhead_ms
+      << ", \"fixed_slowdown\": " << k.fixed_slowdown << ", \"action_cv\": " << k.action_cv
       << ",\n    \"measured_step_ms\": " << k.measured_step_ms
       << ", \"measured_makespan_ms\": " << k.measured_makespan_ms << ", \"predicted_step_ms\": " << k.predicted_step_ms
       << ", \"predicted_makespan_ms\": " << k.predicted_makespan_ms << "},\n";
@@ -307,6 +329,10 @@ CostFile read_cost_file(const std::string& path) {
   if (!(k.slowdown > 0))
     throw InputError("cost file " + path + ": key 'slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
   k.action_overhead_ms = number(cal, "action_overhead_ms", path);
+  k.fixed_slowdown = number(cal, "fixed_slowdown", path);
+  k.action_cv = number(cal, "action_cv", path);
+  if (!(k.fixed_slowdown > 0))
+    throw InputError("cost file " + path + ": key 'fixed_slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
   k.measured_step_ms = number(cal, "measured_step_ms", path);
   k.measured_makespan_ms = number(cal, "measured_makespan_ms", path);
   k.predicted_step_ms = number(cal, "predicted_step_ms", path);

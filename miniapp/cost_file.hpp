@@ -40,6 +40,12 @@ struct Calibration {
   // Per compute action, the time rank 0 (which runs a 1F1B step's first and last action) spent
   // neither computing nor waiting for a peer, over its compute actions (ms); the simulator adds it.
   double action_overhead_ms = 0;
+  // The reference's measured step minus its makespan (loss agreement, finalize, update, zeroing,
+  // upload, the step's barriers) over the profiled fixed cost of its slowest rank.
+  double fixed_slowdown = 1.0;
+  // The reference's compute actions' spread about their kind-and-stage mean (RunReport::action_cv):
+  // the simulator draws action times with it (sched::CostModel::jitter_cv).
+  double action_cv = 0;
   double measured_step_ms = 0, measured_makespan_ms = 0;    // medians of the steps after the first
   double predicted_step_ms = 0, predicted_makespan_ms = 0;  // the model (slowdown included)
 };
@@ -65,15 +71,18 @@ struct CostFile {
   void check_shape(const ModelShape& s, const std::string& origin) const;
 };
 
+// One line on what the calibration measured (or that there is none), for the tools' output.
+std::string calibration_text(const Calibration& k);
+
 const char* part_name(int part, int n_layer);  // "embedding", "layer_03", "head" (static storage for blocks)
 
 // The per-stage cost model of a split (stage s: embedding if s = 0, blocks [first, first+count),
 // head if last): F, I, W, B per stage in ms, act = kept bytes, act_work = I -> W bytes.
 // Times are the profiled ones times the calibration's slowdown.
 sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, int samples, Recompute r);
-// Per rank (stage s on rank stage_to_rank[s]): the step's fixed cost of its parts (ms, slowdown
-// included). A step = the zeroing, the pipeline, the loss agreement, finalize and the update, and
-// the ranks meet between them, so its fixed part is the slowest rank's.
+// Per rank (stage s on rank stage_to_rank[s]): the step's fixed cost of its parts (ms, the
+// calibration's fixed_slowdown included). A step = the zeroing, the pipeline, the loss agreement, finalize and the
+// update, and the ranks meet between them, so its fixed part is the slowest rank's.
 std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layout,
                                   const std::vector<int>& stage_to_rank, int p);
 // Per-layer F+I+W (ms) of the blocks, and the embedding's and head's, for the split optimizer.

@@ -242,17 +242,8 @@ int ProfileTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   } else {
     out << "not measured (one rank; launch mpiexec -n 2 to measure them)\n";
   }
-  const Calibration& k = c.calibration;
-  if (k.measured) {
-    std::snprintf(line, sizeof(line),
-                  "calibration: %s, %d runs: slowdown %.3f, %.3f ms per action outside compute; step measured "
-                  "%.2f ms, predicted %.2f ms (makespan %.2f / %.2f)\n",
-                  k.config.c_str(), k.runs, k.slowdown, k.action_overhead_ms, k.measured_step_ms, k.predicted_step_ms,
-                  k.measured_makespan_ms, k.predicted_makespan_ms);
-    out << line;
-  } else {
-    out << "calibration: none (slowdown 1; needs 2+ ranks and --calibrate > 0)\n";
-  }
+  out << calibration_text(c.calibration) << (c.calibration.measured ? "" : " (it needs 2+ ranks and --calibrate > 0)")
+      << "\n";
   const SizeCosts& big = c.sizes.back();
   out << "micro-batch of " << big.samples << " samples (ms; MiB kept by F / added by I):\n";
   for (std::size_t p = 0; p < big.parts.size(); ++p) {

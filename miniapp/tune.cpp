@@ -35,6 +35,9 @@ StageLayout layout_of(int n_layer, const std::vector<int>& split) {
   return make_stage_layout(n_layer, static_cast<int>(split.size()), std::vector<long long>(split.begin(), split.end()));
 }
 
+// Simulations per prediction when the calibration measured an action spread.
+constexpr int kJitterSamples = 16;
+
 double median(std::vector<double> x) {
   if (x.empty()) return 0.0;
   std::sort(x.begin(), x.end());
@@ -97,7 +100,8 @@ TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule,
   const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
   TuneCandidate c;
   c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r;
-  c.makespan_ms = sim.makespan, c.bubble = sim.bubble_fraction;
+  // With a measured action spread: the mean over jittered simulations (uneven actions add waits).
+  c.makespan_ms = sched::mean_makespan(s, cm, kJitterSamples), c.bubble = sim.bubble_fraction;
   c.fixed_ms = *std::max_element(fixed.begin(), fixed.end());
   c.step_ms = c.makespan_ms + c.fixed_ms;
   for (double b : sim.busy) c.busy_ms += b;
@@ -123,8 +127,8 @@ int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs) 
   const sched::Schedule plan = sched::make_schedule("1f1b", world, m, 1);
   int rank0_actions = 0;
   for (const auto& a : plan.ranks.at(0)) rank0_actions += sched::is_compute(a.op) ? 1 : 0;
-  double measured_busy = 0, outside = 0;
-  std::vector<double> step_ms, span_ms;
+  double measured_busy = 0, outside = 0, cv = 0;
+  std::vector<double> step_ms, span_ms, outside_step;
   for (int k = 0; k < runs; ++k) {
     RunReport rep;
     const int rc = run_config(deck, comm, config_keys(ref), 2, rep);
@@ -135,16 +139,24 @@ int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs) 
     outside += 1e3 * std::max(0.0, rep.makespan - r0.busy - r0.comm_wait - r0.dump_io);
     step_ms.push_back(1e3 * rep.step_seconds.back());
     span_ms.push_back(1e3 * rep.makespans.back());
+    outside_step.push_back(step_ms.back() - span_ms.back());
+    cv += rep.action_cv / runs;
   }
-  double got[4] = {ref.busy_ms > 0 ? measured_busy / (runs * ref.busy_ms) : 1.0, median(step_ms), median(span_ms),
-                   outside / (runs * std::max(1, rank0_actions))};
-  MPI_Bcast(got, 4, MPI_DOUBLE, 0, comm);
+  double got[6] = {ref.busy_ms > 0 ? measured_busy / (runs * ref.busy_ms) : 1.0,
+                   median(step_ms),
+                   median(span_ms),
+                   outside / (runs * std::max(1, rank0_actions)),
+                   ref.fixed_ms > 0 ? std::max(0.0, median(outside_step)) / ref.fixed_ms : 1.0,
+                   cv};
+  MPI_Bcast(got, 6, MPI_DOUBLE, 0, comm);
   Calibration& c = costs.calibration;
   c.measured = true, c.ranks = world, c.m = m, c.runs = runs;
   c.config = "1f1b p=" + std::to_string(world) + " v=1 m=" + std::to_string(m) + " split " + split_text(even) +
              " recompute none";
   c.slowdown = got[0] > 0 ? got[0] : 1.0;
   c.measured_step_ms = got[1], c.measured_makespan_ms = got[2], c.action_overhead_ms = got[3];
+  c.fixed_slowdown = got[4] > 0 ? got[4] : 1.0;
+  c.action_cv = got[5];
   const TuneCandidate cal = predict(costs, world, "1f1b", 1, m, even, Recompute::none);
   c.predicted_step_ms = cal.step_ms, c.predicted_makespan_ms = cal.makespan_ms;
   return 0;
@@ -318,17 +330,11 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
         << (costs.transfer_measured ? "measured" : "not measured: 0") << ")\n";
     const Calibration& k = costs.calibration;
     if (k.measured) {
-      std::snprintf(line, sizeof(line),
-                    "calibration: %s, %d runs: slowdown %.3f (measured compute / profiled), %.3f ms per action "
-                    "outside compute; step measured %.2f ms, predicted %.2f ms; makespan measured %.2f ms, "
-                    "predicted %.2f ms",
-                    k.config.c_str(), k.runs, k.slowdown, k.action_overhead_ms, k.measured_step_ms, k.predicted_step_ms,
-                    k.measured_makespan_ms, k.predicted_makespan_ms);
-      out << line << "\n";
+      out << calibration_text(k) << "\n";
       if (k.ranks != p)
         out << "note: calibrated at p = " << k.ranks << ", tuning p = " << p << ": the slowdown may differ\n";
     } else {
-      out << "calibration: none (slowdown 1: profiled times as they are; a cost file profiled on 2+ ranks has one)\n";
+      out << calibration_text(k) << " (a cost file profiled on 2+ ranks has one)\n";
     }
     if (!error.empty()) out << error << "\n";
   }
@@ -390,8 +396,11 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
       std::snprintf(line, sizeof(line), "%s%.2f", base_rounds.empty() ? "" : " ", x);
       base_rounds += line;
     }
-    std::snprintf(line, sizeof(line), "noise: round medians of base %s ms; largest round-to-round spread %.3f (%s)",
-                  base_rounds.c_str(), spread, worst.c_str());
+    const auto [blo, bhi] = std::minmax_element(round_medians[n_runs - 1].begin(), round_medians[n_runs - 1].end());
+    const double base_spread = *blo > 0 ? (*bhi - *blo) / *blo : 0.0;
+    std::snprintf(line, sizeof(line),
+                  "noise: round medians of base %s ms; base spread %.3f; largest round-to-round spread %.3f (%s)",
+                  base_rounds.c_str(), base_spread, spread, worst.c_str());
     out << line << "\n";
   }
   if (bubble_target > 0) {
