@@ -136,7 +136,7 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
 
 }  // namespace
 
-CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
+CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurrent) {
   int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &world);
@@ -174,8 +174,9 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
       MPI_Comm_free(&pair);
     }
   }
-  // Every rank runs every part at the same time, as the ranks of a pipeline compute side by
-  // side (shared caches, memory bandwidth, cores); each time is the least over ranks and repeats.
+  // Alone (the default): rank 0 runs every part while the others wait, as most actions of a
+  // pipeline run next to an idle or waiting peer at large micro-batches; the calibration measures
+  // what running side by side costs. `concurrent`: every rank at once, the least over ranks.
   const Mode mode = c.mode == "fast" ? Mode::fast : Mode::deterministic;
   const auto seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   const Batch batch = DataSource(deck, c.shape).batch(0, c.batch);
@@ -183,7 +184,8 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
   opt.kind = deck.get_string("train.optimizer") == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
   const std::size_t parts_n = static_cast<std::size_t>(c.shape.n_layer + 2);
   c.step_fixed_ms.assign(parts_n, 0.0);
-  c.profiled_ranks = world;
+  c.profiled_ranks = concurrent ? world : 1;
+  const bool runs_parts = concurrent || rank == 0;
   for (int n : samples) {
     SizeCosts sc;
     sc.samples = n;
@@ -191,8 +193,9 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
     for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
       // The fixed costs do not depend on the micro-batch: measured once, with the largest.
       const bool with_fixed = n == samples.back() && r == Recompute::none;
-      const auto parts =
-          profile_parts(c.shape, mode, seed, batch, n, r, repeat, opt, with_fixed ? &c.step_fixed_ms : nullptr);
+      const auto parts = runs_parts ? profile_parts(c.shape, mode, seed, batch, n, r, repeat, opt,
+                                                    with_fixed ? &c.step_fixed_ms : nullptr)
+                                    : std::vector<PartCost>(parts_n);
       for (std::size_t p = 0; p < parts.size(); ++p) sc.parts[p][static_cast<std::size_t>(r)] = parts[p];
     }
     c.sizes.push_back(std::move(sc));
@@ -202,7 +205,10 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
     for (const auto& part : sc.parts)
       for (const auto& pc : part) t.insert(t.end(), {pc.F, pc.I, pc.W});
   t.insert(t.end(), c.step_fixed_ms.begin(), c.step_fixed_ms.end());
-  MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MIN, comm);
+  if (concurrent)
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MIN, comm);
+  else
+    MPI_Bcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0, comm);
   std::size_t k = 0;
   for (auto& sc : c.sizes)
     for (auto& part : sc.parts)
@@ -224,13 +230,15 @@ void ProfileTool::attach(CLI::App& parent) {
                   "on 2+ ranks: runs (2 steps each) of the 1F1B reference pipeline that measure the slowdown of a "
                   "real run over the profiled times (0 = none)")
       ->check(CLI::Range(0, 100));
+  sub->add_flag("--concurrent", concurrent,
+                "every rank profiles every part at the same time (default: rank 0 alone, the others wait)");
   sub->add_flag("--force", force, "overwrite an existing cost file");
 }
 
 int ProfileTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  CostFile c = profile_costs(deck, comm, repeat);
+  CostFile c = profile_costs(deck, comm, repeat, concurrent);
   if (const int rc = calibrate_costs(deck, comm, c, calibrate)) return rc;
   if (rank != 0) return 0;
   char line[200];
