@@ -23,6 +23,14 @@ using Real = float;
 
 namespace {
 
+// The median of the repetitions.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // The least of the repetitions: on a shared machine every disturbance only adds time.
 double least(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
@@ -69,7 +77,7 @@ StepInputs<Real> device_inputs(const Batch& b) {
 }
 
 // Every part of the model for micro-batches of n samples under recompute r; `fixed` (when given)
-// receives each part's least per-step fixed cost (zero, finalize, optimizer update).
+// receives each part's median per-step fixed cost (zero, finalize, optimizer update).
 std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed, const Batch& batch, int n,
                                     Recompute r, int repeat, const OptimizerConfig& opt, std::vector<double>* fixed) {
   const int L = shape.n_layer, S = L + 2;
@@ -128,9 +136,13 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
       if (rep > 0) z[s].push_back(t);
     }
   }
-  for (int s = 0; s < S; ++s) out[s].F = least(f[s]), out[s].I = least(i[s]), out[s].W = least(w[s]);
+  // The median, not the least: under other work a short part sometimes escapes every disturbance
+  // and a long one never does, so least times are not comparable across parts and sizes (and the
+  // tuner would favour whichever configuration was measured lucky); the calibration scales the
+  // typical times to a real run.
+  for (int s = 0; s < S; ++s) out[s].F = median(f[s]), out[s].I = median(i[s]), out[s].W = median(w[s]);
   if (fixed)
-    for (int s = 0; s < S; ++s) (*fixed)[static_cast<std::size_t>(s)] = least(z[s]);
+    for (int s = 0; s < S; ++s) (*fixed)[static_cast<std::size_t>(s)] = median(z[s]);
   return out;
 }
 
@@ -224,7 +236,7 @@ void ProfileTool::attach(CLI::App& parent) {
   sub->option_defaults()->always_capture_default();
   sub->add_option("--deck", deck_path, "TOML input deck (model shape, batch, mode)");
   sub->add_option("--out", out_path, "cost file to write (JSON)")->required();
-  sub->add_option("--repeat", repeat, "timed repetitions per part (the least time is kept)")
+  sub->add_option("--repeat", repeat, "timed repetitions per part (the median time is kept)")
       ->check(CLI::Range(1, 1000));
   sub->add_option("--calibrate", calibrate,
                   "on 2+ ranks: runs (2 steps each) of the 1F1B reference pipeline that measure the slowdown of a "

@@ -7,7 +7,7 @@ set -u
 bin=$1 deck=$2 out=$3
 rm -rf "$out" && mkdir -p "$out" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
-mpiexec -n 2 "$bin" profile --deck "$deck" --repeat 2 --calibrate 3 --out "$out/costs.json" > "$out/profile.log" 2>&1 \
+mpiexec -n 2 "$bin" profile --deck "$deck" --repeat 5 --calibrate 3 --out "$out/costs.json" > "$out/profile.log" 2>&1 \
   || { cat "$out/profile.log"; fail "profile exited non-zero"; }
 grep -q '"calibration": {"measured": true, "ranks": 2' "$out/costs.json" || fail "the cost file has no calibration"
 mpiexec -n 2 "$bin" tune --deck "$deck" -p 2 --costs "$out/costs.json" --verify 2 --rounds 3 --steps 4 --top 3 \
