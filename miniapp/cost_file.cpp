@@ -3,6 +3,7 @@
 #include "cost_file.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -14,6 +15,8 @@ namespace minipipe {
 namespace {
 
 const char* kModes[3] = {"none", "attention", "block"};
+// Version 2 added the per-part step costs, the profiled concurrency and the calibration.
+const char* kFormat = "minipipe-costs-2";
 
 // ---- a strict JSON reader: enough for the cost file ----
 struct Json {
@@ -117,18 +120,36 @@ class Reader {
 const Json& field(const Json& o, const std::string& key, Json::Kind kind, const std::string& origin) {
   auto it = o.kind == Json::object ? o.fields.find(key) : o.fields.end();
   static const char* kinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-  if (it == o.fields.end() || it->second.kind != kind)
-    throw InputError("cost file " + origin + ": key '" + key + "' is missing or not " + kinds[kind] +
-                     "; write the file with `minipipe profile`");
+  if (it == o.fields.end())
+    throw InputError("cost file " + origin + ": key '" + key + "' is missing; allowed: " + kinds[kind] +
+                     " (write the file with `minipipe profile`)");
+  if (it->second.kind != kind)
+    throw InputError("cost file " + origin + ": key '" + key + "' is " + kinds[it->second.kind] +
+                     "; allowed: " + kinds[kind] + " (write the file with `minipipe profile`)");
   return it->second;
 }
 double number(const Json& o, const std::string& key, const std::string& origin) {
   const double x = field(o, key, Json::number, origin).num;
-  if (x < 0) throw InputError("cost file " + origin + ": key '" + key + "' is negative; allowed: >= 0");
+  if (x < 0)
+    throw InputError("cost file " + origin + ": key '" + key + "' has value " + std::to_string(x) +
+                     "; allowed: a number >= 0");
   return x;
 }
 
 }  // namespace
+
+std::string calibration_text(const Calibration& k) {
+  if (!k.measured) return "calibration: none (slowdown 1: the profiled times as they are)";
+  char line[400];
+  std::snprintf(line, sizeof(line),
+                "calibration: %s, %d runs: slowdown %.3f (measured compute / profiled), %.3f ms per action outside "
+                "compute, fixed-cost slowdown %.3f, action spread %.3f; step measured %.2f ms, predicted %.2f ms; "
+                "makespan measured "
+                "%.2f ms, predicted %.2f ms",
+                k.config.c_str(), k.runs, k.slowdown, k.action_overhead_ms, k.fixed_slowdown, k.action_cv,
+                k.measured_step_ms, k.predicted_step_ms, k.measured_makespan_ms, k.predicted_makespan_ms);
+  return line;
+}
 
 const char* part_name(int part, int n_layer) {
   static std::vector<std::string> names;
@@ -182,11 +203,32 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
     if (s == 0) add(0);
     for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l) add(1 + l);
     if (s == S - 1) add(L + 1);
-    cm.F.push_back(sum.F), cm.I.push_back(sum.I), cm.W.push_back(sum.W), cm.B.push_back(sum.I + sum.W);
+    const double k = costs.calibration.slowdown;
+    cm.F.push_back(k * sum.F), cm.I.push_back(k * sum.I), cm.W.push_back(k * sum.W);
+    cm.B.push_back(k * (sum.I + sum.W));
     cm.act.push_back(sum.kept_bytes), cm.act_work.push_back(sum.work_bytes);
   }
   cm.comm = costs.transfer_ms(samples);
+  cm.action_overhead = costs.calibration.action_overhead_ms;
+  cm.jitter_cv = costs.calibration.action_cv;
   return cm;
+}
+
+std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layout,
+                                  const std::vector<int>& stage_to_rank, int p) {
+  const int S = layout.num_stages(), L = costs.shape.n_layer;
+  std::vector<double> out(static_cast<std::size_t>(p), 0.0);
+  if (costs.step_fixed_ms.empty()) return out;
+  for (int s = 0; s < S; ++s) {
+    double t = 0;
+    if (s == 0) t += costs.step_fixed_ms.at(0);
+    for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l)
+      t += costs.step_fixed_ms.at(static_cast<std::size_t>(1 + l));
+    if (s == S - 1) t += costs.step_fixed_ms.at(static_cast<std::size_t>(L + 1));
+    out.at(static_cast<std::size_t>(stage_to_rank.at(static_cast<std::size_t>(s)))) +=
+        costs.calibration.fixed_slowdown * t;
+  }
+  return out;
 }
 
 LayerTimes layer_times(const CostFile& costs, int samples, Recompute r) {
@@ -204,13 +246,25 @@ LayerTimes layer_times(const CostFile& costs, int samples, Recompute r) {
 
 void write_cost_file(const CostFile& c, std::ostream& out) {
   out << std::setprecision(9);
-  out << "{\n  \"format\": \"minipipe-costs-1\",\n";
+  out << "{\n  \"format\": \"" << kFormat << "\",\n";
   out << "  \"backend\": \"" << c.backend << "\", \"mode\": \"" << c.mode << "\", \"comm_path\": \"" << c.comm_path
       << "\",\n";
   out << "  \"model\": {\"vocab\": " << c.shape.vocab << ", \"seq_len\": " << c.shape.seq_len
       << ", \"channels\": " << c.shape.channels << ", \"n_head\": " << c.shape.n_head
       << ", \"n_layer\": " << c.shape.n_layer << "},\n";
   out << "  \"batch\": " << c.batch << ", \"real_bytes\": " << c.real_bytes << ",\n";
+  out << "  \"profiled_ranks\": " << c.profiled_ranks << ",\n";
+  out << "  \"step_fixed_ms\": [";
+  for (std::size_t k = 0; k < c.step_fixed_ms.size(); ++k) out << (k ? ", " : "") << c.step_fixed_ms[k];
+  out << "],\n";
+  const Calibration& k = c.calibration;
+  out << "  \"calibration\": {\"measured\": " << (k.measured ? "true" : "false") << ", \"ranks\": " << k.ranks
+      << ", \"m\": " << k.m << ", \"runs\": " << k.runs << ", \"config\": \"" << k.config
+      << "\", \"slowdown\": " << k.slowdown << ", \"action_overhead_ms\": " << k.action_overhead_ms
+      << ", \"fixed_slowdown\": " << k.fixed_slowdown << ", \"action_cv\": " << k.action_cv
+      << ",\n    \"measured_step_ms\": " << k.measured_step_ms
+      << ", \"measured_makespan_ms\": " << k.measured_makespan_ms << ", \"predicted_step_ms\": " << k.predicted_step_ms
+      << ", \"predicted_makespan_ms\": " << k.predicted_makespan_ms << "},\n";
   out << "  \"transfer\": {\"measured\": " << (c.transfer_measured ? "true" : "false")
       << ", \"latency_ms\": " << c.latency_ms << ", \"ms_per_byte\": " << c.ms_per_byte << "},\n";
   out << "  \"sizes\": [";
@@ -239,8 +293,9 @@ CostFile read_cost_file(const std::string& path) {
   const std::string text = ss.str();
   const Json doc = Reader(text, path).document();
   const std::string& fmt = field(doc, "format", Json::string, path).str;
-  if (fmt != "minipipe-costs-1")
-    throw InputError("cost file " + path + ": key 'format' has value \"" + fmt + "\"; allowed: minipipe-costs-1");
+  if (fmt != kFormat)
+    throw InputError("cost file " + path + ": key 'format' has value \"" + fmt + "\"; allowed: " + kFormat +
+                     " (write it again with `minipipe profile`)");
   CostFile c;
   c.backend = field(doc, "backend", Json::string, path).str;
   c.mode = field(doc, "mode", Json::string, path).str;
@@ -253,6 +308,35 @@ CostFile read_cost_file(const std::string& path) {
   c.shape.n_layer = static_cast<int>(number(model, "n_layer", path));
   c.batch = static_cast<int>(number(doc, "batch", path));
   c.real_bytes = static_cast<int>(number(doc, "real_bytes", path));
+  c.profiled_ranks = static_cast<int>(number(doc, "profiled_ranks", path));
+  for (const Json& x : field(doc, "step_fixed_ms", Json::array, path).items) {
+    if (x.kind != Json::number || x.num < 0)
+      throw InputError("cost file " + path + ": key 'step_fixed_ms' has an entry that is not a number >= 0");
+    c.step_fixed_ms.push_back(x.num);
+  }
+  if (static_cast<int>(c.step_fixed_ms.size()) != c.shape.n_layer + 2)
+    throw InputError("cost file " + path + ": key 'step_fixed_ms' has " + std::to_string(c.step_fixed_ms.size()) +
+                     " entries; allowed: n_layer + 2 = " + std::to_string(c.shape.n_layer + 2) +
+                     " (embedding, each block, head)");
+  const Json& cal = field(doc, "calibration", Json::object, path);
+  Calibration& k = c.calibration;
+  k.measured = field(cal, "measured", Json::boolean, path).b;
+  k.ranks = static_cast<int>(number(cal, "ranks", path));
+  k.m = static_cast<int>(number(cal, "m", path));
+  k.runs = static_cast<int>(number(cal, "runs", path));
+  k.config = field(cal, "config", Json::string, path).str;
+  k.slowdown = number(cal, "slowdown", path);
+  if (!(k.slowdown > 0))
+    throw InputError("cost file " + path + ": key 'slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
+  k.action_overhead_ms = number(cal, "action_overhead_ms", path);
+  k.fixed_slowdown = number(cal, "fixed_slowdown", path);
+  k.action_cv = number(cal, "action_cv", path);
+  if (!(k.fixed_slowdown > 0))
+    throw InputError("cost file " + path + ": key 'fixed_slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
+  k.measured_step_ms = number(cal, "measured_step_ms", path);
+  k.measured_makespan_ms = number(cal, "measured_makespan_ms", path);
+  k.predicted_step_ms = number(cal, "predicted_step_ms", path);
+  k.predicted_makespan_ms = number(cal, "predicted_makespan_ms", path);
   const Json& tr = field(doc, "transfer", Json::object, path);
   c.transfer_measured = field(tr, "measured", Json::boolean, path).b;
   c.latency_ms = number(tr, "latency_ms", path);

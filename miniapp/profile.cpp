@@ -11,6 +11,7 @@
 #include "data.hpp"
 #include "io/output_file.hpp"
 #include "stage.hpp"
+#include "tune.hpp"
 
 namespace minipipe {
 
@@ -21,6 +22,14 @@ using Real = float;
 #endif
 
 namespace {
+
+// The median of the repetitions.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 // The least of the repetitions: on a shared machine every disturbance only adds time.
 double least(const std::vector<double>& v) {
@@ -67,9 +76,10 @@ StepInputs<Real> device_inputs(const Batch& b) {
   return in;
 }
 
-// Every part of the model for micro-batches of n samples under recompute r.
+// Every part of the model for micro-batches of n samples under recompute r; `fixed` (when given)
+// receives each part's median per-step fixed cost (zero, finalize, optimizer update).
 std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed, const Batch& batch, int n,
-                                    Recompute r, int repeat) {
+                                    Recompute r, int repeat, const OptimizerConfig& opt, std::vector<double>* fixed) {
   const int L = shape.n_layer, S = L + 2;
   StageLayout layout;
   for (int s = 0; s < S; ++s) {
@@ -87,7 +97,7 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
     grad[s] = View2<Real>("Profile::grad", N, shape.channels);
   }
   const MicroBatch mb{0, 0, n};
-  std::vector<std::vector<double>> f(S), i(S), w(S);
+  std::vector<std::vector<double>> f(S), i(S), w(S), z(S);
   std::vector<PartCost> out(S);
   auto timed = [](auto&& fn) {
     const double t0 = MPI_Wtime();
@@ -95,8 +105,9 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
     fence_space(ExecSpace(), "Profile::fence");
     return 1e3 * (MPI_Wtime() - t0);
   };
+  std::vector<double> zero_ms(S, 0.0);
   for (int rep = 0; rep <= repeat; ++rep) {  // rep 0 warms up (allocations, first touches)
-    for (auto& st : stages) st.zero_grads();
+    for (int s = 0; s < S; ++s) zero_ms[s] = timed([&] { stages[s].zero_grads(); });
     for (int s = 0; s < S; ++s) {
       const double t = timed([&] {
         stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
@@ -117,14 +128,27 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
       const double t = timed([&] { stages[s].backward_weight(mb, in); });
       if (rep > 0) w[s].push_back(t);
     }
+    if (!fixed) continue;
+    // The trainer's work once per step: zeroing (timed above), finalize and the update.
+    for (int s = 0; s < S; ++s) {
+      const double t = zero_ms[s] + timed([&] { stages[s].finalize_grads(); }) +
+                       timed([&] { stages[s].optimizer_step(opt, rep + 1); });
+      if (rep > 0) z[s].push_back(t);
+    }
   }
-  for (int s = 0; s < S; ++s) out[s].F = least(f[s]), out[s].I = least(i[s]), out[s].W = least(w[s]);
+  // The median, not the least: under other work a short part sometimes escapes every disturbance
+  // and a long one never does, so least times are not comparable across parts and sizes (and the
+  // tuner would favour whichever configuration was measured lucky); the calibration scales the
+  // typical times to a real run.
+  for (int s = 0; s < S; ++s) out[s].F = median(f[s]), out[s].I = median(i[s]), out[s].W = median(w[s]);
+  if (fixed)
+    for (int s = 0; s < S; ++s) (*fixed)[static_cast<std::size_t>(s)] = median(z[s]);
   return out;
 }
 
 }  // namespace
 
-CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
+CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurrent) {
   int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &world);
@@ -162,22 +186,46 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat) {
       MPI_Comm_free(&pair);
     }
   }
-  if (rank == 0) {
-    const Mode mode = c.mode == "fast" ? Mode::fast : Mode::deterministic;
-    const auto seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
-    const Batch batch = DataSource(deck, c.shape).batch(0, c.batch);
-    for (int n : samples) {
-      SizeCosts sc;
-      sc.samples = n;
-      sc.parts.resize(static_cast<std::size_t>(c.shape.n_layer + 2));
-      for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
-        const auto parts = profile_parts(c.shape, mode, seed, batch, n, r, repeat);
-        for (std::size_t p = 0; p < parts.size(); ++p) sc.parts[p][static_cast<std::size_t>(r)] = parts[p];
-      }
-      c.sizes.push_back(std::move(sc));
+  // Alone (the default): rank 0 runs every part while the others wait, as most actions of a
+  // pipeline run next to an idle or waiting peer at large micro-batches; the calibration measures
+  // what running side by side costs. `concurrent`: every rank at once, the least over ranks.
+  const Mode mode = c.mode == "fast" ? Mode::fast : Mode::deterministic;
+  const auto seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
+  const Batch batch = DataSource(deck, c.shape).batch(0, c.batch);
+  OptimizerConfig opt;
+  opt.kind = deck.get_string("train.optimizer") == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
+  const std::size_t parts_n = static_cast<std::size_t>(c.shape.n_layer + 2);
+  c.step_fixed_ms.assign(parts_n, 0.0);
+  c.profiled_ranks = concurrent ? world : 1;
+  const bool runs_parts = concurrent || rank == 0;
+  for (int n : samples) {
+    SizeCosts sc;
+    sc.samples = n;
+    sc.parts.resize(parts_n);
+    for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+      // The fixed costs do not depend on the micro-batch: measured once, with the largest.
+      const bool with_fixed = n == samples.back() && r == Recompute::none;
+      const auto parts = runs_parts ? profile_parts(c.shape, mode, seed, batch, n, r, repeat, opt,
+                                                    with_fixed ? &c.step_fixed_ms : nullptr)
+                                    : std::vector<PartCost>(parts_n);
+      for (std::size_t p = 0; p < parts.size(); ++p) sc.parts[p][static_cast<std::size_t>(r)] = parts[p];
     }
+    c.sizes.push_back(std::move(sc));
   }
-  MPI_Barrier(comm);
+  std::vector<double> t;  // F, I, W of every size, part and mode, then the fixed costs
+  for (const auto& sc : c.sizes)
+    for (const auto& part : sc.parts)
+      for (const auto& pc : part) t.insert(t.end(), {pc.F, pc.I, pc.W});
+  t.insert(t.end(), c.step_fixed_ms.begin(), c.step_fixed_ms.end());
+  if (concurrent)
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MIN, comm);
+  else
+    MPI_Bcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0, comm);
+  std::size_t k = 0;
+  for (auto& sc : c.sizes)
+    for (auto& part : sc.parts)
+      for (auto& pc : part) pc.F = t[k++], pc.I = t[k++], pc.W = t[k++];
+  for (auto& x : c.step_fixed_ms) x = t[k++];
   return c;
 }
 
@@ -188,15 +236,22 @@ void ProfileTool::attach(CLI::App& parent) {
   sub->option_defaults()->always_capture_default();
   sub->add_option("--deck", deck_path, "TOML input deck (model shape, batch, mode)");
   sub->add_option("--out", out_path, "cost file to write (JSON)")->required();
-  sub->add_option("--repeat", repeat, "timed repetitions per part (the least time is kept)")
+  sub->add_option("--repeat", repeat, "timed repetitions per part (the median time is kept)")
       ->check(CLI::Range(1, 1000));
+  sub->add_option("--calibrate", calibrate,
+                  "on 2+ ranks: runs (2 steps each) of the 1F1B reference pipeline that measure the slowdown of a "
+                  "real run over the profiled times (0 = none)")
+      ->check(CLI::Range(0, 100));
+  sub->add_flag("--concurrent", concurrent,
+                "every rank profiles every part at the same time (default: rank 0 alone, the others wait)");
   sub->add_flag("--force", force, "overwrite an existing cost file");
 }
 
 int ProfileTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  const CostFile c = profile_costs(deck, comm, repeat);
+  CostFile c = profile_costs(deck, comm, repeat, concurrent);
+  if (const int rc = calibrate_costs(deck, comm, c, calibrate)) return rc;
   if (rank != 0) return 0;
   char line[200];
   out << "profile: " << c.backend << ", " << c.mode << ", " << c.comm_path << " transfers: ";
@@ -207,6 +262,8 @@ int ProfileTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   } else {
     out << "not measured (one rank; launch mpiexec -n 2 to measure them)\n";
   }
+  out << calibration_text(c.calibration) << (c.calibration.measured ? "" : " (it needs 2+ ranks and --calibrate > 0)")
+      << "\n";
   const SizeCosts& big = c.sizes.back();
   out << "micro-batch of " << big.samples << " samples (ms; MiB kept by F / added by I):\n";
   for (std::size_t p = 0; p < big.parts.size(); ++p) {

@@ -17,16 +17,18 @@ class App;
 namespace minipipe {
 
 // Collective over `comm`. Ranks 0 and 1 time boundary-sized ping-pongs (latency + bandwidth
-// fit; one rank: none measured, transfers cost 0); rank 0 then runs every part as its own stage
-// for each micro-batch size B/m (m a divisor of train.batch), `repeat` times after a warm-up, and
-// keeps the least time (disturbances on a shared machine only add). The result is complete on rank 0 only.
-CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat);
+// fit; one rank: none measured, transfers cost 0); then rank 0 (every rank at once when
+// `concurrent`) runs every part as its own stage for each micro-batch size B/m (m a divisor of
+// train.batch), `repeat` times after a warm-up, and keeps the median time over repeats (the least
+// over ranks), with each part's per-step fixed cost. No calibration (see
+// calibrate_costs in tune.hpp). The same result on every rank.
+CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurrent = false);
 
 struct ProfileTool {
   CLI::App* sub = nullptr;
   std::string deck_path, out_path;
-  int repeat = 5;
-  bool force = false;
+  int repeat = 5, calibrate = 3;
+  bool force = false, concurrent = false;
   void attach(CLI::App& parent);
   // Rank 0 prints a table and writes the file; returns the exit code (2 bad input, 3 failure).
   int run(const Deck& deck, MPI_Comm comm, std::ostream& out);

@@ -33,7 +33,10 @@ struct RunReport {
   std::vector<double> makespans;  // per step, the pipeline's makespan (s)
   double bubble_measured = 0, bubble_simulated = 0;
   std::optional<double> bubble_analytic;
-  double imbalance = 0;               // max/mean per-stage compute time
+  double imbalance = 0;  // max/mean per-stage compute time
+  // Spread of the timed step's compute actions about the mean of their kind and stage: the root
+  // mean square of (time / mean - 1) (0 = every F of a stage as long as every other one).
+  double action_cv = 0;
   std::vector<double> stage_compute;  // per stage: F + I + W + B seconds in the timed step
   std::vector<RankReport> ranks;
   std::string dump_path;

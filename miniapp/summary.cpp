@@ -3,6 +3,8 @@
 #include "summary.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include "schedules/simulator.hpp"
@@ -104,6 +106,23 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   for (double t : c.total) mean_stage += t / S, max_stage = std::max(max_stage, t);
   rep.stage_compute = c.total;
   rep.imbalance = mean_stage > 0 ? max_stage / mean_stage : 1;
+  {
+    std::map<std::pair<int, int>, std::pair<double, int>> kind;  // (op, stage) -> (sum, count)
+    for (const auto& st : meas.ranks)
+      for (const auto& a : st.actions) {
+        auto& k = kind[{static_cast<int>(a.op), a.stage}];
+        k.first += a.end - a.start, ++k.second;
+      }
+    double sq = 0;
+    int n = 0;
+    for (const auto& st : meas.ranks)
+      for (const auto& a : st.actions) {
+        const auto& k = kind[{static_cast<int>(a.op), a.stage}];
+        const double mean = k.first / k.second;
+        if (mean > 0) sq += ((a.end - a.start) / mean - 1) * ((a.end - a.start) / mean - 1), ++n;
+      }
+    rep.action_cv = n > 0 ? std::sqrt(sq / n) : 0.0;
+  }
 
   // The simulator fed with the measured mean cost of each action kind per stage.
   sched::CostModel cost;

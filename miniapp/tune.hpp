@@ -24,8 +24,12 @@ struct TuneCandidate {
   std::vector<int> split;  // blocks per stage
   bool auto_split = false;
   Recompute recompute = Recompute::none;
-  double step_ms = 0, bubble = 0;  // predicted pipeline makespan and bubble fraction
-  double peak_bytes = 0;           // predicted peak stored activations of the worst rank
+  double step_ms = 0;      // predicted step: makespan + the slowest rank's fixed cost
+  double makespan_ms = 0;  // simulated pipeline makespan (calibrated costs)
+  double fixed_ms = 0;     // the slowest rank's per-step fixed cost (zero, finalize, update)
+  double busy_ms = 0;      // simulated compute time summed over ranks
+  double bubble = 0;       // simulated bubble fraction
+  double peak_bytes = 0;   // predicted peak stored activations of the worst rank
 };
 
 // Every configuration for p ranks that the deck's batch allows (m divides train.batch, v the
@@ -47,10 +51,17 @@ struct BubbleAnswer {
 };
 std::vector<BubbleAnswer> smallest_m_for_bubble(const CostFile& costs, int p, int samples, double target, int max_m);
 
+// Collective over `comm` (p = its size >= 2): runs the reference pipeline (1F1B, even split, no
+// recompute, the deck's first m) `runs` times for 2 steps and stores in costs.calibration the
+// slowdown (measured compute time of every rank in the second step over the simulated one) and
+// the measured and predicted step and makespan. runs = 0 or one rank: uncalibrated (slowdown 1).
+// Returns the exit code of a failed run (0 ok); the result is the same on every rank.
+int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs);
+
 struct TuneTool {
   CLI::App* sub = nullptr;
   std::string deck_path, costs_path, schedules;
-  int p = 2, verify = 0, top = 10, steps = 6, repeat = 3;
+  int p = 2, verify = 0, top = 10, steps = 6, repeat = 3, rounds = 1, calibrate = 3;
   double memory_cap = 0, bubble_target = 0;
   void attach(CLI::App& parent);
   // Collective when --verify (launch with mpiexec -n p) or without --costs (it profiles).

@@ -25,6 +25,26 @@ std::vector<double> expand(const std::vector<double>& v, int stages, const char*
                       " entries; allowed: 1 (all stages) or p*v = " + std::to_string(stages));
 }
 
+// splitmix64: a counter-based generator, so a factor depends on its key only.
+unsigned long long mix(unsigned long long x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Log-normal factor of mean 1 and coefficient of variation cv for one action.
+double jitter(double cv, unsigned long long seed, const Action& a) {
+  const unsigned long long key =
+      mix(mix(mix(mix(seed) ^ static_cast<unsigned long long>(a.op)) ^ static_cast<unsigned long long>(a.stage)) ^
+          static_cast<unsigned long long>(a.microbatch));
+  const double u1 = (static_cast<double>(key >> 11) + 0.5) / 9007199254740992.0;
+  const double u2 = (static_cast<double>(mix(key) >> 11) + 0.5) / 9007199254740992.0;
+  const double z = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  const double s2 = std::log(1 + cv * cv);
+  return std::exp(std::sqrt(s2) * z - s2 / 2);
+}
+
 bool all_equal(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); });
 }
@@ -80,6 +100,10 @@ CostModel CostModel::resolved(int stages, int v) const {
   check(c.act, "act");
   check(c.act_work, "act_work");
   if (!std::isfinite(comm) || comm < 0) bad_cost("comm", std::to_string(comm), "latency must be finite and >= 0");
+  if (!std::isfinite(jitter_cv) || jitter_cv < 0)
+    bad_cost("jitter_cv", std::to_string(jitter_cv), "coefficient of variation must be finite and >= 0");
+  if (!std::isfinite(action_overhead) || action_overhead < 0)
+    bad_cost("action_overhead", std::to_string(action_overhead), "time must be finite and >= 0");
   if (!std::isfinite(overlap_fb) || overlap_fb <= 0)
     bad_cost("overlap", std::to_string(overlap_fb), "factor must be finite and > 0");
   if (!std::isfinite(w_act) || w_act < 0 || w_act > 1)
@@ -137,16 +161,17 @@ CostModel parse_costs(const std::string& spec, int stages, double comm) {
 SimResult simulate(const Schedule& s, const CostModel& cost) {
   validate_structure(s);
   const CostModel c = cost.resolved(s.num_stages(), s.v);
+  auto spread = [&](const Action& a) { return c.jitter_cv > 0 ? jitter(c.jitter_cv, c.jitter_seed, a) : 1.0; };
   std::function<double(const Action&)> duration = [&](const Action& a) -> double {
     switch (a.op) {
       case Op::F:
-        return c.F[a.stage];
+        return c.F[a.stage] * spread(a) + c.action_overhead;
       case Op::B:
-        return c.B[a.stage];
+        return c.B[a.stage] * spread(a) + c.action_overhead;
       case Op::I:
-        return c.I[a.stage];
+        return c.I[a.stage] * spread(a) + c.action_overhead;
       case Op::W:
-        return c.W[a.stage];
+        return c.W[a.stage] * spread(a) + c.action_overhead;
       case Op::OVERLAP_F_B:
         return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]));
       default:
@@ -242,6 +267,17 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
   res.bubble_fraction = res.makespan > 0 ? idle_sum / (p * res.makespan) : 0.0;
   res.interior_bubble_fraction = span_sum > 0 ? interior_sum / span_sum : 0.0;
   return res;
+}
+
+double mean_makespan(const Schedule& s, const CostModel& cost, int samples) {
+  if (cost.jitter_cv <= 0 || samples < 1) return simulate(s, cost).makespan;
+  CostModel c = cost;
+  double sum = 0;
+  for (int k = 1; k <= samples; ++k) {
+    c.jitter_seed = static_cast<unsigned long long>(k);
+    sum += simulate(s, c).makespan;
+  }
+  return sum / samples;
 }
 
 std::string analytic_formula(const std::string& name) {

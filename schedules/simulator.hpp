@@ -19,6 +19,14 @@ struct CostModel {
   // An OVERLAP_F_B pair takes overlap_fb * (F + B): 1 = no overlap gain (the conservative
   // default), below 1 = DualPipe's computation-communication overlap pays off.
   double overlap_fb = 1.0;
+  // Time a runtime spends per compute action outside the compute itself (posting transfers,
+  // fences, buffer hand-over, scheduler slices lost when it yields): added to every compute action.
+  double action_overhead = 0;
+  // Run-to-run spread of compute actions: when > 0 each compute action's time is multiplied by a
+  // log-normal factor of mean 1 and this coefficient of variation, drawn from (jitter_seed, op,
+  // stage, micro-batch), so that a simulation sees the waits that uneven action times cause.
+  double jitter_cv = 0;
+  unsigned long long jitter_seed = 0;
   // Activation one micro-batch leaves on a stage, in micro-batch units; empty means 1/v so a
   // rank's whole share of the model counts 1. w_act: fraction still held while only W is left.
   std::vector<double> act;
@@ -58,6 +66,10 @@ struct SimResult {
 // Validates, lowers communication when needed and runs the schedule. comm latency applies to
 // each transfer between ranks; SEND never blocks, RECV waits for the data.
 SimResult simulate(const Schedule& schedule, const CostModel& cost);
+
+// The mean makespan of `samples` simulations with jitter seeds 1..samples (cost.jitter_cv > 0);
+// the plain makespan when jitter_cv is 0.
+double mean_makespan(const Schedule& schedule, const CostModel& cost, int samples);
 
 // Closed-form bubble fraction (idle over p x makespan) where the literature gives one and it
 // is exact for this schedule: uniform stage costs, no communication latency, no overlap gain,

@@ -270,3 +270,35 @@ TEST(Simulator, AllVariantsAtP64M512UnderOneSecond) {
   RecordProperty("seconds_all_variants_p64_m512", std::to_string(seconds));
   std::printf("all 9 variants at p=64, m=512 (generate + validate + simulate): %.3f s of CPU\n", seconds);
 }
+
+// The runtime's per-action overhead lengthens every compute action: sequential with p = 1 is a
+// chain of 3m actions, so the makespan grows by exactly 3m x overhead.
+TEST(Simulator, ActionOverheadIsAddedToEveryComputeAction) {
+  const ms::Schedule s = ms::make_schedule("1f1b", 1, 4, 1);
+  ms::CostModel c = uniform(s, 1, 0, 1, 1);
+  const double plain = ms::simulate(s, c).makespan;
+  EXPECT_DOUBLE_EQ(plain, 4 * 3.0);  // 1f1b at p = 1 uses B = I + W: 4 x (F + B)
+  c.action_overhead = 0.25;
+  EXPECT_DOUBLE_EQ(ms::simulate(s, c).makespan, plain + 4 * 2 * 0.25);  // F and B per micro-batch
+}
+
+// Jitter keeps the mean action time (log-normal of mean 1) and, on a pipeline, only adds waits:
+// on one rank the mean makespan stays the plain one; on 1F1B at p = 4 it grows. Seeds make it
+// reproducible, and cv = 0 is the plain simulation.
+TEST(Simulator, JitterKeepsTheMeanAndAddsPipelineWaits) {
+  const ms::Schedule one = ms::make_schedule("gpipe", 1, 64, 1);
+  ms::CostModel c = uniform(one, 1, 2, 1, 1);
+  const double plain1 = ms::simulate(one, c).makespan;
+  c.jitter_cv = 0.3;
+  EXPECT_NEAR(ms::mean_makespan(one, c, 64) / plain1, 1.0, 0.01);  // 64 x 64 draws, sd ~ 0.3 / 64
+  const ms::Schedule pipe = ms::make_schedule("1f1b", 4, 8, 1);
+  ms::CostModel d = uniform(pipe, 1, 2, 1, 1);
+  const double plain = ms::simulate(pipe, d).makespan;
+  EXPECT_DOUBLE_EQ(ms::mean_makespan(pipe, d, 16), plain);
+  d.jitter_cv = 0.4;
+  const double jittered = ms::mean_makespan(pipe, d, 32);
+  EXPECT_GT(jittered, 1.03 * plain);
+  EXPECT_DOUBLE_EQ(ms::mean_makespan(pipe, d, 32), jittered);
+  d.jitter_cv = -1;
+  EXPECT_THROW(ms::simulate(pipe, d), ms::ScheduleError);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# check_tune_model.sh accuracy LOG BASE_BOUND PICK_BOUND | pick LOG: reads tune --verify's table.
+#  accuracy: |meas/pred - 1| <= BASE_BOUND + noise for the baseline (1F1B, even split, the deck's m)
+#            and <= PICK_BOUND + noise for every verified pick (other schedules, m, splits); noise =
+#            the baseline's round-to-round spread of median step times measured in the same run
+#            (this shared 2-core machine's load changes between rounds; see the README's tune table).
+#  pick:     the first pick's measured step <= the baseline's x (1 + the baseline's round-to-round
+#            spread measured in the same run): the tuner's pick never loses beyond the noise.
+set -u
+what=$1 log=$2
+[ -f "$log" ] || { echo "FAIL: $log missing (the tune_verify_small fixture did not run)"; exit 1; }
+grep -E '^ +([0-9]+|base) ' "$log"
+grep '^noise:' "$log"
+case "$what" in
+  accuracy)
+    spread=$(sed -nE 's/^noise: .* base spread ([0-9.]+);.*/\1/p' "$log")
+    [ -n "$spread" ] || { echo "FAIL: no noise line"; exit 1; }
+    awk -v bb="$3" -v pb="$4" -v s="$spread" '
+      $1 ~ /^([0-9]+|base)$/ && NF >= 12 {
+        r = $NF; bound = (($1 == "base") ? bb : pb) + s; off = r > 1 ? r - 1 : 1 - r
+        printf "%s %s m=%s: meas/pred %.3f (|off| %.3f, bound %.3f incl. noise)\n", $1, $2, $4, r, off, bound
+        if (off > bound) { print "FAIL: row " $1 " predicted outside the bound"; bad = 1 }
+        n++
+      }
+      END { if (n < 2) { print "FAIL: fewer than 2 verified rows"; bad = 1 }; exit bad }' "$log" || exit 1 ;;
+  pick)
+    spread=$(sed -nE 's/^noise: .* base spread ([0-9.]+);.*/\1/p' "$log")
+    pick=$(awk '$1 == "1" { print $(NF - 1) }' "$log")
+    base=$(awk '$1 == "base" { print $(NF - 1) }' "$log")
+    [ -n "$spread" ] && [ -n "$pick" ] && [ -n "$base" ] || { echo "FAIL: cannot read pick, base or noise"; exit 1; }
+    echo "pick $pick ms, baseline $base ms, noise margin $spread"
+    awk -v p="$pick" -v b="$base" -v s="$spread" 'BEGIN { exit !(p <= b * (1 + s)) }' \
+      || { echo "FAIL: the pick loses to the 1F1B even-split baseline beyond the noise"; exit 1; } ;;
+  *) echo "usage: check_tune_model.sh accuracy LOG BASE_BOUND PICK_BOUND | pick LOG"; exit 2 ;;
+esac
+echo PASS

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# check_tune_verify.sh MINIPIPE DECK OUTDIR: profiles DECK on 2 ranks (with the 1F1B calibration
+# run), then `tune --verify 2 --rounds 3` and checks its output: the calibration line, a measured
+# time and meas/pred on exactly the verified rows and the baseline, the noise line. Leaves
+# OUTDIR/tune.log for check_tune_model.sh (prediction accuracy, pick vs baseline).
+set -u
+bin=$1 deck=$2 out=$3
+rm -rf "$out" && mkdir -p "$out" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+mpiexec -n 2 "$bin" profile --deck "$deck" --repeat 5 --calibrate 3 --out "$out/costs.json" > "$out/profile.log" 2>&1 \
+  || { cat "$out/profile.log"; fail "profile exited non-zero"; }
+grep -q '"calibration": {"measured": true, "ranks": 2' "$out/costs.json" || fail "the cost file has no calibration"
+mpiexec -n 2 "$bin" tune --deck "$deck" -p 2 --costs "$out/costs.json" --verify 2 --rounds 3 --steps 4 --top 3 \
+  > "$out/tune.log" 2>&1 || { cat "$out/tune.log"; fail "tune --verify exited non-zero"; }
+cat "$out/tune.log"
+grep -Eq '^calibration: 1f1b p=2 v=1 m=8 split 4/4 recompute none, 3 runs: slowdown [0-9.]+' "$out/tune.log" \
+  || fail "no calibration line"
+grep -Eq '^ +# +schedule .* pred ms +makespan +bubble +peak MiB +meas ms +meas/pred$' "$out/tune.log" \
+  || fail "no table header with the measured columns"
+# Rows: label schedule v m split [auto] recompute pred makespan bubble peak [meas ratio].
+awk '
+  $1 ~ /^([0-9]+|base)$/ && NF >= 10 {
+    n = NF; auto = ($6 == "auto"); cols = 10 + auto; verified = ($1 == "base" || $1 <= 2)
+    if (verified && n != cols + 2) { print "FAIL: row " $1 " lacks its measured time"; bad = 1 }
+    if (!verified && n != cols) { print "FAIL: row " $1 " was not verified but shows a time"; bad = 1 }
+    if (verified && n == cols + 2) {
+      pred = $(7 + auto); meas = $(n - 1); ratio = $n
+      if (meas <= 0 || pred <= 0) { print "FAIL: row " $1 " has a non-positive time"; bad = 1 }
+      if (ratio - meas / pred > 0.0015 || meas / pred - ratio > 0.0015) { print "FAIL: row " $1 " meas/pred is not meas / pred"; bad = 1 }
+    }
+    rows++
+  }
+  END { if (rows != 4) { print "FAIL: " rows " rows, expected 3 configurations and the baseline"; bad = 1 }; exit bad }
+' "$out/tune.log" || exit 1
+grep -Eq '^noise: round medians of base [0-9.]+ [0-9.]+ [0-9.]+ ms; base spread [0-9.]+; largest round-to-round spread [0-9.]+' \
+  "$out/tune.log" || fail "no noise line with three round medians of the baseline"
+echo PASS
