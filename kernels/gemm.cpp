@@ -506,6 +506,11 @@ inline void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* 
 // complete when the tile leaves the registers), the tile goes to limbs while in L1, and after the
 // group the limbs of each element are folded into its accumulator. The group size only decides
 // where folds happen, and folding is exact integer addition, so it changes no bit.
+inline std::size_t exact_group_tuned(int K, int mc) {
+  const std::size_t a_block = static_cast<std::size_t>(std::max(K, 1)) * mc * sizeof(float);
+  return std::max<std::size_t>(1, (std::size_t(768) << 10) / a_block);
+}
+
 void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOptions& opt, int M, int N, int K, int S,
                        StridedMat<float> A, std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step,
                        const ExactTarget& target) {
@@ -516,9 +521,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   const int nc = round_up(opt.nc > 0 ? opt.nc : 1024, NR);
   // The A of a group (g samples x MC rows x K) is re-read for every B panel and should stay in L2;
   // at most kMaxLimbAdds samples are summed in int64 limbs before a fold.
-  const std::size_t a_block = static_cast<std::size_t>(K) * mc * sizeof(float);
-  const std::size_t g_tuned = opt.group > 0 ? static_cast<std::size_t>(opt.group)
-                                            : std::max<std::size_t>(1, (std::size_t(768) << 10) / a_block);
+  const std::size_t g_tuned = opt.group > 0 ? static_cast<std::size_t>(opt.group) : exact_group_tuned(K, mc);
   const int g = static_cast<int>(
       std::min<std::size_t>({static_cast<std::size_t>(S), static_cast<std::size_t>(ExactSum::kMaxLimbAdds), g_tuned}));
   const int mrows = round_up(std::min(mc, M), kMR);
@@ -804,6 +807,12 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
   ProfileRegion region("Gemm::det_exact");
   gemm_exact_packed(ws, path == GemmPath::packed_simd ? simd_microkernel<float>() : &ukernel_scalar<float>, opt, M, N,
                     K, S, A, a_step, B, b_step, target);
+}
+
+int gemm_det_exact_group(int K) {
+  using namespace gemm_detail;
+  const std::size_t g = exact_group_tuned(K, round_up(Tile<float>::MC, Tile<float>::MR));
+  return static_cast<int>(std::min<std::size_t>(g, static_cast<std::size_t>(ExactSum::kMaxLimbAdds)));
 }
 
 template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,

@@ -77,6 +77,10 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
 void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target);
 
+// Samples that gemm_det_exact with default options sums in limbs before each fold, for a sample
+// depth K (a caller that holds samples back, e.g. Linear's deferral, groups this many).
+int gemm_det_exact_group(int K);
+
 // S independent products in one call, C_s (M,N) = A_s B_s [+ C_s], where A_s is A with its data
 // advanced by s*a_step (B_s, C_s likewise): the per-sample partials of a backward-weight. The device
 // path runs all samples in one launch; the host path runs gemm_det per sample. Same contract per

@@ -29,6 +29,19 @@ struct GradientOverflow : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Per-sample operands of deterministic backward-weight calls that Linear holds back when deferral
+// is on (GradAccum::defer_weight_samples), so that the samples of several micro-batches go through
+// one gemm_det_exact call: one fold into the 16-byte accumulators per group of samples instead of
+// one per micro-batch. The exact sum is order-free, so holding samples back changes no bit.
+template <class T>
+struct PendingSamples {
+  bool enabled = false;
+  View1<T> x, dy;    // (capacity*rows, in) and (capacity*rows, out): held samples in call order
+  int capacity = 0;  // samples held at most (set on first use from rows)
+  int count = 0;     // samples held now
+  int rows = 0, in = 0, out = 0;
+};
+
 template <class T>
 struct GradAccum {
   Mode mode = Mode::deterministic;
@@ -36,6 +49,7 @@ struct GradAccum {
   ExactView exact;   // deterministic mode, one per element
   View1<T> sum;      // fast mode, one per element
   FlagView overflow;
+  PendingSamples<T> pending;  // deterministic Linear weights with deferral on; else unused
 
   GradAccum() = default;
   GradAccum(const std::string& param_name, std::size_t n, Mode m)
@@ -50,6 +64,10 @@ struct GradAccum {
       sum = View1<T>("grad_sum::" + name, n);
   }
 
+  // Lets Linear::backward_weight hold samples back until Linear::flush_weight (or until a group
+  // is full); the owner must flush before the accumulator is read (finalize checks it).
+  void defer_weight_samples(bool on) { pending.enabled = on; }
+
   std::size_t size() const { return mode == Mode::deterministic ? exact.extent(0) : sum.extent(0); }
 
   void zero() {
@@ -58,6 +76,7 @@ struct GradAccum {
   }
   // The accumulated values only; the owner of a shared flag array clears the flags itself.
   void zero_values() {
+    pending.count = 0;
     if (mode == Mode::deterministic)
       Kokkos::deep_copy(exact, Fixed128{});
     else
@@ -82,6 +101,9 @@ struct GradAccum {
   }
   // finalize without reading the flag back: for a caller that has read it already.
   void finalize_unchecked(const View1<T>& g) const {
+    if (pending.count > 0)
+      throw std::logic_error("gradient accumulator '" + name + "' read with " + std::to_string(pending.count) +
+                             " held-back sample(s) not flushed (Linear::flush_weight)");
     if (mode == Mode::deterministic) {
       auto ex = exact;
       Kokkos::parallel_for(

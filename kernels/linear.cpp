@@ -94,6 +94,52 @@ void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, Strided
     throw std::logic_error("gemm_det_exact_any: float only");
 }
 
+// Adds the samples held in dW.pending (gemm_det_exact over all of them) and empties it.
+template <class T>
+void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
+  PendingSamples<T>& p = dW.pending;
+  if (p.count == 0) return;
+  const int n = p.count;
+  p.count = 0;  // emptied first: a throwing add must not leave the samples to be added twice
+  gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out),
+                     static_cast<std::ptrdiff_t>(p.rows) * p.out, row_major(p.x.data(), p.in),
+                     static_cast<std::ptrdiff_t>(p.rows) * p.in, dW.exact_target());
+}
+
+// Copies the S samples (Tr rows each) of x (N,I) and dy (N,O) behind those held in dW.pending,
+// adding the held ones first when they would not fit and when the group is full.
+template <class T>
+void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int group, KernelWorkspace& ws) {
+  PendingSamples<T>& p = dW.pending;
+  const int I = static_cast<int>(x.extent(1)), O = static_cast<int>(dy.extent(1));
+  if (p.count > 0 && (p.rows != Tr || p.in != I || p.out != O))
+    throw std::logic_error("Linear::backward_weight: accumulator '" + dW.name + "' holds samples of " +
+                           std::to_string(p.rows) + " rows, this call has " + std::to_string(Tr));
+  if (p.count + S > group) add_held(dW, ws);
+  const std::size_t rows = static_cast<std::size_t>(group) * Tr;
+  if (p.x.extent(0) < rows * I || p.dy.extent(0) < rows * O) {
+    p.x = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "Linear::held_x::" + dW.name), rows * I);
+    p.dy = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "Linear::held_dy::" + dW.name), rows * O);
+  }
+  p.capacity = group;
+  p.rows = Tr;
+  p.in = I;
+  p.out = O;
+  T* const hx = p.x.data() + static_cast<std::size_t>(p.count) * Tr * I;
+  T* const hdy = p.dy.data() + static_cast<std::size_t>(p.count) * Tr * O;
+  const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
+  const T* const xs = x.data();
+  const T* const dys = dy.data();
+  Kokkos::parallel_for(
+      "Linear::dW_hold", Kokkos::RangePolicy<ExecSpace>(0, S * Tr), KOKKOS_LAMBDA(const int r) {
+        for (int i = 0; i < I; ++i) hx[static_cast<std::ptrdiff_t>(r) * I + i] = xs[r * ldx + i];
+        for (int o = 0; o < O; ++o) hdy[static_cast<std::ptrdiff_t>(r) * O + o] = dys[r * ldy + o];
+      });
+  fence_space(ExecSpace(), "Linear::dW_hold");
+  p.count += S;
+  if (p.count == group) add_held(dW, ws);
+}
+
 template <class T>
 void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t n) {
   if (g.mode != mode)
@@ -195,9 +241,15 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   const ExactTarget wt = dW.exact_target();
   const bool device = use_device_path();
   if (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value && !device) {
-    // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
-    // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
-    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, wt);
+    PendingSamples<T>& pend = dW.pending;
+    const int group = pend.enabled ? gemm_det_exact_group(Tr) : 0;
+    if (S < group) {
+      hold_samples(dW, x, dy, Tr, S, group, ws);
+    } else {
+      // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
+      // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
+      gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, wt);
+    }
   } else {
     // Device path (and double): the partials of a batch of samples are formed in one batched GEMM
     // launch and then added in one pass over the 16-byte exact accumulators; integer addition is
@@ -240,6 +292,13 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
           }
         });
   }
+}
+
+template <class T>
+void Linear<T>::flush_weight(GradAccum<T>& dW, KernelWorkspace& ws) {
+  if (dW.pending.count == 0) return;
+  ProfileRegion region("Linear::flush_weight");
+  add_held(dW, ws);
 }
 
 template struct Linear<float>;

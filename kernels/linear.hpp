@@ -30,6 +30,14 @@ struct Linear {
   // the same mode.
   static void backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_sample, GradAccum<T>& dW, GradAccum<T>* db,
                               KernelWorkspace& ws);
+
+  // With dW.defer_weight_samples(true), the deterministic host float path copies each call's
+  // samples (x and dy rows) into dW.pending instead of adding them at once, and adds the held
+  // samples in one gemm_det_exact call when gemm_det_exact_group(rows_per_sample) of them are
+  // held (a call with at least that many samples runs directly). The bits are those of the direct
+  // calls; the gain is one fold of the exact accumulators per group instead of per call.
+  // flush_weight adds what is still held; it must run before dW is read or reduced.
+  static void flush_weight(GradAccum<T>& dW, KernelWorkspace& ws);
 };
 
 extern template struct Linear<float>;

@@ -238,6 +238,7 @@ std::size_t Stage<T>::workspace_bytes() const {
   const auto& w = *ws_;
   std::size_t scratch = 0;
   for (const auto& b : w.forward_scratch) scratch += b->bytes;
+  for (const auto& p : params_) scratch += (p.acc.pending.x.size() + p.acc.pending.dy.size()) * sizeof(T);
   return (w.c1.size() + w.c2.size() + w.d4.size()) * sizeof(T) + w.kernels.bytes() + scratch;
 }
 
@@ -519,6 +520,8 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
     const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
     Embedding<T>::backward_weight(mode_, n, T_, tokens, t.emb_dout, embedding_.wte->acc, embedding_.wpe->acc);
   }
+  if (w_expected_ > 0 && ++w_done_ == w_expected_)
+    for (auto& p : params_) Linear<T>::flush_weight(p.acc, ws.kernels);
   auto it = store_.find(mb.index);
   kept_pool_.push_back(std::move(it->second->kept));
   work_pool_.push_back(std::move(it->second->work));
@@ -528,7 +531,18 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
 template <class T>
 void Stage<T>::zero_grads() {
   Kokkos::deep_copy(flags_, 0);
-  for (auto& p : params_) p.acc.zero_values();
+  w_expected_ = w_done_ = 0;
+  for (auto& p : params_) {
+    p.acc.zero_values();
+    p.acc.defer_weight_samples(false);
+  }
+}
+
+template <class T>
+void Stage<T>::begin_step(int microbatches) {
+  w_expected_ = microbatches;
+  w_done_ = 0;
+  for (auto& p : params_) p.acc.defer_weight_samples(mode_ == Mode::deterministic && microbatches > 1);
 }
 
 template <class T>

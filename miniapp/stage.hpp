@@ -99,6 +99,10 @@ class Stage {
   void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
 
   void zero_grads();
+  // After zero_grads: the step runs `microbatches` W actions on this stage. Deterministic Linear
+  // weight gradients of its micro-batches are then held back and added in groups (the last W of
+  // the step adds the rest), so the exact accumulators are folded once per group, not per W.
+  void begin_step(int microbatches);
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
   // Every parameter's overflow flag is read back with one copy.
   void finalize_grads();
@@ -139,6 +143,7 @@ class Stage {
   Mode mode_;
   Recompute recompute_;
   std::size_t action_peak_ = 0;
+  int w_expected_ = 0, w_done_ = 0;  // W actions of the step (begin_step) and those run so far
   std::vector<Param<T>> params_;
   Kokkos::View<int*, MemSpace> flags_;                            // overflow flag per parameter
   typename Kokkos::View<int*, MemSpace>::HostMirror flags_host_;  // read once per step

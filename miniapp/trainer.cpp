@@ -66,7 +66,10 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   res.sample_loss.assign(static_cast<std::size_t>(batch.B), 0.0);
   res.sample_tokens.assign(static_cast<std::size_t>(batch.B), 0);
   upload(step, batch);
-  for (auto& s : stages_) s.zero_grads();
+  for (auto& s : stages_) {
+    s.zero_grads();
+    s.begin_step(static_cast<int>(mbs.size()));
+  }
   res.stats = executor_->run(step, mbs, in_, observer);
   const double run_end = MPI_Wtime();
   // The step's clock (that of res.stats) starts at run_end - makespan.

@@ -9,7 +9,9 @@
 #include "kernels/attention.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/linear.hpp"
 #include "test_util.hpp"
 
 namespace minipipe {
@@ -119,6 +121,46 @@ TEST(Determinism, LayerNormWeightGradSplitAndOrderInvariant) {
   bool any_differs = false;
   for (std::size_t i = 1; i < fast.size(); ++i) any_differs = any_differs || fast[i] != fast[0];
   EXPECT_TRUE(any_differs) << "control: float accumulation happened to be split invariant on this data";
+}
+
+// Linear dW with samples held back (GradAccum::defer_weight_samples, as a stage does over the
+// micro-batches of a step) gives the bits of one direct call, whatever the split: R = 256 rows
+// per sample makes the group 4 samples, so the splits hit a full group, an overfull call and a
+// remainder left for flush_weight.
+TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
+  const int S = 6, R = 256, N = S * R, I = 16, O = 24;
+  ASSERT_EQ(4, gemm_det_exact_group(R));
+  Tensor<float> x("x", N, I), dy("dy", N, O);
+  test::fill_uniform(x, 31, -2.0, 2.0);
+  test::fill_uniform(dy, 32);
+  KernelWorkspace ws;
+  GradAccum<float> ref("w", std::size_t(O) * I, kDet);
+  ref.zero();
+  Linear<float>::backward_weight(kDet, x.cmat(), dy.cmat(), R, ref, nullptr, ws);
+  const GradBits want = grad_bits(ref);
+
+  std::vector<Split> splits = kSplits;
+  splits.push_back({"6 single-sample calls", {1, 1, 1, 1, 1, 1}, false});
+  for (const Split& split : splits) {
+    GradAccum<float> dw("w", std::size_t(O) * I, kDet);
+    dw.zero();
+    dw.defer_weight_samples(true);
+    for_each_call(split, [&](int s0, int k) {
+      Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, nullptr, ws);
+    });
+    Linear<float>::flush_weight(dw, ws);
+    EXPECT_EQ(0, dw.pending.count) << split.name;
+    expect_same_bits(want, grad_bits(dw), "Linear dW held back", split.name);
+  }
+
+  // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
+  GradAccum<float> dw("w", std::size_t(O) * I, kDet);
+  dw.zero();
+  dw.defer_weight_samples(true);
+  Linear<float>::backward_weight(kDet, x.rows_cmat(0, R), dy.rows_cmat(0, R), R, dw, nullptr, ws);
+  EXPECT_EQ(1, dw.pending.count);
+  View1<float> g("g", dw.size());
+  EXPECT_THROW(dw.finalize(g), std::logic_error);
 }
 
 TEST(Determinism, EmbeddingWeightGradSplitAndOrderInvariant) {
