@@ -61,21 +61,6 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
   return least(t);
 }
 
-StepInputs<Real> device_inputs(const Batch& b) {
-  StepInputs<Real> in;
-  in.tokens = Kokkos::View<int*, MemSpace>("Profile::tokens", b.tokens.size());
-  in.targets = Kokkos::View<int*, MemSpace>("Profile::targets", b.targets.size());
-  auto ht = Kokkos::create_mirror_view(in.tokens);
-  auto hg = Kokkos::create_mirror_view(in.targets);
-  for (std::size_t i = 0; i < b.tokens.size(); ++i) ht(i) = b.tokens[i], hg(i) = b.targets[i];
-  Kokkos::deep_copy(in.tokens, ht);
-  Kokkos::deep_copy(in.targets, hg);
-  in.global_valid_tokens = b.valid_tokens();
-  in.sample_loss = Kokkos::View<double*, MemSpace>("Profile::sample_loss", static_cast<std::size_t>(b.B));
-  in.sample_tokens = Kokkos::View<int*, MemSpace>("Profile::sample_tokens", static_cast<std::size_t>(b.B));
-  return in;
-}
-
 // Every part of the model for micro-batches of n samples under recompute r; `fixed` (when given)
 // receives each part's median per-step fixed cost (zero, finalize, optimizer update).
 std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed, const Batch& batch, int n,
@@ -88,7 +73,7 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
   }
   std::vector<Stage<Real>> stages;
   for (int s = 0; s < S; ++s) stages.emplace_back(shape, layout, s, mode, seed, r);
-  StepInputs<Real> in = device_inputs(batch);
+  StepInputs<Real> in = device_inputs<Real>(batch);
 
   const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
   std::vector<View2<Real>> act(S), grad(S);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data.hpp"
 #include "kernels/grad_accum.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/types.hpp"
@@ -45,6 +46,22 @@ struct StepInputs {
   Kokkos::View<double*, MemSpace> sample_loss;
   Kokkos::View<int*, MemSpace> sample_tokens;
 };
+
+// Fresh step inputs holding `b` on the device, with zeroed per-sample loss outputs (tools and
+// tests; the trainer keeps its allocations across steps).
+template <class T>
+StepInputs<T> device_inputs(const Batch& b) {
+  StepInputs<T> in;
+  using HostInts = Kokkos::View<const int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  in.tokens = Kokkos::View<int*, MemSpace>("StepInputs::tokens", b.tokens.size());
+  in.targets = Kokkos::View<int*, MemSpace>("StepInputs::targets", b.targets.size());
+  Kokkos::deep_copy(in.tokens, HostInts(b.tokens.data(), b.tokens.size()));
+  Kokkos::deep_copy(in.targets, HostInts(b.targets.data(), b.targets.size()));
+  in.global_valid_tokens = b.valid_tokens();
+  in.sample_loss = Kokkos::View<double*, MemSpace>("StepInputs::sample_loss", static_cast<std::size_t>(b.B));
+  in.sample_tokens = Kokkos::View<int*, MemSpace>("StepInputs::sample_tokens", static_cast<std::size_t>(b.B));
+  return in;
+}
 
 // Sees a stage's boundary tensors as they are made: a layer name ("embedding", "layer_03",
 // "lnf") and a (n*T, C) device tensor, produced on ExecSpace and not yet fenced.

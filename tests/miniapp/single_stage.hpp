@@ -32,20 +32,7 @@ struct SingleStage {
   SingleStage(const ModelShape& s, Mode mode, std::uint64_t seed = 7, Recompute recompute = Recompute::none)
       : shape(s), layout(make_stage_layout(s.n_layer, 1, {})), stage(s, layout, 0, mode, seed, recompute) {}
 
-  StepInputs<T> inputs(const Batch& b) const {
-    StepInputs<T> in;
-    in.tokens = Kokkos::View<int*, MemSpace>("tokens", b.tokens.size());
-    in.targets = Kokkos::View<int*, MemSpace>("targets", b.targets.size());
-    auto ht = Kokkos::create_mirror_view(in.tokens);
-    auto hg = Kokkos::create_mirror_view(in.targets);
-    for (std::size_t i = 0; i < b.tokens.size(); ++i) ht(i) = b.tokens[i], hg(i) = b.targets[i];
-    Kokkos::deep_copy(in.tokens, ht);
-    Kokkos::deep_copy(in.targets, hg);
-    in.global_valid_tokens = b.valid_tokens();
-    in.sample_loss = Kokkos::View<double*, MemSpace>("sample_loss", b.B);
-    in.sample_tokens = Kokkos::View<int*, MemSpace>("sample_tokens", b.B);
-    return in;
-  }
+  StepInputs<T> inputs(const Batch& b) const { return device_inputs<T>(b); }
 
   // The trainer's exact global loss from the per-sample sums the last stage left on the device.
   static double loss_of(const StepInputs<T>& in) {
