@@ -5,8 +5,11 @@
 //
 // Every output element is one fixed reduction chain, the same on every backend (DESIGN.md §4):
 //   score(t,t2) = (((0 + q_t[0] k_t2[0]) + q_t[1] k_t2[1]) + ...) * scale, one fma per term;
-//   softmax: max, exp and sum in t2 order, then one division; out_t[i] = fma chain over t2 = 0..t;
-//   d(t,t2) = fma chain over i of dout_t[i] v_t2[i]; rowdot(t) = fma chain over t2 of att d;
+//   softmax: max, then exp, then the sum of the exps in the canonical lane order of row_reduce.hpp
+//   (32 strided lane chains over t2, a fixed pairwise tree), then one division;
+//   out_t[i] = fma chain over t2 = 0..t;
+//   d(t,t2) = fma chain over i of dout_t[i] v_t2[i]; rowdot(t) = the lane order over t2 of
+//   att d, each lane an fma chain;
 //   dpre(t,t2) = (att (d - rowdot)) * scale; dq_t[i] = fma chain over t2 = 0..t of dpre k_t2[i];
 //   dk_t2[i], dv_t2[i] = fma chains over t = t2..T-1 of dpre q_t[i] and att dout_t[i].
 // The kernels below only choose which thread computes which elements and in what loop order:
@@ -26,6 +29,7 @@
 #include "attention_device.hpp"
 #include "detmath.hpp"
 #include "kernel_path.hpp"
+#include "row_reduce.hpp"
 
 namespace minipipe {
 
@@ -71,6 +75,51 @@ int scratch_level(std::size_t bytes) {
 
 int round_up(int n, int m) {
   return (n + m - 1) / m * m;
+}
+
+// dst (n, ldd) = src^T of the rows x n block src (row stride lds), zero-padded from column rows to
+// ldd: dst[i*ldd + r] = src[r*lds + i]. Blocks of kStageRows source rows per thread: a block reads
+// kStageRows contiguous rows and writes n short runs, all in L1, where walking one column of src
+// per element strides through all the head's rows (qkv rows are 3C apart) once per channel.
+constexpr int kStageRows = 16;
+template <class Real, class Team>
+KOKKOS_INLINE_FUNCTION void stage_transposed(const Team& team, const Real* src, int lds, int rows, int n, Real* dst,
+                                             int ldd) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (ldd + kStageRows - 1) / kStageRows), [&](const int blk) {
+    const int r1 = (blk + 1) * kStageRows < ldd ? (blk + 1) * kStageRows : ldd;
+    for (int r = blk * kStageRows; r < r1; ++r) {
+      const Real* s = src + static_cast<std::size_t>(r) * lds;
+      if (r < rows)
+        for (int i = 0; i < n; ++i) dst[static_cast<std::size_t>(i) * ldd + r] = s[i];
+      else
+        for (int i = 0; i < n; ++i) dst[static_cast<std::size_t>(i) * ldd + r] = 0;
+    }
+  });
+}
+
+// Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
+// the sum in the canonical lane order of row_reduce.hpp (the device path forms the same lanes).
+// Whole lane blocks throughout: the tail block's missing elements enter exp as the max and the sum
+// as exact zeros, so no scalar remainder loop runs (a scalar det::exp costs as much as a vector).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
+  constexpr int L = rowred::kLanes;
+  const Real mx = rowred::reduce<rowred::Max, Real>(
+      n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
+  Real p[L];
+  for (int l = 0; l < L; ++l) p[l] = 0;
+  for (int c0 = 0; c0 < n; c0 += L) {
+    Real e[L];
+    for (int l = 0; l < L; ++l) e[l] = c0 + l < n ? a[c0 + l] : mx;
+    for (int l = 0; l < L; ++l) e[l] = det::exp(e[l] - mx);
+    for (int l = 0; l < L; ++l) {
+      const bool in = c0 + l < n;
+      p[l] += in ? e[l] : Real(0);
+      if (in) a[c0 + l] = e[l];
+    }
+  }
+  const Real sum = rowred::tree<rowred::Sum, Real>(p);
+  for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
 }
 
 // acc[q][j] = fma chain over i = 0..n-1 of a[q][i] * bt[i*ldb + j], starting from 0:
@@ -243,12 +292,9 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
             att(r, t2) = s;
             mx = (t2 == 0 || s > mx) ? s : mx;
           }
-          Real sum = 0;
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const Real e = det::exp(att(r, t2) - mx);
-            att(r, t2) = e;
-            sum += e;
-          }
+          for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = det::exp(att(r, t2) - mx);
+          const Real sum =
+              rowred::reduce<rowred::Sum, Real>(t + 1, [&](const int t2, const Real a) { return a + att(r, t2); });
           for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = att(r, t2) / sum;
           for (int t2 = t + 1; t2 < T; ++t2) att(r, t2) = 0;
           for (int i = 0; i < hs; ++i) {
@@ -275,10 +321,7 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
         const Real* kb = qb + C;
         const Real* vb = qb + 2 * C;
         Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;  // att row (b, h, t=0)
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hs), [&](const int i) {
-          for (int t2 = 0; t2 < T; ++t2) kt[i * Tp + t2] = kb[static_cast<std::size_t>(t2) * ldq + i];
-          for (int t2 = T; t2 < Tp; ++t2) kt[i * Tp + t2] = 0;
-        });
+        stage_transposed(team, kb, ldq, T, hs, kt, Tp);
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
           const int t0 = blk * QT;  // query rows t0..t0+nq-1
@@ -296,6 +339,13 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
           for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
             Real acc[QT][KW];
             dot_tile(qrow, kt + k0, Tp, hs, acc);
+            if (k0 + KW - 1 <= t0 && nq == QT) {  // every key of the tile is seen by every query
+              for (int q = 0; q < QT; ++q) {
+                Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda + k0;
+                for (int j = 0; j < KW; ++j) ar[j] = acc[q][j] * scale;
+              }
+              continue;
+            }
             for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
               if (q >= nq) continue;
               Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda;
@@ -303,20 +353,7 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
                 if (k0 + j <= t0 + q) ar[k0 + j] = acc[q][j] * scale;
             }
           }
-          for (int q = 0; q < nq; ++q) {
-            const int t = t0 + q;
-            Real* ar = ab + static_cast<std::size_t>(t) * lda;
-            Real mx = 0;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const Real s = ar[t2];
-              mx = (t2 == 0 || s > mx) ? s : mx;
-            }
-            for (int t2 = 0; t2 <= t; ++t2) ar[t2] = det::exp(ar[t2] - mx);
-            Real sum = 0;
-            for (int t2 = 0; t2 <= t; ++t2) sum += ar[t2];
-            for (int t2 = 0; t2 <= t; ++t2) ar[t2] = ar[t2] / sum;
-            for (int t2 = t + 1; t2 < T; ++t2) ar[t2] = 0;
-          }
+          for (int q = 0; q < nq; ++q) softmax_row(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1, T);
           rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
         });
       });
@@ -357,12 +394,11 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
           const int t = r % T;
           const int nq = b * T + t;
           const int qo = h * hs, vo = 2 * C + h * hs;
-          Real rd = 0;
-          for (int t2 = 0; t2 <= t; ++t2) {
+          const Real rd = rowred::reduce<rowred::Sum, Real>(t + 1, [&](const int t2, const Real a) {
             Real d = 0;
             for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(b * T + t2, vo + i), d);
-            rd = fma_exact(att(r, t2), d, rd);
-          }
+            return fma_exact(att(r, t2), d, a);
+          });
           dqkv(nq, qo) = rd;
         });
     Kokkos::parallel_for(
@@ -437,10 +473,7 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
         const Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;
         const Real* db = dout_p + row0 * ldd + h * hs;
         Real* gq = g_p + row0 * ldg + h * hs;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, hs), [&](const int i) {
-          for (int t2 = 0; t2 < T; ++t2) vt[i * Tp + t2] = vb[static_cast<std::size_t>(t2) * ldq + i];
-          for (int t2 = T; t2 < Tp; ++t2) vt[i * Tp + t2] = 0;
-        });
+        stage_transposed(team, vb, ldq, T, hs, vt, Tp);
         team.team_barrier();
         // dpre rows: datt tiles, then rowdot and dpre per row in t2 order
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
@@ -462,8 +495,8 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
             const int t = t0 + q;
             const Real* ar = ab + static_cast<std::size_t>(t) * lda;
             Real* pr = dp + t * Tp;
-            Real rd = 0;
-            for (int t2 = 0; t2 <= t; ++t2) rd = fma_exact(ar[t2], pr[t2], rd);
+            const Real rd = rowred::reduce<rowred::Sum, Real>(
+                t + 1, [&](const int t2, const Real a) { return fma_exact(ar[t2], pr[t2], a); });
             for (int t2 = 0; t2 <= t; ++t2) pr[t2] = (ar[t2] * (pr[t2] - rd)) * scale;
           }
         });

@@ -2,10 +2,11 @@
 // level-0 scratch tiles; each element keeps the host path's chain (see attention.cpp's header).
 //
 // Forward, team (b, h, QB queries): Q tile in scratch; per key tile, scores by a thread per
-// (query, key); softmax with one thread per row for the two sequential chains (max, sum) and a
-// thread per element for exp and the division; out by a thread per (query, channel) over V tiles,
-// its accumulator in scratch between tiles. Backward in three launches: rowdot per query row
-// (parked in dqkv's first q entry of the row, as the host row kernels do), dk/dv per key block
+// (query, key); softmax with one thread per row for the max and for the sum (the sum in the
+// canonical lanes of row_reduce.hpp) and a thread per element for exp and the division; out by a
+// thread per (query, channel) over V tiles, its accumulator in scratch between tiles. Backward in
+// three launches: rowdot's lanes by a thread per (query, key) of each key tile, then the lane tree
+// per row (parked in dqkv's first q entry of the row, as the host row kernels do), dk/dv per key block
 // over query tiles, dq per query block over key tiles; datt and dpre are recomputed per tile
 // (the same values) instead of being stored for the head. Scratch rows use the odd pitch hs + 1.
 #include "attention_device.hpp"
@@ -16,6 +17,7 @@
 #include <type_traits>
 
 #include "detmath.hpp"
+#include "row_reduce.hpp"
 
 namespace minipipe {
 namespace attention_device {
@@ -40,9 +42,9 @@ int forward_elems(int hs) {  // qs, ks (K then V), ps, acc, mx, sum
   return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * hs + 2 * Tl::kQ;
 }
 template <class Real>
-int rowdot_elems(int hs) {  // ds, vs, ps, rd
+int rowdot_elems(int hs) {  // ds, vs, ps, rd (QB x lanes)
   using Tl = Tiles<Real>;
-  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ;
+  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * rowred::kLanes;
 }
 template <class Real>
 int dkv_elems(int hs) {  // vs, qs, ds, ps, as, rd, dk, dv
@@ -132,7 +134,7 @@ void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real
           });
         }
         team.team_barrier();
-        // softmax: max and sum are sequential in t2 per row (the host order)
+        // softmax: a thread per row for the max and for the sum (the canonical lanes of row_reduce.hpp)
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
           const int t = t0 + q;
           Real m = 0;
@@ -150,10 +152,9 @@ void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real
         });
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
-          const int t = t0 + q;
-          Real s = 0;
-          for (int t2 = 0; t2 <= t; ++t2) s += att(arow + t, t2);
-          sm[q] = s;
+          const int r = arow + t0 + q;
+          sm[q] =
+              rowred::reduce<rowred::Sum, Real>(t0 + q + 1, [&](const int t2, const Real a) { return a + att(r, t2); });
         });
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * kend), [&](const int e) {
@@ -187,13 +188,15 @@ void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real
 
 template <class Real>
 void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, CMat<Real> dout, Mat<Real> dqkv) {
-  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB;
+  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB, L = rowred::kLanes;
+  static_assert(KB <= L, "a rowdot key tile must not hold two keys of one lane");
   const int hs = C / H, ld = hs + 1;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int nqb = (T + QB - 1) / QB, nkb = (T + KB2 - 1) / KB2;
 
-  // 1. rowdot(t) = fma chain over t2 = 0..t of att(t,t2) datt(t,t2), datt = fma chain over i of
-  //    dout_t[i] v_t2[i]; parked in dqkv(row of t, first q channel of the head).
+  // 1. rowdot(t) = sum over t2 = 0..t of att(t,t2) datt(t,t2) in the canonical lanes (each lane an
+  //    fma chain), datt = fma chain over i of dout_t[i] v_t2[i]; parked in dqkv(row of t, first q
+  //    channel of the head).
   {
     const int n_el = rowdot_elems<Real>(hs);
     const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
@@ -210,10 +213,10 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
           Real* ds = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
           Real* vs = ds + QB * ld;                                          // (KB, ld)
           Real* ps = vs + KB * ld;                                          // (QB, KB)
-          Real* rd = ps + QB * KB;                                          // (QB)
+          Real* rd = ps + QB * KB;                                          // (QB, kLanes) lane partials
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
                                [&](const int e) { ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs); });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB), [&](const int q) { rd[q] = 0; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB * L), [&](const int e) { rd[e] = 0; });
           for (int k0 = 0; k0 < kend; k0 += KB) {
             const int kb = kend - k0 < KB ? kend - k0 : KB;
             team.team_barrier();
@@ -228,17 +231,21 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
               ps[e] = d;
             });
             team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
-              const int last = t0 + q - k0 + 1;
-              const int jn = last < kb ? last : kb;
-              Real r = rd[q];
-              for (int j = 0; j < jn; ++j) r = fma_exact(att(arow + t0 + q, k0 + j), ps[q * KB + j], r);
-              rd[q] = r;
+            // key k0 + j feeds lane (k0 + j) % kLanes; KB <= kLanes, so a lane gets one key per tile
+            // and its chain runs in ascending t2 over the tiles
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB), [&](const int e) {
+              const int q = e / KB, j = e % KB;
+              if (j >= kb || k0 + j > t0 + q) return;
+              Real& lane = rd[q * L + (k0 + j) % L];
+              lane = fma_exact(att(arow + t0 + q, k0 + j), ps[e], lane);
             });
           }
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
-                               [&](const int q) { dqkv(row0 + t0 + q, qo) = rd[q]; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
+            Real p[L];
+            for (int l = 0; l < L; ++l) p[l] = rd[q * L + l];
+            dqkv(row0 + t0 + q, qo) = rowred::tree<rowred::Sum, Real>(p);
+          });
         });
   }
 

@@ -3,7 +3,10 @@
 // these outputs bit for bit: the reduction chains below are the determinism contract (DESIGN.md §4).
 // Do not optimise this file; it is the reference. One deliberate change since it was frozen: fast
 // mode now uses det::exp like deterministic mode (libm exp was the slower one; issue 11), so the
-// reference takes det::exp in both modes; deterministic bits are unchanged.
+// reference takes det::exp in both modes; deterministic bits are unchanged. A second one (issue
+// 11): the softmax sum and rowdot, once single chains over t2, follow the canonical lane order of
+// DESIGN.md §4 rule 1 (32 strided lanes, then the pairwise tree 16, 8, 4, 2, 1), written out
+// below by hand rather than through kernels/row_reduce.hpp.
 #pragma once
 
 #include <stdexcept>
@@ -59,12 +62,15 @@ inline void AttentionReference<Real>::forward(Mode mode, int B, int T, int C, in
           att(r, t2) = s;
           mx = (t2 == 0 || s > mx) ? s : mx;
         }
-        Real sum = 0;
+        Real lane[32] = {};  // lane t2 % 32 sums its exps in ascending t2
         for (int t2 = 0; t2 <= t; ++t2) {
           const Real e = det::exp(att(r, t2) - mx);
           att(r, t2) = e;
-          sum += e;
+          lane[t2 % 32] += e;
         }
+        for (int w = 16; w >= 1; w /= 2)
+          for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+        const Real sum = lane[0];
         for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = att(r, t2) / sum;
         for (int t2 = t + 1; t2 < T; ++t2) att(r, t2) = 0;
         for (int i = 0; i < hs; ++i) {
@@ -100,13 +106,15 @@ inline void AttentionReference<Real>::backward_input(Mode mode, int B, int T, in
         const int t = r % T;
         const int nq = b * T + t;
         const int qo = h * hs, vo = 2 * C + h * hs;
-        Real rd = 0;
+        Real lane[32] = {};  // lane t2 % 32: an fma chain in ascending t2
         for (int t2 = 0; t2 <= t; ++t2) {
           Real d = 0;
           for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(b * T + t2, vo + i), d);
-          rd = fma_exact(att(r, t2), d, rd);
+          lane[t2 % 32] = fma_exact(att(r, t2), d, lane[t2 % 32]);
         }
-        dqkv(nq, qo) = rd;
+        for (int w = 16; w >= 1; w /= 2)
+          for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+        dqkv(nq, qo) = lane[0];
       });
   Kokkos::parallel_for(
       "AttentionReference::backward_dkv", Kokkos::RangePolicy<ExecSpace>(0, rows),
