@@ -183,6 +183,50 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
   const ExactTarget gw = dw.exact_target();
   const ExactTarget gb = db.exact_target();
   const View1<T> sw = dw.sum, sb = db.sum;  // fast mode
+  if (!use_device_path()) {
+    // Host: a thread per block of kBlock channels walks the rows in order with the block's channels
+    // side by side (contiguous loads, SIMD across channels), where a thread per channel strides
+    // down a column. Each channel's chain is the device loop's below, so the bits are the same.
+    constexpr int kBlock = 64;
+    const bool det = mode == Mode::deterministic;
+    Kokkos::parallel_for(
+        "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, (C + kBlock - 1) / kBlock),
+        KOKKOS_LAMBDA(const int blk) {
+          const int c0 = blk * kBlock;
+          const int w = C - c0 < kBlock ? C - c0 : kBlock;
+          T pw[kBlock], pb[kBlock];
+          const int groups = det ? S : 1;  // deterministic: one exact add per sample
+          const int rows = det ? R : N;
+          for (int s = 0; s < groups; ++s) {
+            for (int j = 0; j < kBlock; ++j) pw[j] = pb[j] = 0;
+            for (int n = s * rows; n < (s + 1) * rows; ++n) {
+              const T m = mean(n), r = rstd(n);
+              const T* xn = &x(n, c0);
+              const T* gn = &dout(n, c0);
+              if (det)
+                for (int j = 0; j < w; ++j) {
+                  pw[j] = fma_exact(gn[j], (xn[j] - m) * r, pw[j]);
+                  pb[j] += gn[j];
+                }
+              else
+                for (int j = 0; j < w; ++j) {
+                  pw[j] += gn[j] * ((xn[j] - m) * r);
+                  pb[j] += gn[j];
+                }
+            }
+            for (int j = 0; j < w; ++j) {
+              if (det) {
+                gw.add(c0 + j, static_cast<double>(pw[j]));
+                gb.add(c0 + j, static_cast<double>(pb[j]));
+              } else {
+                sw(c0 + j) += pw[j];
+                sb(c0 + j) += pb[j];
+              }
+            }
+          }
+        });
+    return;
+  }
   if (mode == Mode::deterministic) {
     // One thread per channel c owns dw(c) and db(c): no two threads add to the same element.
     Kokkos::parallel_for(
