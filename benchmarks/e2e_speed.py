@@ -7,15 +7,18 @@ there). Per round: the sgemm rate (minipipe_bench_kernels' cblas benchmark on th
 shape), each miniPipe configuration, and -- when python3-torch is installed -- an independent
 PyTorch eager model of DESIGN.md §2 on the same shape, thread count and optimizer.
 
-Model FLOPs per step = 6 * N * tokens + attention, with N the parameters of the matrix products
-(every block's Linear weights and biases, the lm_head; not the wte/wpe lookup tables and not the
+Model FLOPs per step = 6 * N * tokens + attention, with N the weights of the matrix products
+(every block's four Linear weights, the lm_head; not the biases, the wte/wpe lookup tables or the
 LayerNorms), tokens = B*T, and attention = 3 (forward + backward) * 2 * hs * T(T+1)/2 * 2 * B*H
-per layer (q.k and att.v over the causal pairs, forward; backward does twice that).
+per layer (q.k and att.v over the causal pairs, forward; backward does twice that): the FOM's
+F_token of docs/benchmarking.md times B*T, so "model GFLOP/s" here is the run's model FLOP rate.
 
-Usage: benchmarks/e2e_speed.py [--build build] [--baseline-build DIR] [--repeats 3] [--steps 5]
+Usage: benchmarks/e2e_speed.py [--build build] [--baseline-build DIR] [--repeats 3] [--steps 5] [--threads N]
        [--vocab 512 --channels 256 --layers 8 --heads 8 --seq-len 128 --batch 8] [--no-torch]
 --baseline-build adds the same miniPipe rows from another build (e.g. an older commit) to the
-same interleaved rounds, for before/after ratios.
+same interleaved rounds, for before/after ratios. --threads N adds p=1 m=1 rows at N host threads
+(a build against an OpenMP Kokkos; fast mode's BLAS gets N threads too) and their speed-up over
+the 1-thread rows of the same rounds.
 """
 import argparse
 import json
@@ -61,7 +64,7 @@ microbatches = 1
 
 def model_flops(a):
     C, V, L, T, B, H = a.channels, a.vocab, a.layers, a.seq_len, a.batch, a.heads
-    n_matmul = L * (12 * C * C + 9 * C) + V * C  # qkv, proj, fc, fc_proj (+ biases); lm_head
+    n_matmul = L * 12 * C * C + V * C  # qkv, proj, fc, fc_proj weights; lm_head
     attn = L * 3 * 2 * (C // H) * T * (T + 1) * B * H
     return 6 * n_matmul * B * T + attn
 
@@ -84,6 +87,13 @@ def schedule_of(a, p, m):
     if p == 1:
         return "sequential"
     return a.schedule if a.schedule != "zb-v" or m >= 2 * p - 1 else "1f1b"
+
+
+def threaded_env(e, n):
+    """e with n host threads for Kokkos (OpenMP) and for the BLAS of fast mode, one per core."""
+    t = dict(e)
+    t.update(OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n), OMP_PROC_BIND="spread", OMP_PLACES="cores")
+    return t
 
 
 def minipipe_run(build, deck, mode, p, m, a, e, tmp):
@@ -191,11 +201,17 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--schedule", default="zb-v", help="schedule of the p = 2 runs")
     ap.add_argument("--configs", default="1:1,1:8,2:1,2:8", help="p:m pairs")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="also run p=1 m=1 with this many host threads (OpenMP backends; BLAS threads alike)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.steps < 2:
         ap.error("--steps must be at least 2 (the first step is a warm-up)")
+    if a.threads == 1 or a.threads < 0:
+        ap.error("--threads must be at least 2 (1 thread is every other row)")
+    if a.threads and (1, 1) not in [tuple(int(x) for x in c.split(":")) for c in a.configs.split(",")]:
+        ap.error("--threads compares against the p=1 m=1 rows: keep 1:1 in --configs")
     if a.torch_child:
         torch_child(a)
         return
@@ -221,6 +237,10 @@ def main():
                         s, run = minipipe_run(build, deck, mode, p, m, a, e, tmp)
                         steps.setdefault((label, mode, p, m), []).extend(s)
                         info = run
+                if a.threads and info.get("backend") != "Serial":
+                    for mode in ("deterministic", "fast"):
+                        s, _ = minipipe_run(build, deck, mode, 1, 1, a, threaded_env(e, a.threads), tmp)
+                        steps.setdefault((label, mode, "threads"), []).extend(s)
             if py:
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
@@ -233,7 +253,8 @@ def main():
     flops = model_flops(a)
     g = statistics.median(sgemm)
     print(f"model V={a.vocab} C={a.channels} L={a.layers} H={a.heads} T={a.seq_len} B={a.batch}, fp32, AdamW; "
-          f"{flops / 1e9:.2f} GFLOP per step; {a.repeats} interleaved rounds x {a.steps - 1} timed steps, medians")
+          f"{flops / 1e9:.2f} GFLOP per step ({flops} FLOP); {a.repeats} interleaved rounds x {a.steps - 1} timed "
+          f"steps, medians")
     print(f"Kokkos backend {info.get('backend')}, BLAS: {info.get('blas')}")
     print(f"sgemm (cblas, fc shape {tokens}x{4 * a.channels}x{a.channels}, 1 thread): {g:.1f} GFLOP/s "
           f"(rounds: {', '.join(f'{x:.1f}' for x in sgemm)}); openblas core {ctx.get('openblas_corename')}, "
@@ -272,6 +293,16 @@ def main():
                       f"{med[('baseline ', mode, p, m)] / med[('', mode, p, m)]:.2f}")
     if info.get("backend") == "Serial":
         print("Kokkos thread scaling: not measured (this Kokkos has the Serial backend only)")
+    elif not a.threads:
+        print("Kokkos thread scaling: not measured (--threads N runs p=1 m=1 with N threads)")
+    else:
+        print(f"Kokkos {info.get('backend')} thread scaling, p=1 m=1, {a.threads} threads "
+              f"(OMP_PROC_BIND=spread, OMP_PLACES=cores, OPENBLAS_NUM_THREADS={a.threads}) over 1 thread:")
+        for label, _ in builds:
+            for mode in ("deterministic", "fast"):
+                t = med[(label, mode, "threads")]
+                print(f"  {label + mode}: {tokens / t:.0f} tokens/s, {flops / t / 1e9:.1f} GFLOP/s, "
+                      f"speed-up {med[(label, mode, 1, 1)] / t:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# check_e2e_speed.sh SRC BUILD MINIPIPE OUT: benchmarks/e2e_speed.py end to end on a tiny model
+# (no PyTorch column, one round): it must print a row with positive tokens/s for each mode and
+# p:m pair, the ratio lines, and a model FLOP count per step equal to the FOM's F_token x B x T
+# that the miniapp itself reports (model_tflops x 1e12 / tokens per second, from its JSON): two
+# independent implementations of docs/benchmarking.md's formula. Bad --threads is refused.
+set -u
+src=$1 build=$2 bin=$3 out=$4
+rm -rf "$out" && mkdir -p "$out" || exit 1
+shape=(--vocab 64 --channels 32 --layers 2 --heads 2 --seq-len 16 --batch 4)
+python3 "$src/benchmarks/e2e_speed.py" --build "$build" --no-torch --repeats 1 --steps 2 --configs 1:1,2:2 \
+  "${shape[@]}" > "$out/e2e.log" 2>&1 || { cat "$out/e2e.log"; echo "FAIL: e2e_speed.py exited non-zero"; exit 1; }
+cat "$out/e2e.log"
+for row in "deterministic +sequential +1 +1" "fast +sequential +1 +1" "deterministic +[a-z0-9-]+ +2 +2" \
+  "fast +[a-z0-9-]+ +2 +2"; do
+  grep -qE "^$row +[1-9][0-9]* +[0-9.]+ +[0-9.]+$" "$out/e2e.log" || { echo "FAIL: no row /$row/ with tokens/s > 0"; exit 1; }
+done
+grep -q "fast/deterministic at p=1 m=1: [0-9.]*$" "$out/e2e.log" || { echo "FAIL: no fast/deterministic ratio"; exit 1; }
+flops=$(grep -oE '\(([0-9]+) FLOP\)' "$out/e2e.log" | grep -oE '[0-9]+')
+[ -n "$flops" ] || { echo "FAIL: no FLOP count per step"; exit 1; }
+
+cat > "$out/deck.toml" <<EOF
+[model]
+vocab = 64
+seq_len = 16
+channels = 32
+n_head = 2
+n_layer = 2
+[train]
+batch = 4
+steps = 2
+EOF
+"$bin" run --deck "$out/deck.toml" --json "$out/run.json" > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
+fom=$(grep -oE '"fom": \{[^}]*\}' "$out/run.json")
+value=$(grep -oE '"value": [0-9.e+-]+' <<< "$fom" | grep -oE '[0-9.e+-]+$')
+tflops=$(grep -oE '"model_tflops": [0-9.e+-]+' <<< "$fom" | grep -oE '[0-9.e+-]+$')
+echo "e2e_speed.py: $flops FLOP per step; miniapp FOM: $value tokens/s, $tflops TFLOP/s"
+awk -v f="$flops" -v v="$value" -v t="$tflops" 'BEGIN {
+  app = t * 1e12 / v * 4 * 16  # F_token x B x T
+  d = app - f; if (d < 0) d = -d
+  exit !(v > 0 && d <= 1e-9 * f) }' || { echo "FAIL: e2e_speed.py's FLOP count differs from the FOM's"; exit 1; }
+
+python3 "$src/benchmarks/e2e_speed.py" --build "$build" --no-torch --threads 1 > "$out/bad.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--threads must be at least 2" "$out/bad.log" ||
+  { cat "$out/bad.log"; echo "FAIL: --threads 1 gave exit $rc, not 2 with the reason"; exit 1; }
+echo PASS
