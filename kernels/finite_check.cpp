@@ -1,8 +1,6 @@
-// FiniteCheck: one device reduction per tensor. x - x is NaN exactly when x is NaN or +-inf (no
-// fast-math here), and x != x tells the two apart, so no libm classification is needed.
+// FiniteCheck: one device reduction per tensor over non_finite_code (finite_check.hpp), so no libm
+// classification is needed.
 #include "finite_check.hpp"
-
-#include <limits>
 
 namespace minipipe {
 
@@ -18,28 +16,27 @@ const char* to_string(NonFiniteKind kind) {
   return "?";
 }
 
+NonFinite decode_non_finite(std::int64_t lowest_code) {
+  NonFinite out;
+  if (lowest_code != kFiniteCode) {
+    out.index = lowest_code / 2;
+    out.kind = lowest_code % 2 == 0 ? NonFiniteKind::nan : NonFiniteKind::inf;
+  }
+  return out;
+}
+
 template <class T>
 NonFinite FiniteCheck<T>::first_non_finite(CVec<T> x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  const std::int64_t none = std::numeric_limits<std::int64_t>::max();
-  std::int64_t code = none;
+  std::int64_t code = kFiniteCode;
   Kokkos::parallel_reduce(
       "FiniteCheck::first_non_finite", Kokkos::RangePolicy<ExecSpace>(0, n),
       KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& lowest) {
-        const T v = x(i);
-        const T d = v - v;
-        if (d != d) {
-          const std::int64_t c = 2 * i + (v != v ? 0 : 1);
-          if (c < lowest) lowest = c;
-        }
+        const std::int64_t c = non_finite_code(x(i), i);
+        if (c < lowest) lowest = c;
       },
       Kokkos::Min<std::int64_t>(code));
-  NonFinite out;
-  if (code != none) {
-    out.index = code / 2;
-    out.kind = code % 2 == 0 ? NonFiniteKind::nan : NonFiniteKind::inf;
-  }
-  return out;
+  return decode_non_finite(code);
 }
 
 template <class T>

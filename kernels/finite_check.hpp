@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "types.hpp"
@@ -20,6 +21,18 @@ struct NonFinite {
   NonFiniteKind kind = NonFiniteKind::none;
   explicit operator bool() const { return kind != NonFiniteKind::none; }
 };
+
+// The reduction code of element i holding v: 2*i for NaN, 2*i + 1 for an infinity, kFiniteCode
+// when v is finite. The lowest code over a tensor (a Kokkos::Min reduction) names its first
+// non-finite element and kind, so a kernel that writes a tensor can check it in the same pass.
+// x - x is NaN exactly when x is NaN or +-inf (no fast-math here) and x != x tells them apart.
+constexpr std::int64_t kFiniteCode = std::numeric_limits<std::int64_t>::max();
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION std::int64_t non_finite_code(T v, std::int64_t i) {
+  const T d = v - v;
+  return d != d ? 2 * i + (v != v ? 0 : 1) : kFiniteCode;
+}
+NonFinite decode_non_finite(std::int64_t lowest_code);
 
 template <class T>
 struct FiniteCheck {

@@ -24,8 +24,8 @@ double pow_int(double base, int n) {
 }  // namespace
 
 template <class T>
-void AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> m,
-                      Vec<T> v) {
+NonFinite AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> m,
+                           Vec<T> v) {
   require(step >= 1, "AdamW::update", "step is 1-based, got " + std::to_string(step));
   const std::size_t n = param.extent(0);
   require(grad.extent(0) == n && m.extent(0) == n && v.extent(0) == n, "AdamW::update",
@@ -39,8 +39,10 @@ void AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T>
   const T lr = static_cast<T>(cfg.lr);
   const T eps = static_cast<T>(cfg.eps);
   const T decay = static_cast<T>(apply_decay ? 1.0 - cfg.lr * cfg.weight_decay : 1.0);
-  Kokkos::parallel_for(
-      "AdamW::update", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const std::size_t i) {
+  std::int64_t code = kFiniteCode;
+  Kokkos::parallel_reduce(
+      "AdamW::update", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(n)),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& lowest) {
         const T g = grad(i);
         const T mi = b1 * m(i) + one_minus_b1 * g;
         const T vi = b2 * v(i) + one_minus_b2 * (g * g);
@@ -48,12 +50,17 @@ void AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T>
         v(i) = vi;
         const T mhat = mi / bc1;
         const T vhat = vi / bc2;
-        param(i) = param(i) * decay - lr * (mhat / (sqrt_exact(vhat) + eps));
-      });
+        const T p = param(i) * decay - lr * (mhat / (sqrt_exact(vhat) + eps));
+        param(i) = p;
+        const std::int64_t c = non_finite_code(p, i);
+        if (c < lowest) lowest = c;
+      },
+      Kokkos::Min<std::int64_t>(code));
+  return decode_non_finite(code);
 }
 
 template <class T>
-void Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf) {
+NonFinite Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf) {
   const std::size_t n = param.extent(0);
   require(grad.extent(0) == n, "Sgd::update", "param and grad lengths differ");
   const bool use_momentum = cfg.momentum != 0.0;
@@ -62,16 +69,23 @@ void Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T
   const T lr = static_cast<T>(cfg.lr);
   const T mu = static_cast<T>(cfg.momentum);
   const T wd = static_cast<T>(apply_decay ? cfg.weight_decay : 0.0);
-  Kokkos::parallel_for(
-      "Sgd::update", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const std::size_t i) {
+  std::int64_t code = kFiniteCode;
+  Kokkos::parallel_reduce(
+      "Sgd::update", Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(n)),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& lowest) {
         T d = grad(i);
         if (wd != T(0)) d += wd * param(i);
         if (use_momentum) {
           d = mu * momentum_buf(i) + d;
           momentum_buf(i) = d;
         }
-        param(i) -= lr * d;
-      });
+        const T p = param(i) - lr * d;
+        param(i) = p;
+        const std::int64_t c = non_finite_code(p, i);
+        if (c < lowest) lowest = c;
+      },
+      Kokkos::Min<std::int64_t>(code));
+  return decode_non_finite(code);
 }
 
 template struct AdamW<float>;

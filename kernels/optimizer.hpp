@@ -2,6 +2,7 @@
 // torch.optim.AdamW) and SGD with momentum. Elementwise, so deterministic in both modes.
 #pragma once
 
+#include "finite_check.hpp"
 #include "types.hpp"
 
 namespace minipipe {
@@ -14,9 +15,10 @@ template <class T>
 struct AdamW {
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p = p (1 - lr wd) - lr mhat / (sqrt(vhat) + eps)
   // with mhat = m / (1 - b1^step), vhat = v / (1 - b2^step). step is 1-based; the decay factor
-  // applies only when apply_decay (2-D weights). param, grad, m, v all (n).
-  static void update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> m,
-                     Vec<T> v);
+  // applies only when apply_decay (2-D weights). param, grad, m, v all (n). Returns the first
+  // non-finite element of the updated param, found in the same pass.
+  static NonFinite update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> m,
+                          Vec<T> v);
 };
 
 struct SgdConfig {
@@ -27,7 +29,8 @@ template <class T>
 struct Sgd {
   // d = g + wd p (when apply_decay); buf = momentum buf + d, d = buf (when momentum != 0);
   // p -= lr d, as torch.optim.SGD without dampening. momentum_buf may be empty when momentum = 0.
-  static void update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf);
+  // Returns the first non-finite element of the updated param, found in the same pass.
+  static NonFinite update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf);
 };
 
 extern template struct AdamW<float>;

@@ -546,7 +546,7 @@ void Stage<T>::begin_step(int microbatches) {
 }
 
 template <class T>
-void Stage<T>::finalize_grads() {
+std::vector<NonFinite> Stage<T>::finalize_grads() {
   if (!store_.empty()) {
     std::ostringstream os;
     os << "stage " << id_ << ": step ended with " << store_.size()
@@ -556,21 +556,27 @@ void Stage<T>::finalize_grads() {
   Kokkos::deep_copy(flags_host_, flags_);
   for (std::size_t k = 0; k < params_.size(); ++k)
     if (flags_host_(k)) params_[k].acc.throw_overflow();
-  for (auto& p : params_) p.acc.finalize_unchecked(p.grad);
+  std::vector<NonFinite> bad;
+  bad.reserve(params_.size());
+  for (auto& p : params_) bad.push_back(p.acc.finalize_unchecked(p.grad));
+  return bad;
 }
 
 template <class T>
-void Stage<T>::optimizer_step(const OptimizerConfig& cfg, int step) {
+std::vector<NonFinite> Stage<T>::optimizer_step(const OptimizerConfig& cfg, int step) {
+  std::vector<NonFinite> bad;
+  bad.reserve(params_.size());
   for (auto& p : params_) {
     switch (cfg.kind) {
       case OptimizerKind::adamw:
-        AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v);
+        bad.push_back(AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v));
         break;
       case OptimizerKind::sgd:
-        Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m);
+        bad.push_back(Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m));
         break;
     }
   }
+  return bad;
 }
 
 template class Stage<float>;

@@ -121,12 +121,14 @@ class Stage {
   // the step adds the rest), so the exact accumulators are folded once per group, not per W.
   void begin_step(int microbatches);
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
-  // Every parameter's overflow flag is read back with one copy.
-  void finalize_grads();
+  // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each
+  // gradient's first non-finite element (checked while it is written).
+  std::vector<NonFinite> finalize_grads();
   // One overflow flag per parameter, in params() order, in one device array (each GradAccum's
   // flag is an element of it): the data-parallel all-reduce combines them in one message.
   Kokkos::View<int*, MemSpace> overflow_flags() const { return flags_; }
-  void optimizer_step(const OptimizerConfig& cfg, int step);
+  // Returns, in params() order, each updated parameter's first non-finite element.
+  std::vector<NonFinite> optimizer_step(const OptimizerConfig& cfg, int step);
 
   // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes). The bytes
   // are what F keeps plus, from I to W, what I recomputes and the gradients W consumes.

@@ -163,19 +163,19 @@ void Trainer<T>::note_non_finite(RankStepStats& st, const std::string& where) co
 template <class T>
 void Trainer<T>::finalize(int step, RankStepStats& st) {
   for (auto& s : stages_) {
+    std::vector<NonFinite> bad;
     try {
-      s.finalize_grads();
+      bad = s.finalize_grads();
     } catch (const GradientOverflow& e) {
       note_non_finite(
           st, "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) + ": out of range: " + e.what());
       continue;
     }
-    for (const auto& p : s.params()) {
-      const NonFinite bad = FiniteCheck<T>::first_non_finite(CVec<T>(p.grad.data(), p.grad.extent(0)));
-      if (bad)
-        note_non_finite(st, describe_non_finite(bad, "step " + std::to_string(step) + " / stage " +
-                                                         std::to_string(s.id()) + " / " + p.spec.name + " gradient"));
-    }
+    for (std::size_t k = 0; k < bad.size(); ++k)
+      if (bad[k])
+        note_non_finite(
+            st, describe_non_finite(bad[k], "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) +
+                                                " / " + s.params()[k].spec.name + " gradient"));
   }
 }
 
@@ -260,14 +260,12 @@ void Trainer<T>::update(int step, RankStepStats& st, StepObserver<T>* observer) 
   ProfileRegion r("Pipeline::optimizer");
   for (auto& s : stages_) {
     if (observer) observer->grads_ready(s);
-    s.optimizer_step(opt_, step + 1);
-    for (const auto& p : s.params()) {
-      const NonFinite bad = FiniteCheck<T>::first_non_finite(CVec<T>(p.value.data(), p.value.extent(0)));
-      if (bad)
+    const std::vector<NonFinite> bad = s.optimizer_step(opt_, step + 1);
+    for (std::size_t k = 0; k < bad.size(); ++k)
+      if (bad[k])
         note_non_finite(
-            st, describe_non_finite(bad, "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) + " / " +
-                                             p.spec.name + " after the optimizer"));
-    }
+            st, describe_non_finite(bad[k], "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) +
+                                                " / " + s.params()[k].spec.name + " after the optimizer"));
     if (observer) observer->params_updated(s);
   }
   fence_space(ExecSpace(), "Pipeline::optimizer::fence");

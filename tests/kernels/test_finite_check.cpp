@@ -1,5 +1,7 @@
 // FiniteCheck against a host scan written another way (std::isnan / std::isinf): the first bad
-// element and its kind, for NaN, +-inf, both, none, and the [rows, cols] overload.
+// element and its kind, for NaN, +-inf, both, none, and the [rows, cols] overload; likewise the
+// checks fused into the kernels that write gradients (GradAccum::finalize) and parameters
+// (AdamW / SGD updates), which replace a separate FiniteCheck pass over each in the trainer.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +9,8 @@
 #include <vector>
 
 #include "kernels/finite_check.hpp"
+#include "kernels/grad_accum.hpp"
+#include "kernels/optimizer.hpp"
 
 namespace {
 
@@ -21,6 +25,12 @@ minipipe::View1<T> to_device(const std::vector<T>& h) {
   for (std::size_t i = 0; i < h.size(); ++i) m(i) = h[i];
   Kokkos::deep_copy(d, m);
   return d;
+}
+
+template <class T>
+std::vector<T> to_host(const minipipe::View1<T>& d) {
+  auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
+  return std::vector<T>(m.data(), m.data() + m.extent(0));
 }
 
 template <class T>
@@ -75,6 +85,68 @@ TEST(FiniteCheck, FirstNonFiniteMatchesHostScanFloat) {
 
 TEST(FiniteCheck, FirstNonFiniteMatchesHostScanDouble) {
   check_cases<double>();
+}
+
+// Fast-mode gradients: the float sum is copied out and checked in one pass; its report must be the
+// host scan of what was written. Deterministic sums are range-checked, hence finite.
+template <class T>
+void check_finalize() {
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  const std::vector<std::vector<T>> cases = {{1, 2, 3}, {1, inf, nan}, {nan, 0, -inf}, {0, 0, 0, -inf}};
+  for (const auto& h : cases) {
+    minipipe::GradAccum<T> acc("w", h.size(), minipipe::Mode::fast);
+    Kokkos::deep_copy(acc.sum, to_device(h));
+    minipipe::View1<T> g("g", h.size());
+    const NonFinite got = acc.finalize(g);
+    const std::vector<T> written = to_host(g);
+    const NonFinite want = host_reference(written);
+    EXPECT_EQ(got.index, want.index);
+    EXPECT_EQ(got.kind, want.kind);
+    for (std::size_t i = 0; i < h.size(); ++i)
+      EXPECT_TRUE(std::isnan(h[i]) ? std::isnan(written[i]) : written[i] == h[i]) << "element " << i;
+  }
+  minipipe::GradAccum<T> det("w", 4, minipipe::Mode::deterministic);
+  det.zero();
+  minipipe::View1<T> g("g", 4);
+  EXPECT_FALSE(det.finalize(g));
+}
+
+TEST(FiniteCheck, FinalizeReportsWhatItWrote) {
+  check_finalize<float>();
+  check_finalize<double>();
+}
+
+// Updates: an infinite gradient makes AdamW's parameter NaN (inf / inf) and SGD's infinite; a NaN
+// parameter stays NaN. The fused report is the host scan of the updated parameters.
+template <class T>
+void check_updates() {
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  const std::vector<T> p0 = {0.5, -0.25, 1, 2, nan, 3, 4, 5};
+  const std::vector<std::vector<T>> grads = {
+      {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8},  // only the NaN parameter (4)
+      {0.1, 0.2, inf, 0.4, 0.5, 0.6, 0.7, 0.8},  // element 2 comes first
+  };
+  for (const auto& gh : grads) {
+    for (int opt = 0; opt < 2; ++opt) {
+      auto p = to_device(p0), m = to_device(std::vector<T>(8, T(0))), v = to_device(std::vector<T>(8, T(0)));
+      const auto g = to_device(gh);
+      const NonFinite got =
+          opt == 0 ? minipipe::AdamW<T>::update(minipipe::AdamWConfig{}, 1, true, p, minipipe::CVec<T>(g), m, v)
+                   : minipipe::Sgd<T>::update(minipipe::SgdConfig{}, true, p, minipipe::CVec<T>(g), m);
+      const NonFinite want = host_reference(to_host(p));
+      EXPECT_EQ(got.index, want.index) << (opt == 0 ? "AdamW" : "SGD");
+      EXPECT_EQ(got.kind, want.kind) << (opt == 0 ? "AdamW" : "SGD");
+      EXPECT_TRUE(got) << (opt == 0 ? "AdamW" : "SGD");
+    }
+  }
+  auto p = to_device(std::vector<T>{1, 2}), m = to_device(std::vector<T>{0, 0}), v = to_device(std::vector<T>{0, 0});
+  const auto g = to_device(std::vector<T>{0.5, -0.5});
+  EXPECT_FALSE(minipipe::AdamW<T>::update(minipipe::AdamWConfig{}, 1, true, p, minipipe::CVec<T>(g), m, v));
+}
+
+TEST(FiniteCheck, UpdatesReportWhatTheyWrote) {
+  check_updates<float>();
+  check_updates<double>();
 }
 
 TEST(FiniteCheck, DescriptionNamesKindElementAndTensor) {
