@@ -72,6 +72,8 @@ def model_flops(a):
 def sgemm_rate(build, a, e):
     """GFLOP/s of cblas_sgemm on the model's fc forward shape (B*T x 4C x C), one thread."""
     exe = os.path.join(build, "benchmarks", "minipipe_bench_kernels")
+    if not os.path.exists(exe):
+        sys.exit(f"e2e_speed: {exe} is missing: configure {build} with -DMINIPIPE_BUILD_BENCHMARKS=ON")
     r = subprocess.run([exe, f"--tokens={a.batch * a.seq_len}", f"--channels={a.channels}",
                         f"--seq-len={a.seq_len}", f"--heads={a.heads}",
                         "--benchmark_filter=gemm_f32/fc_fwd/.*/cblas", "--benchmark_min_time=0.3",

@@ -16,6 +16,7 @@
 #ifdef MINIPIPE_HAVE_OPENBLAS_API
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);
+extern "C" int openblas_get_parallel(void);
 #endif
 
 // Set by miniapp/CMakeLists.txt from the flags the build really used; the fallbacks keep the
@@ -51,6 +52,10 @@ std::string blas_string() {
   std::string s = MINIPIPE_BLAS_LIBRARY;
 #ifdef MINIPIPE_HAVE_OPENBLAS_API
   s = std::string("OpenBLAS (") + openblas_get_config() + "), core " + openblas_get_corename();
+  // Its own thread pool (pthreads) competes with an OpenMP Kokkos's threads for the same cores;
+  // the OpenMP build of OpenBLAS shares theirs (README, "Building against another Kokkos").
+  const int par = openblas_get_parallel();
+  s += par == 0 ? ", threading none" : par == 1 ? ", threading pthreads" : par == 2 ? ", threading OpenMP" : "";
   if (const char* ct = std::getenv("OPENBLAS_CORETYPE")) s += std::string(", OPENBLAS_CORETYPE=") + ct;
 #endif
   return s;
