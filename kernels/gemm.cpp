@@ -324,7 +324,7 @@ void pack_b(const StridedMat<T>& B, int N, int n0, int k0, int kb, T* dst) {
 // no element is ever split across threads, so the thread count cannot change any bit.
 template <class T>
 void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A,
-                 StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias, GemmOut out) {
+                 StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Policy = Kokkos::RangePolicy<Host>;
   constexpr int kMR = Tile<T>::MR, NR = Tile<T>::NR;
@@ -337,7 +337,31 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
 
   T* Ap = ws.get<T>(KernelWorkspace::gemm_a,
                     static_cast<std::size_t>(std::min(kc, K)) * round_up(std::min(mchunk, M), kMR));
-  T* Bp = ws.get<T>(KernelWorkspace::gemm_b, static_cast<std::size_t>(std::min(kc, K)) * round_up(std::min(nc, N), NR));
+  // B's panels: per (jc, pc) block into the workspace, or all blocks once into a kept copy, block
+  // (jc, pc) at offset jc K + round_up(nb, NR) pc (every block before jc is nc wide, nc % NR = 0).
+  const bool keep = packed && packed->on;
+  T* Bp = nullptr;
+  bool pack_now = true;
+  if (keep) {
+    const std::size_t total =
+        static_cast<std::size_t>(N / nc) * nc * K + static_cast<std::size_t>(round_up(N % nc, NR)) * K;
+    const bool same = packed->valid && packed->src == B.data && packed->rs == B.rs && packed->cs == B.cs &&
+                      packed->n == N && packed->k == K && packed->kc == kc && packed->nc == nc;
+    if (!same) {
+      if (packed->panels.extent(0) < total) packed->panels = View1<T>("gemm_packed_b", total);
+      packed->valid = true;
+      packed->src = B.data;
+      packed->rs = B.rs;
+      packed->cs = B.cs;
+      packed->n = N;
+      packed->k = K;
+      packed->kc = kc;
+      packed->nc = nc;
+    }
+    pack_now = !same;
+  } else {
+    Bp = ws.get<T>(KernelWorkspace::gemm_b, static_cast<std::size_t>(std::min(kc, K)) * round_up(std::min(nc, N), NR));
+  }
 
   // Epilogue addend E (row stride lde): the bias row (lde = 0) or the old C. With several
   // k-blocks C holds the running acc, so accumulate mode first saves the old C.
@@ -366,9 +390,13 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
       const int kb = std::min(kc, K - pc);
       const bool first = pc == 0;
       const bool last = pc + kb == K;
-      Kokkos::parallel_for("Gemm::pack_b", Policy(0, npan), [=](const int p) {
-        pack_b(B, N, jc + p * NR, pc, kb, Bp + static_cast<std::ptrdiff_t>(p) * kb * NR);
-      });
+      T* const Bb = keep ? packed->panels.data() + static_cast<std::ptrdiff_t>(jc) * K +
+                               static_cast<std::ptrdiff_t>(npan) * NR * pc
+                         : Bp;
+      if (pack_now)
+        Kokkos::parallel_for("Gemm::pack_b", Policy(0, npan), [=](const int p) {
+          pack_b(B, N, jc + p * NR, pc, kb, Bb + static_cast<std::ptrdiff_t>(p) * kb * NR);
+        });
       for (int ic = 0; ic < M; ic += mchunk) {
         const int mb = std::min(mchunk, M - ic);
         const int mpan = ceil_div(mb, kMR);
@@ -385,7 +413,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
           const int p1 = std::min(npan, (jb + 1) * unit_panels);
           for (int p = jb * unit_panels; p < p1; ++p) {
             const int n0 = jc + p * NR;
-            const T* bp = Bp + static_cast<std::ptrdiff_t>(p) * kb * NR;
+            const T* bp = Bb + static_cast<std::ptrdiff_t>(p) * kb * NR;
             for (int q = ib * mq; q < q1; ++q) {
               const int m0 = ic + q * kMR;
               if (q + 1 < q1)
@@ -722,7 +750,7 @@ GemmPath resolve_path(GemmPath path, const char* where) {
 
 template <class T>
 void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
-              std::ptrdiff_t ldc, const T* bias, GemmOut out) {
+              std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed) {
   using namespace gemm_detail;
   if (M < 0 || N < 0 || K < 0)
     throw std::invalid_argument("gemm_det: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
@@ -738,10 +766,10 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
   const GemmPath path = resolve_path(opt.path, "gemm_det");
   switch (K == 0 ? GemmPath::generic : path) {  // K = 0: nothing to pack, only the epilogue runs
     case GemmPath::packed_simd:
-      gemm_packed<T>(ws, simd_microkernel<T>(), opt, M, N, K, A, B, C, ldc, bias, out);
+      gemm_packed<T>(ws, simd_microkernel<T>(), opt, M, N, K, A, B, C, ldc, bias, out, packed);
       break;
     case GemmPath::packed_scalar:
-      gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out);
+      gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out, packed);
       break;
     default:
       gemm_team<T>(1, M, N, K, A, 0, B, 0, C, 0, ldc, bias, out);
@@ -751,8 +779,8 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
 
 template <class T>
 void gemm_det(KernelWorkspace& ws, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
-              const T* bias, GemmOut out) {
-  gemm_det<T>(ws, GemmOptions{}, M, N, K, A, B, C, ldc, bias, out);
+              const T* bias, GemmOut out, PackedB<T>* packed) {
+  gemm_det<T>(ws, GemmOptions{}, M, N, K, A, B, C, ldc, bias, out, packed);
 }
 
 template <class T>
@@ -825,12 +853,12 @@ int gemm_det_exact_group(int K) {
 }
 
 template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
-                              std::ptrdiff_t, const float*, GemmOut);
+                              std::ptrdiff_t, const float*, GemmOut, PackedB<float>*);
 template void gemm_det<double>(KernelWorkspace&, int, int, int, StridedMat<double>, StridedMat<double>, double*,
-                               std::ptrdiff_t, const double*, GemmOut);
+                               std::ptrdiff_t, const double*, GemmOut, PackedB<double>*);
 template void gemm_det<float>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<float>, StridedMat<float>,
-                              float*, std::ptrdiff_t, const float*, GemmOut);
+                              float*, std::ptrdiff_t, const float*, GemmOut, PackedB<float>*);
 template void gemm_det<double>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<double>,
-                               StridedMat<double>, double*, std::ptrdiff_t, const double*, GemmOut);
+                               StridedMat<double>, double*, std::ptrdiff_t, const double*, GemmOut, PackedB<double>*);
 
 }  // namespace minipipe

@@ -50,19 +50,47 @@ struct GemmOptions {
   int group = 0;  // gemm_det_exact: samples whose limbs are summed before a fold (at most 256)
 };
 
+// A B operand packed for the host path and kept across calls: a weight that the GEMMs of several
+// micro-batches read within one step is packed by the first call and reused by the others.
+// Enabled, gemm_det reads the copy when it holds this B (same data pointer, strides, shape and
+// blocking) and packs into it when not; disabled (the default), gemm_det packs into the workspace
+// as always. The owner enables it only while B's values cannot change (a stage: from the start of
+// a step's micro-batches until its gradients are final) and disables it, which drops the copy,
+// before they may. Packing only copies, so reuse changes no bit. The device path ignores it.
+template <class T>
+struct PackedB {
+  void enable() {
+    on = true;
+    valid = false;
+  }
+  void disable() {
+    on = false;
+    valid = false;
+  }
+  std::size_t bytes() const { return panels.extent(0) * sizeof(T); }
+
+  bool on = false, valid = false;
+  View1<T> panels;         // every (column block, k-block) of B as the microkernel reads it; kept when disabled
+  const T* src = nullptr;  // what panels holds while valid
+  std::ptrdiff_t rs = 0, cs = 0;
+  int n = 0, k = 0, kc = 0, nc = 0;
+};
+
 // C (M,N) row-major with leading dimension ldc  =  A (M,K) · B (K,N)  [+ bias (N) | + C].
 // Contract, for every (m, n):
 //   acc = 0; for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc);   then the GemmOut step.
 // All pointers are in MemSpace. Call from host code, not from inside a kernel. C must not
-// alias A, B or bias. Packing buffers come from ws (slots gemm_a, gemm_b, gemm_c).
+// alias A, B or bias. Packing buffers come from ws (slots gemm_a, gemm_b, gemm_c); B's from
+// packed instead when it is given and enabled (see PackedB).
 template <class T>
 void gemm_det(KernelWorkspace& ws, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
-              const T* bias = nullptr, GemmOut out = GemmOut::overwrite);
+              const T* bias = nullptr, GemmOut out = GemmOut::overwrite, PackedB<T>* packed = nullptr);
 
 // The same with an explicit implementation and blocking (tests and benchmarks).
 template <class T>
 void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
-              std::ptrdiff_t ldc, const T* bias = nullptr, GemmOut out = GemmOut::overwrite);
+              std::ptrdiff_t ldc, const T* bias = nullptr, GemmOut out = GemmOut::overwrite,
+              PackedB<T>* packed = nullptr);
 
 // Exact accumulation of per-sample products (the deterministic backward-weight), fused into the
 // GEMM: for every (m, n) and every sample s = 0..S-1,
@@ -109,12 +137,13 @@ extern template void gemm_det_batched<double>(KernelWorkspace&, int, int, int, i
 extern template std::size_t gemm_det_device_scratch_bytes<float>();
 extern template std::size_t gemm_det_device_scratch_bytes<double>();
 extern template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
-                                     std::ptrdiff_t, const float*, GemmOut);
+                                     std::ptrdiff_t, const float*, GemmOut, PackedB<float>*);
 extern template void gemm_det<double>(KernelWorkspace&, int, int, int, StridedMat<double>, StridedMat<double>, double*,
-                                      std::ptrdiff_t, const double*, GemmOut);
+                                      std::ptrdiff_t, const double*, GemmOut, PackedB<double>*);
 extern template void gemm_det<float>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<float>,
-                                     StridedMat<float>, float*, std::ptrdiff_t, const float*, GemmOut);
+                                     StridedMat<float>, float*, std::ptrdiff_t, const float*, GemmOut, PackedB<float>*);
 extern template void gemm_det<double>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<double>,
-                                      StridedMat<double>, double*, std::ptrdiff_t, const double*, GemmOut);
+                                      StridedMat<double>, double*, std::ptrdiff_t, const double*, GemmOut,
+                                      PackedB<double>*);
 
 }  // namespace minipipe

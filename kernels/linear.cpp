@@ -158,7 +158,7 @@ void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t
 constexpr int kBiasLanes = 64;
 
 template <class T>
-void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws) {
+void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws, PackedB<T>* packed) {
   const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
   const int O = static_cast<int>(W.extent(0));
   if (W.extent(1) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != W.extent(0) ||
@@ -170,7 +170,7 @@ void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, Ke
   if (mode == Mode::deterministic) {
     // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed; bias in the epilogue.
     gemm_det<T>(ws, N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
-                has_bias ? b.data() : nullptr);
+                has_bias ? b.data() : nullptr, GemmOut::overwrite, packed);
     return;
   }
   if (has_bias) {  // y = b row by row (contiguous stores), then y += x W^T in the BLAS call (beta = 1)
@@ -184,7 +184,7 @@ void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, Ke
 }
 
 template <class T>
-void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, KernelWorkspace& ws) {
+void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, KernelWorkspace& ws, PackedB<T>* packed) {
   const int N = static_cast<int>(dy.extent(0)), O = static_cast<int>(dy.extent(1));
   const int I = static_cast<int>(W.extent(1));
   if (W.extent(0) != dy.extent(1) || dx.extent(0) != dy.extent(0) || dx.extent(1) != W.extent(1))
@@ -194,7 +194,7 @@ void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, Kern
   if (mode == Mode::deterministic) {
     // dx(n,i) = sum_o dy(n,o) W(o,i), o in order.
     gemm_det<T>(ws, N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(),
-                dx.stride(0));
+                dx.stride(0), nullptr, GemmOut::overwrite, packed);
     return;
   }
   if (O == 0) Kokkos::deep_copy(dx, T(0));  // KokkosBlas::gemm skips K = 0 entirely

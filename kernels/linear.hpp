@@ -2,6 +2,7 @@
 // [out,in]: forward (F), backward-input (I) and backward-weight (W), deterministic or fast.
 #pragma once
 
+#include "gemm.hpp"
 #include "grad_accum.hpp"
 #include "types.hpp"
 #include "workspace.hpp"
@@ -16,10 +17,15 @@ namespace minipipe {
 template <class T>
 struct Linear {
   // y (N,O) = x (N,I) W (O,I)^T + b (O); b may be an empty view (no bias). y is overwritten.
-  static void forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws);
+  // Deterministic mode packs W^T into `packed` when it is enabled, for the next calls with this W
+  // (see PackedB); fast mode ignores it.
+  static void forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws,
+                      PackedB<T>* packed = nullptr);
 
-  // dx (N,I) = dy (N,O) W (O,I); dx is overwritten.
-  static void backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, KernelWorkspace& ws);
+  // dx (N,I) = dy (N,O) W (O,I); dx is overwritten. `packed` as in forward (it holds W, not W^T:
+  // a weight needs one PackedB for each of the two calls).
+  static void backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, KernelWorkspace& ws,
+                             PackedB<T>* packed = nullptr);
 
   // dW (O,I) += sum_n dy(n,o) x(n,i);  db (O) += sum_n dy(n,o)  (db may be nullptr).
   // Rows come in samples of rows_per_sample consecutive rows. Deterministic: each sample's

@@ -238,7 +238,9 @@ std::size_t Stage<T>::workspace_bytes() const {
   const auto& w = *ws_;
   std::size_t scratch = 0;
   for (const auto& b : w.forward_scratch) scratch += b->bytes;
-  for (const auto& p : params_) scratch += (p.acc.pending.x.size() + p.acc.pending.dy.size()) * sizeof(T);
+  for (const auto& p : params_)
+    scratch +=
+        (p.acc.pending.x.size() + p.acc.pending.dy.size()) * sizeof(T) + p.packed_fwd.bytes() + p.packed_bwd.bytes();
   return (w.c1.size() + w.c2.size() + w.d4.size()) * sizeof(T) + w.kernels.bytes() + scratch;
 }
 
@@ -327,13 +329,14 @@ void Stage<T>::forward_block(int b, int n, const BlockBuf& k) {
   const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
   auto v = [](const View2<T>& x) { return Vec<T>(x.data(), x.size()); };
   LayerNorm<T>::forward(mode_, k.x_in, cvec(P.ln1_w->value), cvec(P.ln1_b->value), k.ln1, v(k.mean1), v(k.rstd1));
-  Linear<T>::forward(mode_, k.ln1, cmat(*P.qkv_w), cvec(P.qkv_b->value), k.qkv, ws.kernels);
+  Linear<T>::forward(mode_, k.ln1, cmat(*P.qkv_w), cvec(P.qkv_b->value), k.qkv, ws.kernels, &P.qkv_w->packed_fwd);
   Attention<T>::forward(mode_, n, T_, C, H, k.qkv, k.att, k.atty);
   auto tmp = rows(ws.c1, N);
-  Linear<T>::forward(mode_, k.atty, cmat(*P.attn_proj_w), cvec(P.attn_proj_b->value), tmp, ws.kernels);
+  Linear<T>::forward(mode_, k.atty, cmat(*P.attn_proj_w), cvec(P.attn_proj_b->value), tmp, ws.kernels,
+                     &P.attn_proj_w->packed_fwd);
   Elementwise<T>::add(flat(k.x_in), CVec<T>(tmp.data(), tmp.size()), flat_mut(k.res1));
   LayerNorm<T>::forward(mode_, k.res1, cvec(P.ln2_w->value), cvec(P.ln2_b->value), k.ln2, v(k.mean2), v(k.rstd2));
-  Linear<T>::forward(mode_, k.ln2, cmat(*P.fc_w), cvec(P.fc_b->value), k.fc, ws.kernels);
+  Linear<T>::forward(mode_, k.ln2, cmat(*P.fc_w), cvec(P.fc_b->value), k.fc, ws.kernels, &P.fc_w->packed_fwd);
   Gelu<T>::forward(mode_, flat(k.fc), flat_mut(k.gelu));
 }
 
@@ -383,7 +386,8 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     const BlockParams<T>& P = blocks_[static_cast<std::size_t>(b)];
     forward_block(b, n, k);
     auto tmp = rows(ws.c1, N);
-    Linear<T>::forward(mode_, k.gelu, cmat(*P.fc_proj_w), cvec(P.fc_proj_b->value), tmp, ws.kernels);
+    Linear<T>::forward(mode_, k.gelu, cmat(*P.fc_proj_w), cvec(P.fc_proj_b->value), tmp, ws.kernels,
+                       &P.fc_proj_w->packed_fwd);
     Mat<T> out = b + 1 < num_layers_ ? rows(s.kept->blocks[b + 1].x_in, N) : (last_ ? rows(s.kept->h_x, N) : y_out);
     Elementwise<T>::add(flat(k.res1), CVec<T>(tmp.data(), tmp.size()), Vec<T>(out.data(), out.size()));
     if (observer_) observer_->activation(block_name(first_layer_ + b), mb, out);
@@ -395,7 +399,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     LayerNorm<T>::forward(mode_, t.h_x, cvec(h.lnf_w->value), cvec(h.lnf_b->value), t.lnf, flat_mut(t.h_mean),
                           flat_mut(t.h_rstd));
     if (observer_) observer_->activation("lnf", mb, t.lnf);
-    Linear<T>::forward(mode_, t.lnf, cmat(*h.lm_head_w), CVec<T>(), t.logits, ws.kernels);
+    Linear<T>::forward(mode_, t.lnf, cmat(*h.lm_head_w), CVec<T>(), t.logits, ws.kernels, &h.lm_head_w->packed_fwd);
     CrossEntropy<T>::forward(mode_, t.logits, targets, flat_mut(t.losses));
     const std::size_t s0 = static_cast<std::size_t>(mb.sample0), s1 = s0 + static_cast<std::size_t>(n);
     if (in.sample_loss.extent(0) < s1 || in.sample_tokens.extent(0) < s1)
@@ -427,7 +431,8 @@ void Stage<T>::recompute(const MicroBatch& mb, Saved& s) {
     const Buffers t = top_views(s, nullptr);
     LayerNorm<T>::forward(mode_, t.h_x, cvec(head_.lnf_w->value), cvec(head_.lnf_b->value), t.lnf, flat_mut(t.h_mean),
                           flat_mut(t.h_rstd));
-    Linear<T>::forward(mode_, t.lnf, cmat(*head_.lm_head_w), CVec<T>(), t.logits, ws_->kernels);
+    Linear<T>::forward(mode_, t.lnf, cmat(*head_.lm_head_w), CVec<T>(), t.logits, ws_->kernels,
+                       &head_.lm_head_w->packed_fwd);
   }
 }
 
@@ -457,7 +462,8 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   if (last_) {
     const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
     CrossEntropy<T>::backward_input(mode_, t.logits, targets, scale, t.dlogits);
-    Linear<T>::backward_input(mode_, t.dlogits, cmat(*head_.lm_head_w), t.d_lnf, ws.kernels);
+    Linear<T>::backward_input(mode_, t.dlogits, cmat(*head_.lm_head_w), t.d_lnf, ws.kernels,
+                              &head_.lm_head_w->packed_bwd);
     LayerNorm<T>::backward_input(mode_, t.h_x, cvec(head_.lnf_w->value), cv(t.h_mean), cv(t.h_rstd), t.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
@@ -470,14 +476,16 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     auto d4 = rows(ws.d4, N);
     auto c1 = rows(ws.c1, N);
     auto c2 = rows(ws.c2, N);
-    Linear<T>::backward_input(mode_, k.dout, cmat(*P.fc_proj_w), d4, ws.kernels);  // d gelu (N,4C)
+    Linear<T>::backward_input(mode_, k.dout, cmat(*P.fc_proj_w), d4, ws.kernels,
+                              &P.fc_proj_w->packed_bwd);  // d gelu (N,4C)
     Gelu<T>::backward_input(mode_, flat(k.fc), CVec<T>(d4.data(), d4.size()), flat_mut(k.d_fc));
-    Linear<T>::backward_input(mode_, k.d_fc, cmat(*P.fc_w), k.d_ln2, ws.kernels);  // (N,C)
+    Linear<T>::backward_input(mode_, k.d_fc, cmat(*P.fc_w), k.d_ln2, ws.kernels, &P.fc_w->packed_bwd);  // (N,C)
     LayerNorm<T>::backward_input(mode_, k.res1, cvec(P.ln2_w->value), cv(k.mean2), cv(k.rstd2), k.d_ln2, c1);
     Elementwise<T>::add(flat(k.dout), CVec<T>(c1.data(), c1.size()), flat_mut(k.d_res1));
-    Linear<T>::backward_input(mode_, k.d_res1, cmat(*P.attn_proj_w), c2, ws.kernels);  // d atty (N,C)
+    Linear<T>::backward_input(mode_, k.d_res1, cmat(*P.attn_proj_w), c2, ws.kernels,
+                              &P.attn_proj_w->packed_bwd);  // d atty (N,C)
     Attention<T>::backward_input(mode_, n, T_, C, H, k.qkv, k.att, c2, k.d_qkv);
-    Linear<T>::backward_input(mode_, k.d_qkv, cmat(*P.qkv_w), k.d_ln1, ws.kernels);
+    Linear<T>::backward_input(mode_, k.d_qkv, cmat(*P.qkv_w), k.d_ln1, ws.kernels, &P.qkv_w->packed_bwd);
     LayerNorm<T>::backward_input(mode_, k.x_in, cvec(P.ln1_w->value), cv(k.mean1), cv(k.rstd1), k.d_ln1, c1);
     Mat<T> out = b > 0 ? rows(s.work->blocks[b - 1].dout, N) : exit_grad();
     Elementwise<T>::add(flat(k.d_res1), CVec<T>(c1.data(), c1.size()), Vec<T>(out.data(), out.size()));
@@ -535,6 +543,8 @@ void Stage<T>::zero_grads() {
   for (auto& p : params_) {
     p.acc.zero_values();
     p.acc.defer_weight_samples(false);
+    p.packed_fwd.disable();
+    p.packed_bwd.disable();
   }
 }
 
@@ -542,7 +552,19 @@ template <class T>
 void Stage<T>::begin_step(int microbatches) {
   w_expected_ = microbatches;
   w_done_ = 0;
-  for (auto& p : params_) p.acc.defer_weight_samples(mode_ == Mode::deterministic && microbatches > 1);
+  // With several micro-batches the weights of this step are packed once for the GEMMs of all of
+  // them; they stay fixed until finalize_grads, which drops the packed copies.
+  const bool share = mode_ == Mode::deterministic && microbatches > 1;
+  for (auto& p : params_) {
+    p.acc.defer_weight_samples(share);
+    if (share) {
+      p.packed_fwd.enable();
+      p.packed_bwd.enable();
+    } else {
+      p.packed_fwd.disable();
+      p.packed_bwd.disable();
+    }
+  }
 }
 
 template <class T>
@@ -558,7 +580,11 @@ std::vector<NonFinite> Stage<T>::finalize_grads() {
     if (flags_host_(k)) params_[k].acc.throw_overflow();
   std::vector<NonFinite> bad;
   bad.reserve(params_.size());
-  for (auto& p : params_) bad.push_back(p.acc.finalize_unchecked(p.grad));
+  for (auto& p : params_) {
+    bad.push_back(p.acc.finalize_unchecked(p.grad));
+    p.packed_fwd.disable();  // the optimizer is next to change the weights
+    p.packed_bwd.disable();
+  }
   return bad;
 }
 
@@ -567,6 +593,8 @@ std::vector<NonFinite> Stage<T>::optimizer_step(const OptimizerConfig& cfg, int 
   std::vector<NonFinite> bad;
   bad.reserve(params_.size());
   for (auto& p : params_) {
+    p.packed_fwd.disable();  // also when no finalize_grads ran first
+    p.packed_bwd.disable();
     switch (cfg.kind) {
       case OptimizerKind::adamw:
         bad.push_back(AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v));

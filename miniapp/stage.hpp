@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data.hpp"
+#include "kernels/gemm.hpp"
 #include "kernels/grad_accum.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/types.hpp"
@@ -20,6 +21,9 @@ struct Param {
   ParamSpec spec;
   View1<T> value, grad, m, v;  // m, v: optimizer state (AdamW moments or SGD momentum in m)
   GradAccum<T> acc;
+  // Linear weights: the packed W^T (forward) and W (backward-input) that a step's micro-batches
+  // share (PackedB); enabled by begin_step for a deterministic step of several micro-batches.
+  PackedB<T> packed_fwd, packed_bwd;
 };
 
 // The rows of one micro-batch: samples [sample0, sample0 + nsamples) of the global batch.

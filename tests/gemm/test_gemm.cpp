@@ -175,6 +175,47 @@ TEST(GemmDetSensitivity, FmaChainDiffersFromMultiplyAdd) {
   EXPECT_FALSE(bitwise_equal(got, mul_add));
 }
 
+// A kept packed B (PackedB): with it enabled, calls give the reference bits for every blocking and
+// orientation; a second call reads the kept copy (shown by changing B's values in place: the
+// result is still the old product, which is why its owner disables it before B changes); another
+// B, a disable/enable or other blocking repacks.
+TYPED_TEST(GemmDet, KeptPackedOperandReusedUntilDisabled) {
+  using T = TypeParam;
+  if (!kMemHostAccessible) GTEST_SKIP() << "PackedB is a host-path feature";
+  for (bool bt : {false, true}) {
+    Problem<T> p(37, 45, 70, false, bt, bt ? 900 : 950);
+    Problem<T> other(37, 45, 70, false, bt, bt ? 901 : 951);
+    const std::vector<T> want = p.reference(Epilogue::bias);
+    for (const auto& [label, opt] : configurations()) {
+      if (opt.path == GemmPath::generic) continue;
+      const std::string what = std::string(bt ? "B^T " : "B ") + label;
+      auto da = to_device(p.a), db = to_device(p.b), dbias = to_device(p.bias), dob = to_device(other.b);
+      KernelWorkspace ws;
+      PackedB<T> kept;
+      kept.enable();
+      auto call = [&](const T* b) {
+        auto dc = to_device(p.c0);
+        gemm_det<T>(ws, opt, p.M, p.N, p.K, p.A_of(da.data()), p.B_of(b), dc.data(), p.ldc, dbias.data(),
+                    GemmOut::overwrite, &kept);
+        return to_host(dc);
+      };
+      EXPECT_TRUE(bitwise_equal(call(db.data()), want)) << what << ": first call (packs)";
+      EXPECT_TRUE(kept.valid && kept.bytes() > 0) << what;
+      EXPECT_TRUE(bitwise_equal(call(db.data()), want)) << what << ": second call (reads the copy)";
+      Kokkos::deep_copy(db, dob);  // B changes in place while the copy is kept: the copy is read
+      EXPECT_TRUE(bitwise_equal(call(db.data()), want)) << what << ": the kept copy was not used";
+      kept.disable();
+      kept.enable();
+      Problem<T> changed = p;
+      changed.b = other.b;
+      EXPECT_TRUE(bitwise_equal(call(db.data()), changed.reference(Epilogue::bias))) << what << ": after re-enable";
+      Kokkos::deep_copy(db, to_device(p.b));
+      EXPECT_TRUE(bitwise_equal(call(dob.data()), changed.reference(Epilogue::bias))) << what << ": another B";
+      EXPECT_TRUE(bitwise_equal(call(db.data()), want)) << what << ": back to the first B";
+    }
+  }
+}
+
 TEST(GemmDetArguments, RejectsBiasWithAccumulate) {
   float a = 1, b = 1, c = 0, bias = 0;
   KernelWorkspace ws;
