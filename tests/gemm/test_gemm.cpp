@@ -186,7 +186,9 @@ TYPED_TEST(GemmDet, KeptPackedOperandReusedUntilDisabled) {
     Problem<T> p(37, 45, 70, false, bt, bt ? 900 : 950);
     Problem<T> other(37, 45, 70, false, bt, bt ? 901 : 951);
     const std::vector<T> want = p.reference(Epilogue::bias);
-    for (const auto& [label, opt] : configurations()) {
+    for (const auto& cfg : configurations()) {  // not a structured binding: the lambda captures opt
+      const std::string& label = cfg.first;
+      const GemmOptions& opt = cfg.second;
       if (opt.path == GemmPath::generic) continue;
       const std::string what = std::string(bt ? "B^T " : "B ") + label;
       auto da = to_device(p.a), db = to_device(p.b), dbias = to_device(p.bias), dob = to_device(other.b);
