@@ -228,6 +228,7 @@ def main():
     with open(deck, "w") as f:
         f.write(deck_text(a))
     steps = {}  # (build label, mode, p, m) -> step seconds pooled over rounds
+    backends = {}  # build label -> its Kokkos backend
     sgemm, torch_steps, ctx, info, torch_info = [], [], None, {}, {}
     try:
         for rnd in range(a.repeats):
@@ -239,7 +240,8 @@ def main():
                         s, run = minipipe_run(build, deck, mode, p, m, a, e, tmp)
                         steps.setdefault((label, mode, p, m), []).extend(s)
                         info = run
-                if a.threads and info.get("backend") != "Serial":
+                        backends[label] = run.get("backend")
+                if a.threads and backends[label] != "Serial":
                     for mode in ("deterministic", "fast"):
                         s, _ = minipipe_run(build, deck, mode, 1, 1, a, threaded_env(e, a.threads), tmp)
                         steps.setdefault((label, mode, "threads"), []).extend(s)
@@ -293,17 +295,20 @@ def main():
             for mode in ("deterministic", "fast"):
                 print(f"  speed-up over baseline, {mode} p={p} m={m}: "
                       f"{med[('baseline ', mode, p, m)] / med[('', mode, p, m)]:.2f}")
-    if info.get("backend") == "Serial":
+    if all(b == "Serial" for b in backends.values()):
         print("Kokkos thread scaling: not measured (this Kokkos has the Serial backend only)")
     elif not a.threads:
         print("Kokkos thread scaling: not measured (--threads N runs p=1 m=1 with N threads)")
     else:
-        print(f"Kokkos {info.get('backend')} thread scaling, p=1 m=1, {a.threads} threads "
+        print(f"Kokkos thread scaling, p=1 m=1, {a.threads} threads "
               f"(OMP_PROC_BIND=spread, OMP_PLACES=cores, OPENBLAS_NUM_THREADS={a.threads}) over 1 thread:")
         for label, _ in builds:
             for mode in ("deterministic", "fast"):
+                if (label, mode, "threads") not in med:
+                    print(f"  {label + mode}: not measured (its Kokkos has the Serial backend only)")
+                    continue
                 t = med[(label, mode, "threads")]
-                print(f"  {label + mode}: {tokens / t:.0f} tokens/s, {flops / t / 1e9:.1f} GFLOP/s, "
+                print(f"  {label + mode} ({backends[label]}): {tokens / t:.0f} tokens/s, {flops / t / 1e9:.1f} GFLOP/s, "
                       f"speed-up {med[(label, mode, 1, 1)] / t:.2f}")
 
 
