@@ -17,6 +17,19 @@
 namespace minipipe {
 
 namespace {
+// On: the GEMMs of this step's micro-batches share one packed copy of p's weight per use
+// (PackedB); off: the copies are dropped, as they must be before the weight can change.
+template <class T>
+void share_packed_weights(Param<T>& p, bool on) {
+  if (on) {
+    p.packed_fwd.enable();
+    p.packed_bwd.enable();
+  } else {
+    p.packed_fwd.disable();
+    p.packed_bwd.disable();
+  }
+}
+
 template <class T>
 CMat<T> cmat(const Param<T>& p) {
   return CMat<T>(p.value.data(), p.spec.shape[0], p.spec.shape[1]);
@@ -543,8 +556,7 @@ void Stage<T>::zero_grads() {
   for (auto& p : params_) {
     p.acc.zero_values();
     p.acc.defer_weight_samples(false);
-    p.packed_fwd.disable();
-    p.packed_bwd.disable();
+    share_packed_weights(p, false);
   }
 }
 
@@ -557,13 +569,7 @@ void Stage<T>::begin_step(int microbatches) {
   const bool share = mode_ == Mode::deterministic && microbatches > 1;
   for (auto& p : params_) {
     p.acc.defer_weight_samples(share);
-    if (share) {
-      p.packed_fwd.enable();
-      p.packed_bwd.enable();
-    } else {
-      p.packed_fwd.disable();
-      p.packed_bwd.disable();
-    }
+    share_packed_weights(p, share);
   }
 }
 
@@ -582,8 +588,7 @@ std::vector<NonFinite> Stage<T>::finalize_grads() {
   bad.reserve(params_.size());
   for (auto& p : params_) {
     bad.push_back(p.acc.finalize_unchecked(p.grad));
-    p.packed_fwd.disable();  // the optimizer is next to change the weights
-    p.packed_bwd.disable();
+    share_packed_weights(p, false);  // the optimizer is next to change the weights
   }
   return bad;
 }
@@ -593,8 +598,7 @@ std::vector<NonFinite> Stage<T>::optimizer_step(const OptimizerConfig& cfg, int 
   std::vector<NonFinite> bad;
   bad.reserve(params_.size());
   for (auto& p : params_) {
-    p.packed_fwd.disable();  // also when no finalize_grads ran first
-    p.packed_bwd.disable();
+    share_packed_weights(p, false);  // also when no finalize_grads ran first
     switch (cfg.kind) {
       case OptimizerKind::adamw:
         bad.push_back(AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v));
