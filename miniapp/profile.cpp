@@ -61,11 +61,17 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
   return least(t);
 }
 
-// Every part of the model for micro-batches of n samples under recompute r; `fixed` (when given)
-// receives each part's median per-step fixed cost (zero, finalize, optimizer update).
+// Every part of the model for micro-batches of n samples under recompute r, in a step of
+// m = batch.B / n of them as the trainer runs it: begin_step(m) (a deterministic step of several
+// shares each weight's packed copies and holds back dW samples for grouped exact adds), then F, I
+// and W of each micro-batch in turn (one micro-batch stored at a time). A repetition's time of a
+// part is its mean over the step's m micro-batches, so what a step pays once (packing, the held
+// samples' adds in the last W) is spread as in a real run. max(3, ceil(repeat / m)) repetitions
+// after a warm-up; the median is kept. `fixed` (when given) receives each part's median per-step
+// fixed cost (zero, finalize, optimizer update).
 std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed, const Batch& batch, int n,
                                     Recompute r, int repeat, const OptimizerConfig& opt, std::vector<double>* fixed) {
-  const int L = shape.n_layer, S = L + 2;
+  const int L = shape.n_layer, S = L + 2, m = batch.B / n;
   StageLayout layout;
   for (int s = 0; s < S; ++s) {
     layout.first.push_back(s == 0 ? 0 : std::min(s - 1, L));
@@ -81,7 +87,6 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
     act[s] = View2<Real>("Profile::act", N, shape.channels);
     grad[s] = View2<Real>("Profile::grad", N, shape.channels);
   }
-  const MicroBatch mb{0, 0, n};
   std::vector<std::vector<double>> f(S), i(S), w(S), z(S);
   std::vector<PartCost> out(S);
   auto timed = [](auto&& fn) {
@@ -90,31 +95,39 @@ std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uin
     fence_space(ExecSpace(), "Profile::fence");
     return 1e3 * (MPI_Wtime() - t0);
   };
-  std::vector<double> zero_ms(S, 0.0);
-  for (int rep = 0; rep <= repeat; ++rep) {  // rep 0 warms up (allocations, first touches)
-    for (int s = 0; s < S; ++s) zero_ms[s] = timed([&] { stages[s].zero_grads(); });
-    for (int s = 0; s < S; ++s) {
-      const double t = timed([&] {
-        stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
-                          s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
+  const int reps = std::max(3, (repeat + m - 1) / m);
+  std::vector<double> zero_ms(S, 0.0), f_sum(S), i_sum(S), w_sum(S);
+  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up (allocations, first touches)
+    for (int s = 0; s < S; ++s)
+      zero_ms[s] = timed([&] {
+        stages[s].zero_grads();
+        stages[s].begin_step(m);
       });
-      if (rep > 0) f[s].push_back(t);
-      out[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
+    for (auto* v : {&f_sum, &i_sum, &w_sum}) std::fill(v->begin(), v->end(), 0.0);
+    for (int k = 0; k < m; ++k) {
+      const MicroBatch mb{k, k * n, n};
+      for (int s = 0; s < S; ++s) {
+        f_sum[s] += timed([&] {
+          stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
+                            s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
+        });
+        out[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
+      }
+      for (int s = S - 1; s >= 0; --s) {
+        i_sum[s] += timed([&] {
+          stages[s].backward_input(mb, in, s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
+                                   s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
+        });
+        out[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - out[s].kept_bytes;
+      }
+      for (int s = S - 1; s >= 0; --s) w_sum[s] += timed([&] { stages[s].backward_weight(mb, in); });
     }
-    for (int s = S - 1; s >= 0; --s) {
-      const double t = timed([&] {
-        stages[s].backward_input(mb, in, s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
-                                 s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
-      });
-      if (rep > 0) i[s].push_back(t);
-      out[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - out[s].kept_bytes;
-    }
-    for (int s = S - 1; s >= 0; --s) {
-      const double t = timed([&] { stages[s].backward_weight(mb, in); });
-      if (rep > 0) w[s].push_back(t);
-    }
+    if (rep > 0)
+      for (int s = 0; s < S; ++s)
+        f[s].push_back(f_sum[s] / m), i[s].push_back(i_sum[s] / m), w[s].push_back(w_sum[s] / m);
+    // The trainer's work once per step: zeroing (timed above), finalize and the update. Without
+    // it the next repetition's zero_grads ends the step.
     if (!fixed) continue;
-    // The trainer's work once per step: zeroing (timed above), finalize and the update.
     for (int s = 0; s < S; ++s) {
       const double t = zero_ms[s] + timed([&] { stages[s].finalize_grads(); }) +
                        timed([&] { stages[s].optimizer_step(opt, rep + 1); });
@@ -221,7 +234,9 @@ void ProfileTool::attach(CLI::App& parent) {
   sub->option_defaults()->always_capture_default();
   sub->add_option("--deck", deck_path, "TOML input deck (model shape, batch, mode)");
   sub->add_option("--out", out_path, "cost file to write (JSON)")->required();
-  sub->add_option("--repeat", repeat, "timed repetitions per part (the median time is kept)")
+  sub->add_option("--repeat", repeat,
+                  "timed micro-batches per part and size; a step of m = batch/size micro-batches gives one mean, and "
+                  "the median of max(3, ceil(repeat/m)) such steps is kept")
       ->check(CLI::Range(1, 1000));
   sub->add_option("--calibrate", calibrate,
                   "on 2+ ranks: runs (2 steps each) of the 1F1B reference pipeline that measure the slowdown of a "

@@ -245,7 +245,8 @@ void TuneTool::attach(CLI::App& parent) {
       ->check(CLI::Range(0, 100));
   sub->add_option("--top", top, "configurations to print")->check(CLI::Range(1, 10000));
   sub->add_option("--steps", steps, "steps of each --verify run (the first is warm-up)")->check(CLI::Range(2, 10000));
-  sub->add_option("--repeat", repeat, "timed repetitions per part when profiling now")->check(CLI::Range(1, 1000));
+  sub->add_option("--repeat", repeat, "timed micro-batches per part and size when profiling now (see profile --help)")
+      ->check(CLI::Range(1, 1000));
   sub->add_option("--calibrate", calibrate,
                   "when profiling now on 2+ ranks: runs (2 steps each) of the 1F1B reference that measure the slowdown")
       ->check(CLI::Range(0, 100));
@@ -384,12 +385,15 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
     // The noise of this machine, from this run: how far one round's median of a configuration is
     // from another's (the largest such spread over the measured configurations).
     double spread = 0;
-    std::string worst;
+    std::string worst, each;
     for (std::size_t k = 0; k < n_runs; ++k) {
       if (round_medians[k].empty()) continue;
       const auto [lo, hi] = std::minmax_element(round_medians[k].begin(), round_medians[k].end());
       const double s = *lo > 0 ? (*hi - *lo) / *lo : 0.0;
-      if (s >= spread) spread = s, worst = k + 1 == n_runs ? "base" : "#" + std::to_string(k + 1);
+      const std::string label = k + 1 == n_runs ? "base" : "#" + std::to_string(k + 1);
+      if (s >= spread) spread = s, worst = label;
+      std::snprintf(line, sizeof(line), " %s %.3f", label.c_str(), s);
+      each += line;
     }
     std::string base_rounds;
     for (double x : round_medians[n_runs - 1]) {
@@ -401,7 +405,8 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
     std::snprintf(line, sizeof(line),
                   "noise: round medians of base %s ms; base spread %.3f; largest round-to-round spread %.3f (%s)",
                   base_rounds.c_str(), base_spread, spread, worst.c_str());
-    out << line << "\n";
+    out << line << "\n"
+        << "round-to-round spread of each:" << each << "\n";
   }
   if (bubble_target > 0) {
     const int samples = std::max(1, batch / base_m);

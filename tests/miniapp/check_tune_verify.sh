@@ -34,4 +34,6 @@ awk '
 ' "$out/tune.log" || exit 1
 grep -Eq '^noise: round medians of base [0-9.]+ [0-9.]+ [0-9.]+ ms; base spread [0-9.]+; largest round-to-round spread [0-9.]+' \
   "$out/tune.log" || fail "no noise line with three round medians of the baseline"
+grep -Eq '^round-to-round spread of each: #1 [0-9.]+ #2 [0-9.]+ base [0-9.]+$' "$out/tune.log" \
+  || fail "no round-to-round spread for each verified row"
 echo PASS
