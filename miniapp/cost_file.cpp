@@ -16,7 +16,7 @@ namespace {
 
 const char* kModes[3] = {"none", "attention", "block"};
 // Version 2 added the per-part step costs, the profiled concurrency and the calibration.
-const char* kFormat = "minipipe-costs-2";
+const char* kFormat = "minipipe-costs-3";
 
 // ---- a strict JSON reader: enough for the cost file ----
 struct Json {
@@ -167,7 +167,7 @@ SizeCosts CostFile::at(int samples) const {
   SizeCosts out = *near;
   const double k = static_cast<double>(samples) / near->samples;
   for (auto& part : out.parts)
-    for (auto& c : part) c.F *= k, c.I *= k, c.W *= k, c.kept_bytes *= k, c.work_bytes *= k;
+    for (auto& c : part) c.F *= k, c.I *= k, c.W *= k, c.kept_bytes *= k, c.work_bytes *= k, c.W_tail *= k;
   out.samples = samples;
   return out;
 }
@@ -199,6 +199,7 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
     auto add = [&](int part) {
       const PartCost& c = sc.parts.at(static_cast<std::size_t>(part))[static_cast<std::size_t>(ri)];
       sum.F += c.F, sum.I += c.I, sum.W += c.W, sum.kept_bytes += c.kept_bytes, sum.work_bytes += c.work_bytes;
+      sum.W_tail += c.W_tail;
     };
     if (s == 0) add(0);
     for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l) add(1 + l);
@@ -206,6 +207,7 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
     const double k = costs.calibration.slowdown;
     cm.F.push_back(k * sum.F), cm.I.push_back(k * sum.I), cm.W.push_back(k * sum.W);
     cm.B.push_back(k * (sum.I + sum.W));
+    cm.W_tail.push_back(k * sum.W_tail);
     cm.act.push_back(sum.kept_bytes), cm.act_work.push_back(sum.work_bytes);
   }
   cm.comm = costs.transfer_ms(samples);
@@ -236,7 +238,7 @@ LayerTimes layer_times(const CostFile& costs, int samples, Recompute r) {
   const int L = costs.shape.n_layer;
   auto t = [&](int part) {
     const PartCost& c = sc.parts.at(static_cast<std::size_t>(part))[static_cast<std::size_t>(r)];
-    return c.F + c.I + c.W;
+    return c.F + c.I + c.W + c.W_tail * samples / costs.batch;  // the tail's share of one of m = batch/samples
   };
   LayerTimes lt;
   lt.embedding = t(0), lt.head = t(L + 1);
@@ -276,7 +278,8 @@ void write_cost_file(const CostFile& c, std::ostream& out) {
       for (int r = 0; r < 3; ++r) {
         const PartCost& pc = s.parts[p][static_cast<std::size_t>(r)];
         out << ", \"" << kModes[r] << "\": {\"F\": " << pc.F << ", \"I\": " << pc.I << ", \"W\": " << pc.W
-            << ", \"kept_bytes\": " << pc.kept_bytes << ", \"work_bytes\": " << pc.work_bytes << "}";
+            << ", \"W_tail\": " << pc.W_tail << ", \"kept_bytes\": " << pc.kept_bytes
+            << ", \"work_bytes\": " << pc.work_bytes << "}";
       }
       out << "}";
     }
@@ -354,8 +357,9 @@ CostFile read_cost_file(const std::string& path) {
       std::array<PartCost, 3> pc;
       for (int r = 0; r < 3; ++r) {
         const Json& m = field(p, kModes[r], Json::object, path);
-        pc[static_cast<std::size_t>(r)] = {number(m, "F", path), number(m, "I", path), number(m, "W", path),
-                                           number(m, "kept_bytes", path), number(m, "work_bytes", path)};
+        pc[static_cast<std::size_t>(r)] = {number(m, "F", path),          number(m, "I", path),
+                                           number(m, "W", path),          number(m, "kept_bytes", path),
+                                           number(m, "work_bytes", path), number(m, "W_tail", path)};
       }
       sc.parts.push_back(pc);
     }

@@ -15,9 +15,10 @@ namespace minipipe {
 
 // One part (embedding, one block, head) on one micro-batch: times in ms, bytes it stores.
 struct PartCost {
-  double F = 0, I = 0, W = 0;
-  double kept_bytes = 0;  // what F keeps until W
-  double work_bytes = 0;  // what I adds (remade values, gradients) until W
+  double F = 0, I = 0, W = 0;  // W: one that is not its step's last
+  double kept_bytes = 0;       // what F keeps until W
+  double work_bytes = 0;       // what I adds (remade values, gradients) until W
+  double W_tail = 0;           // what the step's last W costs beyond W (held-back dW samples added)
 };
 
 // Costs of micro-batches of `samples` sequences: parts[0] = embedding, parts[1..L] = blocks,

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 
@@ -61,86 +62,129 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
   return least(t);
 }
 
-// Every part of the model for micro-batches of n samples under recompute r, in a step of
-// m = batch.B / n of them as the trainer runs it: begin_step(m) (a deterministic step of several
-// shares each weight's packed copies and holds back dW samples for grouped exact adds), then F, I
-// and W of each micro-batch in turn (one micro-batch stored at a time). A repetition's time of a
-// part is its mean over the step's m micro-batches, so what a step pays once (packing, the held
-// samples' adds in the last W) is spread as in a real run. max(3, ceil(repeat / m)) repetitions
-// after a warm-up; the median is kept. `fixed` (when given) receives each part's median per-step
-// fixed cost (zero, finalize, optimizer update).
-std::vector<PartCost> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed, const Batch& batch, int n,
-                                    Recompute r, int repeat, const OptimizerConfig& opt, std::vector<double>* fixed) {
-  const int L = shape.n_layer, S = L + 2, m = batch.B / n;
+// Every part of the model, as its own one-part stage, for each micro-batch size n in `samples`
+// under each recompute mode, in `rounds` timed rounds after a warm-up round. A round runs, for
+// every mode and size, one step of m = batch.B / n micro-batches as the trainer runs it:
+// begin_step(m) (a deterministic step of several shares each weight's packed copies and holds
+// back dW samples for grouped exact adds), then F, I and W of each micro-batch in turn (one
+// stored at a time). Sizes and modes alternate within a round, so a change in the machine's load
+// hits them alike (timed one after another, a slow spell made one size look 20% dearer and the
+// calibration carried that to every other). A step's F and I of a part are its means over the m
+// micro-batches, so the packing the first pays is spread as in a real run; W likewise, but when
+// samples are held back (deterministic, m > 1) the step's last W adds them: W is the mean of the
+// others and W_tail what the last costs more (the simulator adds it to a stage's last W). Medians
+// over rounds are kept. `fixed` receives each part's median per-step fixed cost (zeroing,
+// finalize, optimizer update), measured on the largest size without recompute.
+// Result: [size][mode][part].
+std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed,
+                                                                const Batch& batch, const std::vector<int>& samples,
+                                                                int rounds, const OptimizerConfig& opt,
+                                                                std::vector<double>& fixed) {
+  const int L = shape.n_layer, S = L + 2;
   StageLayout layout;
   for (int s = 0; s < S; ++s) {
     layout.first.push_back(s == 0 ? 0 : std::min(s - 1, L));
     layout.count.push_back(s >= 1 && s <= L ? 1 : 0);
   }
   std::vector<Stage<Real>> stages;
-  for (int s = 0; s < S; ++s) stages.emplace_back(shape, layout, s, mode, seed, r);
+  for (int s = 0; s < S; ++s) stages.emplace_back(shape, layout, s, mode, seed);
   StepInputs<Real> in = device_inputs<Real>(batch);
 
-  const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
+  const int n_max = *std::max_element(samples.begin(), samples.end());
+  const std::size_t N_max = static_cast<std::size_t>(n_max) * shape.seq_len;
   std::vector<View2<Real>> act(S), grad(S);
   for (int s = 0; s < S; ++s) {
-    act[s] = View2<Real>("Profile::act", N, shape.channels);
-    grad[s] = View2<Real>("Profile::grad", N, shape.channels);
+    act[s] = View2<Real>("Profile::act", N_max, shape.channels);
+    grad[s] = View2<Real>("Profile::grad", N_max, shape.channels);
   }
-  std::vector<std::vector<double>> f(S), i(S), w(S), z(S);
-  std::vector<PartCost> out(S);
   auto timed = [](auto&& fn) {
     const double t0 = MPI_Wtime();
     fn();
     fence_space(ExecSpace(), "Profile::fence");
     return 1e3 * (MPI_Wtime() - t0);
   };
-  const int reps = std::max(3, (repeat + m - 1) / m);
-  std::vector<double> zero_ms(S, 0.0), f_sum(S), i_sum(S), w_sum(S);
-  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up (allocations, first touches)
-    for (int s = 0; s < S; ++s)
-      zero_ms[s] = timed([&] {
-        stages[s].zero_grads();
-        stages[s].begin_step(m);
-      });
-    for (auto* v : {&f_sum, &i_sum, &w_sum}) std::fill(v->begin(), v->end(), 0.0);
-    for (int k = 0; k < m; ++k) {
-      const MicroBatch mb{k, k * n, n};
-      for (int s = 0; s < S; ++s) {
-        f_sum[s] += timed([&] {
-          stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
-                            s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
-        });
-        out[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
+  // Per size, mode and part: one entry per timed round.
+  struct Times {
+    std::vector<double> F, I, W, W_tail;
+  };
+  const std::size_t n_sizes = samples.size();
+  std::vector<std::array<std::vector<Times>, 3>> t(n_sizes);
+  for (auto& by_mode : t)
+    for (auto& parts : by_mode) parts.resize(static_cast<std::size_t>(S));
+  std::vector<std::array<std::vector<PartCost>, 3>> out(n_sizes);
+  for (auto& by_mode : out)
+    for (auto& parts : by_mode) parts.resize(static_cast<std::size_t>(S));
+  std::vector<std::vector<double>> z(S);
+
+  std::vector<double> zero_ms(S), f_sum(S), i_sum(S), w_sum(S), w_last(S);
+  for (int round = 0; round <= rounds; ++round) {  // round 0 warms up (allocations, first touches)
+    for (int ri = 0; ri < 3; ++ri) {
+      const auto r = static_cast<Recompute>(ri);
+      for (auto& st : stages) st.set_recompute(r);
+      for (std::size_t j = 0; j < n_sizes; ++j) {
+        const int n = samples[j], m = batch.B / n;
+        const bool holds = mode == Mode::deterministic && m > 1;
+        const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
+        for (int s = 0; s < S; ++s)
+          zero_ms[s] = timed([&] {
+            stages[s].zero_grads();
+            stages[s].begin_step(m);
+          });
+        for (auto* v : {&f_sum, &i_sum, &w_sum, &w_last}) std::fill(v->begin(), v->end(), 0.0);
+        auto& parts = out[j][static_cast<std::size_t>(ri)];
+        for (int k = 0; k < m; ++k) {
+          const MicroBatch mb{k, k * n, n};
+          for (int s = 0; s < S; ++s) {
+            f_sum[s] += timed([&] {
+              stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
+                                s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
+            });
+            parts[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
+          }
+          for (int s = S - 1; s >= 0; --s) {
+            i_sum[s] += timed([&] {
+              stages[s].backward_input(mb, in,
+                                       s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
+                                       s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
+            });
+            parts[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - parts[s].kept_bytes;
+          }
+          for (int s = S - 1; s >= 0; --s) {
+            const double tw = timed([&] { stages[s].backward_weight(mb, in); });
+            (k == m - 1 ? w_last[s] : w_sum[s]) += tw;
+          }
+        }
+        // The trainer's work once per step: zeroing (timed above), finalize and the update.
+        const bool with_fixed = n == n_max && r == Recompute::none;
+        std::vector<double> fixed_ms(S, 0.0);
+        if (with_fixed)
+          for (int s = 0; s < S; ++s)
+            fixed_ms[s] = zero_ms[s] + timed([&] { stages[s].finalize_grads(); }) +
+                          timed([&] { stages[s].optimizer_step(opt, round + 1); });
+        if (round == 0) continue;
+        for (int s = 0; s < S; ++s) {
+          Times& x = t[j][static_cast<std::size_t>(ri)][static_cast<std::size_t>(s)];
+          x.F.push_back(f_sum[s] / m), x.I.push_back(i_sum[s] / m);
+          const double w_other = holds ? w_sum[s] / (m - 1) : (w_sum[s] + w_last[s]) / m;
+          x.W.push_back(w_other), x.W_tail.push_back(holds ? std::max(0.0, w_last[s] - w_other) : 0.0);
+          if (with_fixed) z[s].push_back(fixed_ms[s]);
+        }
       }
-      for (int s = S - 1; s >= 0; --s) {
-        i_sum[s] += timed([&] {
-          stages[s].backward_input(mb, in, s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
-                                   s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
-        });
-        out[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - out[s].kept_bytes;
-      }
-      for (int s = S - 1; s >= 0; --s) w_sum[s] += timed([&] { stages[s].backward_weight(mb, in); });
-    }
-    if (rep > 0)
-      for (int s = 0; s < S; ++s)
-        f[s].push_back(f_sum[s] / m), i[s].push_back(i_sum[s] / m), w[s].push_back(w_sum[s] / m);
-    // The trainer's work once per step: zeroing (timed above), finalize and the update. Without
-    // it the next repetition's zero_grads ends the step.
-    if (!fixed) continue;
-    for (int s = 0; s < S; ++s) {
-      const double t = zero_ms[s] + timed([&] { stages[s].finalize_grads(); }) +
-                       timed([&] { stages[s].optimizer_step(opt, rep + 1); });
-      if (rep > 0) z[s].push_back(t);
     }
   }
   // The median, not the least: under other work a short part sometimes escapes every disturbance
   // and a long one never does, so least times are not comparable across parts and sizes (and the
   // tuner would favour whichever configuration was measured lucky); the calibration scales the
   // typical times to a real run.
-  for (int s = 0; s < S; ++s) out[s].F = median(f[s]), out[s].I = median(i[s]), out[s].W = median(w[s]);
-  if (fixed)
-    for (int s = 0; s < S; ++s) (*fixed)[static_cast<std::size_t>(s)] = median(z[s]);
+  for (std::size_t j = 0; j < n_sizes; ++j)
+    for (std::size_t ri = 0; ri < 3; ++ri)
+      for (std::size_t s = 0; s < static_cast<std::size_t>(S); ++s) {
+        const Times& x = t[j][ri][s];
+        PartCost& pc = out[j][ri][s];
+        pc.F = median(x.F), pc.I = median(x.I), pc.W = median(x.W), pc.W_tail = median(x.W_tail);
+      }
+  fixed.assign(static_cast<std::size_t>(S), 0.0);
+  for (int s = 0; s < S; ++s) fixed[static_cast<std::size_t>(s)] = median(z[s]);
   return out;
 }
 
@@ -196,24 +240,23 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurr
   c.step_fixed_ms.assign(parts_n, 0.0);
   c.profiled_ranks = concurrent ? world : 1;
   const bool runs_parts = concurrent || rank == 0;
-  for (int n : samples) {
+  const auto measured = runs_parts ? profile_parts(c.shape, mode, seed, batch, samples, repeat, opt, c.step_fixed_ms)
+                                   : std::vector<std::array<std::vector<PartCost>, 3>>();
+  for (std::size_t j = 0; j < samples.size(); ++j) {
     SizeCosts sc;
-    sc.samples = n;
+    sc.samples = samples[j];
     sc.parts.resize(parts_n);
-    for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
-      // The fixed costs do not depend on the micro-batch: measured once, with the largest.
-      const bool with_fixed = n == samples.back() && r == Recompute::none;
-      const auto parts = runs_parts ? profile_parts(c.shape, mode, seed, batch, n, r, repeat, opt,
-                                                    with_fixed ? &c.step_fixed_ms : nullptr)
-                                    : std::vector<PartCost>(parts_n);
-      for (std::size_t p = 0; p < parts.size(); ++p) sc.parts[p][static_cast<std::size_t>(r)] = parts[p];
-    }
+    if (runs_parts)
+      for (std::size_t p = 0; p < parts_n; ++p)
+        for (std::size_t r = 0; r < 3; ++r) sc.parts[p][r] = measured[j][r][p];
     c.sizes.push_back(std::move(sc));
   }
-  std::vector<double> t;  // F, I, W of every size, part and mode, then the fixed costs
+  // F, I, W, W_tail and the bytes of every size, part and mode, then the fixed costs: the same
+  // on every rank.
+  std::vector<double> t;
   for (const auto& sc : c.sizes)
     for (const auto& part : sc.parts)
-      for (const auto& pc : part) t.insert(t.end(), {pc.F, pc.I, pc.W});
+      for (const auto& pc : part) t.insert(t.end(), {pc.F, pc.I, pc.W, pc.W_tail, pc.kept_bytes, pc.work_bytes});
   t.insert(t.end(), c.step_fixed_ms.begin(), c.step_fixed_ms.end());
   if (concurrent)
     MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MIN, comm);
@@ -222,7 +265,10 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurr
   std::size_t k = 0;
   for (auto& sc : c.sizes)
     for (auto& part : sc.parts)
-      for (auto& pc : part) pc.F = t[k++], pc.I = t[k++], pc.W = t[k++];
+      for (auto& pc : part) {
+        pc.F = t[k++], pc.I = t[k++], pc.W = t[k++], pc.W_tail = t[k++];
+        pc.kept_bytes = t[k++], pc.work_bytes = t[k++];
+      }
   for (auto& x : c.step_fixed_ms) x = t[k++];
   return c;
 }

@@ -114,6 +114,7 @@ struct Stage<T>::BlockBuf {
 template <class T>
 struct Stage<T>::Buffers {
   int n = 0;
+  Recompute r = Recompute::none;  // which values the set holds depends on it
   std::vector<BlockBuf> blocks;
   View2<T> emb_dout;                                  // (N,C) first stage
   View2<T> h_x, lnf, logits, losses, h_mean, h_rstd;  // head: (N,C) (N,C) (N,V) (N,1) (N,1) (N,1)
@@ -261,13 +262,14 @@ template <class T>
 std::unique_ptr<typename Stage<T>::Buffers> Stage<T>::take_buffers(std::vector<std::unique_ptr<Buffers>>& pool, int n,
                                                                    int set) {
   for (auto it = pool.begin(); it != pool.end(); ++it)
-    if ((*it)->n == n) {
+    if ((*it)->n == n && (*it)->r == recompute_) {
       auto b = std::move(*it);
       pool.erase(it);
       return b;
     }
   auto b = std::make_unique<Buffers>();
   b->n = n;
+  b->r = recompute_;
   const Recompute r = recompute_;
   auto alloc = [&](View2<T>& v, const char* name, std::size_t rows, std::size_t cols, const Where& w) {
     if (!in_set(w.in(r), static_cast<Set>(set))) return;
@@ -371,7 +373,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
   const Buffers* scratch = nullptr;
   if (recompute_ != Recompute::none) {
     auto& pool = ws.forward_scratch;
-    auto it = std::find_if(pool.begin(), pool.end(), [&](const auto& b) { return b->n == n; });
+    auto it = std::find_if(pool.begin(), pool.end(), [&](const auto& b) { return b->n == n && b->r == recompute_; });
     if (it == pool.end()) {
       pool.push_back(take_buffers(pool, n, kScratchSet));
       it = pool.end() - 1;
@@ -558,6 +560,14 @@ void Stage<T>::zero_grads() {
     p.acc.defer_weight_samples(false);
     share_packed_weights(p, false);
   }
+}
+
+template <class T>
+void Stage<T>::set_recompute(Recompute r) {
+  if (!store_.empty())
+    throw std::logic_error(describe() + ": recompute mode changed with " + std::to_string(store_.size()) +
+                           " micro-batch(es) stored");
+  recompute_ = r;
 }
 
 template <class T>

@@ -109,6 +109,9 @@ class Stage {
   const std::vector<Param<T>>& params() const { return params_; }
   const ModelShape& shape() const { return shape_; }
   Recompute recompute() const { return recompute_; }
+  // Between steps (nothing stored): later micro-batches keep what `r` says. Buffer sets are pooled
+  // per mode, so switching back and forth allocates once per mode and size (the profiler does).
+  void set_recompute(Recompute r);
 
   // F: x_in (n*T, C) is ignored on the first stage (it embeds tokens); y_out (n*T, C) is ignored
   // on the last stage (it computes the loss into in.sample_loss / in.sample_tokens).

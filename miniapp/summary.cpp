@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "schedules/simulator.hpp"
@@ -19,27 +20,59 @@ double mean_of(const std::vector<double>& v) {
   return x;
 }
 
+bool carries_w(sched::Op op) {
+  return op == sched::Op::W || op == sched::Op::B || op == sched::Op::OVERLAP_F_B;
+}
+
+// Each stage's last W-carrying action (W, B or an overlapped pair) in the timed step; a stage's
+// actions all run on one rank, in that rank's order.
+std::set<const ActionTiming*> last_w_actions(const RunMeasurements& meas) {
+  std::set<const ActionTiming*> out;
+  for (const auto& st : meas.ranks) {
+    std::map<int, const ActionTiming*> last;
+    for (const auto& a : st.actions)
+      if (carries_w(a.op)) last[a.stage] = &a;
+    for (const auto& kv : last) out.insert(kv.second);
+  }
+  return out;
+}
+
 // Mean measured cost of each action kind per stage, in ms; a stage without split backward
-// gets I = W = B/2, one without full backward B = I + W.
+// gets I = W = B/2, one without full backward B = I + W. W_rest, B_rest and W_tail split off
+// each stage's last W-carrying action (in a deterministic step of several micro-batches it adds
+// the held-back dW samples): the means without it, and how much longer it ran (>= 0).
 struct StageCosts {
   std::vector<double> F, I, W, B, total;  // total: seconds of compute in the timed step
+  std::vector<double> W_rest, B_rest, W_tail;
 };
 
 StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas) {
   const int S = plan.num_stages();
-  std::vector<double> sum[4];
+  const std::set<const ActionTiming*> tails = last_w_actions(meas);
+  std::vector<double> sum[4], rest[4], last(S, 0);
   std::vector<int> count[4];
-  for (int k = 0; k < 4; ++k) sum[k].assign(S, 0), count[k].assign(S, 0);
+  std::vector<int> last_slot(S, -1);
+  for (int k = 0; k < 4; ++k) sum[k].assign(S, 0), rest[k].assign(S, 0), count[k].assign(S, 0);
   auto slot = [](sched::Op op) { return op == sched::Op::F ? 0 : op == sched::Op::I ? 1 : op == sched::Op::W ? 2 : 3; };
   for (const auto& r : meas.ranks)
     for (const auto& a : r.actions) {
       if (a.stage < 0 || a.stage >= S) throw std::logic_error("summarize: measured action of unknown stage");
-      sum[slot(a.op)][a.stage] += a.end - a.start;
-      ++count[slot(a.op)][a.stage];
+      const int k = slot(a.op);
+      sum[k][a.stage] += a.end - a.start;
+      ++count[k][a.stage];
+      if (tails.count(&a))
+        last[a.stage] = a.end - a.start, last_slot[a.stage] = k;
+      else
+        rest[k][a.stage] += a.end - a.start;
     }
   StageCosts c;
   for (int s = 0; s < S; ++s) {
     auto mean = [&](int k) { return count[k][s] ? sum[k][s] / count[k][s] : 0.0; };
+    // Without the tail action: the mean of the others of its kind (itself when it is alone).
+    auto mean_rest = [&](int k) {
+      const int n = count[k][s] - (last_slot[s] == k ? 1 : 0);
+      return n > 0 ? rest[k][s] / n : mean(k);
+    };
     const double f = mean(0), i = mean(1), w = mean(2);
     const double b = count[3][s] ? mean(3) : i + w;
     c.F.push_back(1e3 * f);
@@ -47,6 +80,10 @@ StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas)
     c.W.push_back(1e3 * (count[2][s] ? w : b / 2));
     c.B.push_back(1e3 * b);
     c.total.push_back(sum[0][s] + sum[1][s] + sum[2][s] + sum[3][s]);
+    const double wr = mean_rest(2), br = count[3][s] ? mean_rest(3) : mean_rest(1) + wr;
+    c.W_rest.push_back(1e3 * (count[2][s] ? wr : br / 2));
+    c.B_rest.push_back(1e3 * br);
+    c.W_tail.push_back(last_slot[s] < 0 ? 0.0 : 1e3 * std::max(0.0, last[s] - mean_rest(last_slot[s])));
   }
   return c;
 }
@@ -107,9 +144,13 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   rep.stage_compute = c.total;
   rep.imbalance = mean_stage > 0 ? max_stage / mean_stage : 1;
   {
+    // Each stage's last W-carrying action is left out: in a deterministic step it adds the dW
+    // samples held back, a planned cost (the simulator's W_tail), not a spread.
+    const std::set<const ActionTiming*> tails = last_w_actions(meas);
     std::map<std::pair<int, int>, std::pair<double, int>> kind;  // (op, stage) -> (sum, count)
     for (const auto& st : meas.ranks)
       for (const auto& a : st.actions) {
+        if (tails.count(&a)) continue;
         auto& k = kind[{static_cast<int>(a.op), a.stage}];
         k.first += a.end - a.start, ++k.second;
       }
@@ -117,6 +158,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     int n = 0;
     for (const auto& st : meas.ranks)
       for (const auto& a : st.actions) {
+        if (tails.count(&a)) continue;
         const auto& k = kind[{static_cast<int>(a.op), a.stage}];
         const double mean = k.first / k.second;
         if (mean > 0) sq += ((a.end - a.start) / mean - 1) * ((a.end - a.start) / mean - 1), ++n;
@@ -124,9 +166,10 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     rep.action_cv = n > 0 ? std::sqrt(sq / n) : 0.0;
   }
 
-  // The simulator fed with the measured mean cost of each action kind per stage.
+  // The simulator fed with the measured mean cost of each action kind per stage, each stage's
+  // last W-carrying action apart (W_tail).
   sched::CostModel cost;
-  cost.F = c.F, cost.I = c.I, cost.W = c.W, cost.B = c.B;
+  cost.F = c.F, cost.I = c.I, cost.W = c.W_rest, cost.B = c.B_rest, cost.W_tail = c.W_tail;
   rep.bubble_simulated = sched::simulate(plan, cost).bubble_fraction;
   // The closed form assumes every stage costs the same: feed it the stage-mean of the measured
   // costs, or, where the formula also needs F = I = W (ZB-H2, ZB-V, DualPipeV), unit costs.

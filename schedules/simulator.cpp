@@ -89,6 +89,7 @@ CostModel CostModel::resolved(int stages, int v) const {
   }
   c.act = act.empty() ? std::vector<double>(stages, 1.0 / v) : expand(act, stages, "act");
   if (!act_work.empty()) c.act_work = expand(act_work, stages, "act_work");
+  c.W_tail = W_tail.empty() ? std::vector<double>(stages, 0.0) : expand(W_tail, stages, "W_tail");
   auto check = [](const std::vector<double>& list, const char* key) {
     for (double x : list)
       if (!std::isfinite(x) || x < 0) bad_cost(key, std::to_string(x), "costs must be finite and >= 0");
@@ -99,6 +100,7 @@ CostModel CostModel::resolved(int stages, int v) const {
   check(c.W, "W");
   check(c.act, "act");
   check(c.act_work, "act_work");
+  check(c.W_tail, "W_tail");
   if (!std::isfinite(comm) || comm < 0) bad_cost("comm", std::to_string(comm), "latency must be finite and >= 0");
   if (!std::isfinite(jitter_cv) || jitter_cv < 0)
     bad_cost("jitter_cv", std::to_string(jitter_cv), "coefficient of variation must be finite and >= 0");
@@ -162,16 +164,26 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
   validate_structure(s);
   const CostModel c = cost.resolved(s.num_stages(), s.v);
   auto spread = [&](const Action& a) { return c.jitter_cv > 0 ? jitter(c.jitter_cv, c.jitter_seed, a) : 1.0; };
+  // Each stage's last W-carrying action (the micro-batch of its W or B): a stage's actions all
+  // run on one rank, so its rank's order is their order.
+  std::vector<int> last_w(static_cast<std::size_t>(s.num_stages()), -1);
+  for (const auto& list : s.ranks)
+    for (const Action& a : list)
+      for (const Action& x : a.op == Op::OVERLAP_F_B ? a.sub : std::vector<Action>{a})
+        if (x.op == Op::W || x.op == Op::B) last_w[static_cast<std::size_t>(x.stage)] = x.microbatch;
+  auto tail = [&](const Action& a) {
+    return a.microbatch == last_w[static_cast<std::size_t>(a.stage)] ? c.W_tail[a.stage] : 0.0;
+  };
   std::function<double(const Action&)> duration = [&](const Action& a) -> double {
     switch (a.op) {
       case Op::F:
         return c.F[a.stage] * spread(a) + c.action_overhead;
       case Op::B:
-        return c.B[a.stage] * spread(a) + c.action_overhead;
+        return c.B[a.stage] * spread(a) + tail(a) + c.action_overhead;
       case Op::I:
         return c.I[a.stage] * spread(a) + c.action_overhead;
       case Op::W:
-        return c.W[a.stage] * spread(a) + c.action_overhead;
+        return c.W[a.stage] * spread(a) + tail(a) + c.action_overhead;
       case Op::OVERLAP_F_B:
         return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]));
       default:

@@ -35,6 +35,10 @@ struct CostModel {
   // gradients), held until W, and for a B action inside it. Then I frees nothing, W frees
   // act + act_work, and w_act is not used.
   std::vector<double> act_work;
+  // Per stage (empty = none): time added to the stage's last W-carrying action (W, or B) in its
+  // rank's order, for work that a step does once there (the trainer's deterministic mode holds
+  // back a step's dW samples and adds them in that W).
+  std::vector<double> W_tail;
 
   // Same costs on every stage; b <= 0 means i + w, and i, w both <= 0 mean b/2 each.
   static CostModel uniform(int stages, double f, double b, double i, double w, double comm);

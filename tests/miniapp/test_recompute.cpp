@@ -107,5 +107,35 @@ TEST(Recompute, GradientsLossAndUpdateAreBitwiseThoseOfNone) {
   }
 }
 
+// One stage switched between modes from step to step (as the profiler does) computes each step
+// as a stage built for that mode: its buffer sets are pooled per mode, so a set allocated under
+// one mode never serves another. Each mode's step stores that mode's bytes, the gradients are
+// those of `none` bit for bit, and switching while micro-batches are stored is refused.
+TEST(Recompute, SwitchingModesBetweenStepsKeepsBitsAndBytes) {
+  const ModelShape s = shape();
+  const Batch b = test_batch(s, 6);
+  SingleStage<float> ref(s, Mode::deterministic);
+  const double ref_loss = ref.step(b, 2, false);
+  const std::vector<float> ref_grads = ref.gather(true);
+  SingleStage<float> model(s, Mode::deterministic);
+  for (Recompute r : {Recompute::block, Recompute::none, Recompute::attention, Recompute::block, Recompute::none}) {
+    SCOPED_TRACE(to_string(r));
+    model.stage.set_recompute(r);
+    EXPECT_EQ(model.stage.recompute(), r);
+    const double loss = model.step(b, 2, r == Recompute::attention);
+    EXPECT_EQ(std::memcmp(&loss, &ref_loss, sizeof loss), 0);
+    const auto g = model.gather(true);
+    ASSERT_EQ(g.size(), ref_grads.size());
+    EXPECT_EQ(std::memcmp(g.data(), ref_grads.data(), g.size() * sizeof(float)), 0);
+    auto in = model.inputs(b);
+    model.stage.zero_grads();
+    model.stage.forward(MicroBatch{0, 0, 3}, in, CMat<float>(), Mat<float>());
+    EXPECT_EQ(model.stage.stored_bytes(), expected_bytes(s, 3, r).after_f);
+    EXPECT_THROW(model.stage.set_recompute(Recompute::none), std::logic_error);
+    model.stage.backward_input(MicroBatch{0, 0, 3}, in, CMat<float>(), Mat<float>());
+    model.stage.backward_weight(MicroBatch{0, 0, 3}, in);
+  }
+}
+
 }  // namespace
 }  // namespace minipipe::testing

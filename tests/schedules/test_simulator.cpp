@@ -302,3 +302,44 @@ TEST(Simulator, JitterKeepsTheMeanAndAddsPipelineWaits) {
   d.jitter_cv = -1;
   EXPECT_THROW(ms::simulate(pipe, d), ms::ScheduleError);
 }
+
+// W_tail lands on each stage's last W-carrying action in its rank's order and nowhere else.
+// 1F1B p = 2, m = 4, F = 1, B = 2: the plain makespan is (m + p - 1)(F + B) = 15. Stage 0's last
+// B ends the step, so its tail adds itself; stage 1's last B is on the critical path before it.
+// ZB-H1: stage 0's last W (in rank order) runs tail longer; its busy time grows by exactly it.
+TEST(Simulator, WTailGoesToEachStagesLastW) {
+  const ms::Schedule s = ms::make_schedule("1f1b", 2, 4, 1);
+  ms::CostModel c = uniform(s, 1, 2, 1, 1);
+  EXPECT_DOUBLE_EQ(ms::simulate(s, c).makespan, 15.0);
+  c.W_tail = {0.5, 0.0};
+  ms::SimResult r = ms::simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.makespan, 15.5);
+  EXPECT_DOUBLE_EQ(r.busy[0], 4 * 3.0 + 0.5);
+  EXPECT_DOUBLE_EQ(r.busy[1], 4 * 3.0);
+  c.W_tail = {0.0, 0.5};
+  r = ms::simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.makespan, 15.5);
+  EXPECT_DOUBLE_EQ(r.busy[1], 4 * 3.0 + 0.5);
+
+  const ms::Schedule z = ms::make_schedule("zb-h1", 2, 4, 1);
+  ms::CostModel d = uniform(z, 1, 2, 1, 1);
+  const ms::SimResult plain = ms::simulate(z, d);
+  d.W_tail = {0.75};  // one value for every stage
+  const ms::SimResult tailed = ms::simulate(z, d);
+  for (int rank = 0; rank < 2; ++rank) EXPECT_DOUBLE_EQ(tailed.busy[rank], plain.busy[rank] + 0.75);
+  EXPECT_LE(tailed.makespan, plain.makespan + 2 * 0.75);
+  EXPECT_GE(tailed.makespan, plain.makespan + 0.75);
+  for (int stage = 0; stage < 2; ++stage) {
+    int last_mb = -1;
+    for (const ms::Action& a : z.ranks[static_cast<std::size_t>(stage)])
+      if (a.op == ms::Op::W) last_mb = a.microbatch;
+    ASSERT_GE(last_mb, 0);
+    for (const auto& e : tailed.timeline.events)
+      if (e.stage == stage && e.op == ms::Op::W && e.label.empty()) {
+        EXPECT_DOUBLE_EQ(e.end - e.start, e.microbatch == last_mb ? 1.75 : 1.0)
+            << "stage " << stage << " W" << e.microbatch;
+      }
+  }
+  d.W_tail = {-1.0};
+  EXPECT_THROW(ms::simulate(z, d), ms::ScheduleError);
+}
