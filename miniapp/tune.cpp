@@ -127,14 +127,16 @@ int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs) 
   const sched::Schedule plan = sched::make_schedule("1f1b", world, m, 1);
   int rank0_actions = 0;
   for (const auto& a : plan.ranks.at(0)) rank0_actions += sched::is_compute(a.op) ? 1 : 0;
-  double measured_busy = 0, outside = 0, cv = 0;
-  std::vector<double> step_ms, span_ms, outside_step;
+  double outside = 0, cv = 0;
+  std::vector<double> busy_ms, step_ms, span_ms, outside_step;
   for (int k = 0; k < runs; ++k) {
     RunReport rep;
     const int rc = run_config(deck, comm, config_keys(ref), 2, rep);
     if (rc != 0) return rc;
     if (rank != 0) continue;
-    for (const auto& q : rep.ranks) measured_busy += 1e3 * (q.time_F + q.time_I + q.time_W + q.time_B);
+    double busy = 0;
+    for (const auto& q : rep.ranks) busy += 1e3 * (q.time_F + q.time_I + q.time_W + q.time_B);
+    busy_ms.push_back(busy);
     const RankReport& r0 = rep.ranks.at(0);
     outside += 1e3 * std::max(0.0, rep.makespan - r0.busy - r0.comm_wait - r0.dump_io);
     step_ms.push_back(1e3 * rep.step_seconds.back());
@@ -142,7 +144,8 @@ int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs) 
     outside_step.push_back(step_ms.back() - span_ms.back());
     cv += rep.action_cv / runs;
   }
-  double got[6] = {ref.busy_ms > 0 ? measured_busy / (runs * ref.busy_ms) : 1.0,
+  // Medians over the runs, like the step times: one disturbed run does not move the model.
+  double got[6] = {ref.busy_ms > 0 ? median(busy_ms) / ref.busy_ms : 1.0,
                    median(step_ms),
                    median(span_ms),
                    outside / (runs * std::max(1, rank0_actions)),

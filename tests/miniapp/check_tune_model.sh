@@ -5,6 +5,8 @@
 #            the larger of the baseline's and that row's own round-to-round spread of median step
 #            times measured in the same run (this shared 2-core machine's load changes between
 #            rounds, and a row's median is known no better than its rounds agree; see the README).
+#            The baseline's spread includes the calibration's measured step: the same configuration,
+#            measured by the profile before tune ran, which the model is anchored to.
 #            A row predicted off by a steady margin has a small spread and still fails.
 #  pick:     the first pick's measured step <= the baseline's x (1 + the baseline's round-to-round
 #            spread measured in the same run): the tuner's pick never loses beyond the noise.
@@ -15,9 +17,13 @@ grep -E '^ +([0-9]+|base) ' "$log"
 grep -E '^(noise|round-to-round spread of each):' "$log"
 case "$what" in
   accuracy)
-    spread=$(sed -nE 's/^noise: .* base spread ([0-9.]+);.*/\1/p' "$log")
+    rounds=$(sed -nE 's/^noise: round medians of base ([0-9. ]+) ms;.*/\1/p' "$log")
+    cal=$(sed -nE 's/^calibration: .* step measured ([0-9.]+) ms.*/\1/p' "$log")
     each=$(sed -nE 's/^round-to-round spread of each:(.*)$/\1/p' "$log")
-    [ -n "$spread" ] && [ -n "$each" ] || { echo "FAIL: no noise lines"; exit 1; }
+    [ -n "$rounds" ] && [ -n "$cal" ] && [ -n "$each" ] || { echo "FAIL: no noise or calibration lines"; exit 1; }
+    spread=$(echo "$cal $rounds" | awk '{ lo = hi = $1; for (k = 2; k <= NF; k++) { if ($k < lo) lo = $k; if ($k > hi) hi = $k }
+                                          printf "%.3f", (hi - lo) / lo }')
+    echo "baseline spread with the calibration's step ($cal ms): $spread"
     awk -v bb="$3" -v pb="$4" -v s="$spread" -v each="$each" '
       BEGIN { ne = split(each, e, " "); for (j = 1; j < ne; j += 2) own[e[j]] = e[j + 1] + 0 }
       $1 ~ /^([0-9]+|base)$/ && NF >= 12 {

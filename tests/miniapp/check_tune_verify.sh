@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# check_tune_verify.sh MINIPIPE DECK OUTDIR: profiles DECK on 2 ranks (with the 1F1B calibration
-# run), then `tune --verify 2 --rounds 3` and checks its output: the calibration line, a measured
+# check_tune_verify.sh MINIPIPE DECK OUTDIR: profiles DECK on 2 ranks (with 5 runs of the 1F1B
+# calibration), then `tune --verify 2 --rounds 3` and checks its output: the calibration line, a measured
 # time and meas/pred on exactly the verified rows and the baseline, the noise line. Leaves
 # OUTDIR/tune.log for check_tune_model.sh (prediction accuracy, pick vs baseline).
 set -u
 bin=$1 deck=$2 out=$3
 rm -rf "$out" && mkdir -p "$out" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
-mpiexec -n 2 "$bin" profile --deck "$deck" --repeat 5 --calibrate 3 --out "$out/costs.json" > "$out/profile.log" 2>&1 \
+mpiexec -n 2 "$bin" profile --deck "$deck" --repeat 5 --calibrate 5 --out "$out/costs.json" > "$out/profile.log" 2>&1 \
   || { cat "$out/profile.log"; fail "profile exited non-zero"; }
 grep -q '"calibration": {"measured": true, "ranks": 2' "$out/costs.json" || fail "the cost file has no calibration"
 mpiexec -n 2 "$bin" tune --deck "$deck" -p 2 --costs "$out/costs.json" --verify 2 --rounds 3 --steps 4 --top 3 \
   > "$out/tune.log" 2>&1 || { cat "$out/tune.log"; fail "tune --verify exited non-zero"; }
 cat "$out/tune.log"
-grep -Eq '^calibration: 1f1b p=2 v=1 m=8 split 4/4 recompute none, 3 runs: slowdown [0-9.]+' "$out/tune.log" \
+grep -Eq '^calibration: 1f1b p=2 v=1 m=8 split 4/4 recompute none, 5 runs: slowdown [0-9.]+' "$out/tune.log" \
   || fail "no calibration line"
 grep -Eq '^ +# +schedule .* pred ms +makespan +bubble +peak MiB +meas ms +meas/pred$' "$out/tune.log" \
   || fail "no table header with the measured columns"
