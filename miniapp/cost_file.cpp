@@ -15,7 +15,8 @@ namespace minipipe {
 namespace {
 
 const char* kModes[3] = {"none", "attention", "block"};
-// Version 2 added the per-part step costs, the profiled concurrency and the calibration.
+// Version 2 added the per-part step costs, the profiled concurrency and the calibration; version 3
+// times each size in steps of its m micro-batches and adds W_tail.
 const char* kFormat = "minipipe-costs-3";
 
 // ---- a strict JSON reader: enough for the cost file ----
@@ -165,6 +166,8 @@ SizeCosts CostFile::at(int samples) const {
   for (const auto& s : sizes)
     if (std::abs(s.samples - samples) < std::abs(near->samples - samples)) near = &s;
   SizeCosts out = *near;
+  // Linear in the samples; W_tail too: at the same m, the samples held back for a step's last W
+  // grow with the micro-batch.
   const double k = static_cast<double>(samples) / near->samples;
   for (auto& part : out.parts)
     for (auto& c : part) c.F *= k, c.I *= k, c.W *= k, c.kept_bytes *= k, c.work_bytes *= k, c.W_tail *= k;

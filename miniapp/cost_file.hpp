@@ -45,7 +45,7 @@ struct Calibration {
   // upload, the step's barriers) over the profiled fixed cost of its slowest rank.
   double fixed_slowdown = 1.0;
   // The reference's compute actions' spread about their kind-and-stage mean (RunReport::action_cv,
-  // each stage's last W left out):
+  // the W that added held-back dW samples left out):
   // the simulator draws action times with it (sched::CostModel::jitter_cv).
   double action_cv = 0;
   double measured_step_ms = 0, measured_makespan_ms = 0;    // medians of the steps after the first

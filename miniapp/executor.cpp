@@ -263,12 +263,12 @@ void Executor<T>::compute(const sched::Action& a) {
   // Observers (device-to-host copies, HDF5 writes) ran inside the action: not compute.
   const double observed = watch_->seconds - observed0;
   stats_->observer_io += observed;
-  record(a, c0, now() - observed);
+  record(a, c0, now() - observed, (a.op == sched::Op::B || a.op == sched::Op::W) && s.last_w_added_held());
   note_memory(s);
 }
 
 template <class T>
-void Executor<T>::record(const sched::Action& a, double start, double end) {
+void Executor<T>::record(const sched::Action& a, double start, double end, bool adds_held) {
   RankStepStats& st = *stats_;
   const double d = end - start;
   switch (a.op) {
@@ -285,7 +285,7 @@ void Executor<T>::record(const sched::Action& a, double start, double end) {
       st.time_B += d;
       break;
   }
-  st.actions.push_back({a.op, a.stage, a.microbatch, start, end});
+  st.actions.push_back({a.op, a.stage, a.microbatch, start, end, adds_held});
 }
 
 // `ran`: the stage of the action just run, whose store may have peaked inside the action (the

@@ -62,7 +62,7 @@ class Executor {
   void post_send(Dir dir, const sched::Action& a);
   View2<T> input_of(Dir dir, const sched::Action& a);
   void compute(const sched::Action& a);
-  void record(const sched::Action& a, double start, double end);
+  void record(const sched::Action& a, double start, double end, bool adds_held);
   void note_memory(const Stage<T>& ran);
   void reap_sends(bool wait_all);
   void check_drained(int step) const;

@@ -63,19 +63,20 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
 }
 
 // Every part of the model, as its own one-part stage, for each micro-batch size n in `samples`
-// under each recompute mode, in `rounds` timed rounds after a warm-up round. A round runs, for
-// every mode and size, one step of m = batch.B / n micro-batches as the trainer runs it:
-// begin_step(m) (a deterministic step of several shares each weight's packed copies and holds
-// back dW samples for grouped exact adds), then F, I and W of each micro-batch in turn (one
-// stored at a time). Sizes and modes alternate within a round, so a change in the machine's load
-// hits them alike (timed one after another, a slow spell made one size look 20% dearer and the
+// under each recompute mode: per mode, a warm-up round and `rounds` timed rounds, each running one
+// step of every size in turn. A step of size n runs m = batch.B / n micro-batches as the trainer
+// does: begin_step(m) (a deterministic step of several shares each weight's packed copies and
+// holds back dW samples for grouped exact adds), then F, I and W of each micro-batch in turn (one
+// stored at a time). Sizes alternate within a round, so a change in the machine's load hits them
+// alike (timed one size after another, a slow spell made one size look 20% dearer and the
 // calibration carried that to every other). A step's F and I of a part are its means over the m
-// micro-batches, so the packing the first pays is spread as in a real run; W likewise, but when
-// samples are held back (deterministic, m > 1) the step's last W adds them: W is the mean of the
-// others and W_tail what the last costs more (the simulator adds it to a stage's last W). Medians
-// over rounds are kept. `fixed` receives each part's median per-step fixed cost (zeroing,
-// finalize, optimizer update), measured on the largest size without recompute.
-// Result: [size][mode][part].
+// micro-batches, so the packing the first pays is spread as in a real run; W likewise, unless
+// samples were still held before the step's last W: then W is the mean of the others and W_tail
+// what the last costs more (the simulator adds it to a stage's last W). Medians over rounds are
+// kept (W_tail's clamped at 0 after the median). A mode's buffers are freed before the next, so
+// at most one mode's sets for every size are alive. `fixed` receives each part's median per-step
+// fixed cost (zeroing, finalize, optimizer update), measured on the largest size without
+// recompute. Result: [size][mode][part].
 std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed,
                                                                 const Batch& batch, const std::vector<int>& samples,
                                                                 int rounds, const OptimizerConfig& opt,
@@ -117,13 +118,13 @@ std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape
   std::vector<std::vector<double>> z(S);
 
   std::vector<double> zero_ms(S), f_sum(S), i_sum(S), w_sum(S), w_last(S);
-  for (int round = 0; round <= rounds; ++round) {  // round 0 warms up (allocations, first touches)
-    for (int ri = 0; ri < 3; ++ri) {
-      const auto r = static_cast<Recompute>(ri);
-      for (auto& st : stages) st.set_recompute(r);
+  std::vector<char> held(S);
+  for (int ri = 0; ri < 3; ++ri) {
+    const auto r = static_cast<Recompute>(ri);
+    for (auto& st : stages) st.release_buffers(), st.set_recompute(r);
+    for (int round = 0; round <= rounds; ++round) {  // round 0 warms up (allocations, first touches)
       for (std::size_t j = 0; j < n_sizes; ++j) {
         const int n = samples[j], m = batch.B / n;
-        const bool holds = mode == Mode::deterministic && m > 1;
         const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
         for (int s = 0; s < S; ++s)
           zero_ms[s] = timed([&] {
@@ -152,6 +153,7 @@ std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape
           for (int s = S - 1; s >= 0; --s) {
             const double tw = timed([&] { stages[s].backward_weight(mb, in); });
             (k == m - 1 ? w_last[s] : w_sum[s]) += tw;
+            if (k == m - 1) held[s] = m > 1 && stages[s].last_w_added_held();
           }
         }
         // The trainer's work once per step: zeroing (timed above), finalize and the update.
@@ -165,13 +167,15 @@ std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape
         for (int s = 0; s < S; ++s) {
           Times& x = t[j][static_cast<std::size_t>(ri)][static_cast<std::size_t>(s)];
           x.F.push_back(f_sum[s] / m), x.I.push_back(i_sum[s] / m);
-          const double w_other = holds ? w_sum[s] / (m - 1) : (w_sum[s] + w_last[s]) / m;
-          x.W.push_back(w_other), x.W_tail.push_back(holds ? std::max(0.0, w_last[s] - w_other) : 0.0);
+          // Signed: where the last W adds little, its noise must not average into a positive tail.
+          const double w_other = held[s] ? w_sum[s] / (m - 1) : (w_sum[s] + w_last[s]) / m;
+          x.W.push_back(w_other), x.W_tail.push_back(held[s] ? w_last[s] - w_other : 0.0);
           if (with_fixed) z[s].push_back(fixed_ms[s]);
         }
       }
     }
   }
+  for (auto& st : stages) st.release_buffers();
   // The median, not the least: under other work a short part sometimes escapes every disturbance
   // and a long one never does, so least times are not comparable across parts and sizes (and the
   // tuner would favour whichever configuration was measured lucky); the calibration scales the
@@ -181,7 +185,7 @@ std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape
       for (std::size_t s = 0; s < static_cast<std::size_t>(S); ++s) {
         const Times& x = t[j][ri][s];
         PartCost& pc = out[j][ri][s];
-        pc.F = median(x.F), pc.I = median(x.I), pc.W = median(x.W), pc.W_tail = median(x.W_tail);
+        pc.F = median(x.F), pc.I = median(x.I), pc.W = median(x.W), pc.W_tail = std::max(0.0, median(x.W_tail));
       }
   fixed.assign(static_cast<std::size_t>(S), 0.0);
   for (int s = 0; s < S; ++s) fixed[static_cast<std::size_t>(s)] = median(z[s]);
@@ -281,8 +285,8 @@ void ProfileTool::attach(CLI::App& parent) {
   sub->add_option("--deck", deck_path, "TOML input deck (model shape, batch, mode)");
   sub->add_option("--out", out_path, "cost file to write (JSON)")->required();
   sub->add_option("--repeat", repeat,
-                  "timed micro-batches per part and size; a step of m = batch/size micro-batches gives one mean, and "
-                  "the median of max(3, ceil(repeat/m)) such steps is kept")
+                  "timed rounds per recompute mode; a round runs one step of m = batch/size micro-batches for every "
+                  "size, and the median over rounds of each part's mean per micro-batch is kept")
       ->check(CLI::Range(1, 1000));
   sub->add_option("--calibrate", calibrate,
                   "on 2+ ranks: runs (2 steps each) of the 1F1B reference pipeline that measure the slowdown of a "

@@ -20,10 +20,10 @@ namespace minipipe {
 // fit; one rank: none measured, transfers cost 0); then rank 0 (every rank at once when
 // `concurrent`) runs every part as its own stage for each micro-batch size B/m (m a divisor of
 // train.batch) in steps of m micro-batches as the trainer runs them (shared packed weights and
-// held-back dW samples included), max(3, ceil(repeat / m)) steps after a warm-up, and keeps the
-// median over steps of each part's mean time per micro-batch (the least over ranks), with each
-// part's per-step fixed cost. No calibration (see
-// calibrate_costs in tune.hpp). The same result on every rank.
+// held-back dW samples included): per recompute mode, `repeat` rounds after a warm-up, each one
+// step of every size; it keeps the median over rounds of each part's mean time per micro-batch
+// (the least over ranks), the last W's extra (W_tail) and each part's per-step fixed cost. No
+// calibration (see calibrate_costs in tune.hpp). The same result on every rank.
 CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurrent = false);
 
 struct ProfileTool {

@@ -35,8 +35,8 @@ struct RunReport {
   std::optional<double> bubble_analytic;
   double imbalance = 0;  // max/mean per-stage compute time
   // Spread of the timed step's compute actions about the mean of their kind and stage: the root
-  // mean square of (time / mean - 1) (0 = every F of a stage as long as every other one). Each
-  // stage's last W-carrying action is left out (it adds the held-back dW samples: a planned cost).
+  // mean square of (time / mean - 1) (0 = every F of a stage as long as every other one). The W
+  // that added a stage's held-back dW samples is left out (a planned cost, not a spread).
   double action_cv = 0;
   std::vector<double> stage_compute;  // per stage: F + I + W + B seconds in the timed step
   std::vector<RankReport> ranks;

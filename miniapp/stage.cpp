@@ -519,6 +519,10 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
     throw std::logic_error(os.str());
   }
   action_peak_ = stored_bytes();
+  // The step's last W adds what earlier W's held back (in its Linear calls when this one fills a
+  // group, else in the flush below).
+  added_held_ = w_expected_ > 0 && w_done_ + 1 == w_expected_ &&
+                std::any_of(params_.begin(), params_.end(), [](const Param<T>& p) { return p.acc.pending.count > 0; });
   const int n = mb.nsamples, T_ = shape_.seq_len;
   const std::size_t N = static_cast<std::size_t>(n) * T_;
   auto& ws = *ws_;
@@ -568,6 +572,16 @@ void Stage<T>::set_recompute(Recompute r) {
     throw std::logic_error(describe() + ": recompute mode changed with " + std::to_string(store_.size()) +
                            " micro-batch(es) stored");
   recompute_ = r;
+}
+
+template <class T>
+void Stage<T>::release_buffers() {
+  if (!store_.empty())
+    throw std::logic_error(describe() + ": buffers released with " + std::to_string(store_.size()) +
+                           " micro-batch(es) stored");
+  kept_pool_.clear();
+  work_pool_.clear();
+  ws_->forward_scratch.clear();
 }
 
 template <class T>

@@ -110,8 +110,12 @@ class Stage {
   const ModelShape& shape() const { return shape_; }
   Recompute recompute() const { return recompute_; }
   // Between steps (nothing stored): later micro-batches keep what `r` says. Buffer sets are pooled
-  // per mode, so switching back and forth allocates once per mode and size (the profiler does).
+  // per mode and size; release_buffers (nothing stored) frees every pooled set.
   void set_recompute(Recompute r);
+  void release_buffers();
+  // Whether the last backward_weight was the step's last W and samples held back by the step's
+  // earlier W's were waiting for it (begin_step's deferral): a cost the step pays once, there.
+  bool last_w_added_held() const { return added_held_; }
 
   // F: x_in (n*T, C) is ignored on the first stage (it embeds tokens); y_out (n*T, C) is ignored
   // on the last stage (it computes the loss into in.sample_loss / in.sample_tokens).
@@ -170,6 +174,7 @@ class Stage {
   Recompute recompute_;
   std::size_t action_peak_ = 0;
   int w_expected_ = 0, w_done_ = 0;  // W actions of the step (begin_step) and those run so far
+  bool added_held_ = false;          // see last_w_added_held
   std::vector<Param<T>> params_;
   Kokkos::View<int*, MemSpace> flags_;                            // overflow flag per parameter
   typename Kokkos::View<int*, MemSpace>::HostMirror flags_host_;  // read once per step

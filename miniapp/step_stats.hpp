@@ -15,6 +15,7 @@ struct ActionTiming {
   sched::Op op = sched::Op::F;
   int stage = -1, microbatch = -1;
   double start = 0, end = 0;
+  bool adds_held = false;  // the stage's last W of the step, which added the held-back dW samples
 };
 
 // The first NaN or infinity this rank saw in a step, on the step's clock so that ranks can agree

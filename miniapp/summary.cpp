@@ -20,27 +20,20 @@ double mean_of(const std::vector<double>& v) {
   return x;
 }
 
-bool carries_w(sched::Op op) {
-  return op == sched::Op::W || op == sched::Op::B || op == sched::Op::OVERLAP_F_B;
-}
-
-// Each stage's last W-carrying action (W, B or an overlapped pair) in the timed step; a stage's
-// actions all run on one rank, in that rank's order.
-std::set<const ActionTiming*> last_w_actions(const RunMeasurements& meas) {
+// The actions that added their stage's held-back dW samples (the last W of a deterministic step
+// of several micro-batches).
+std::set<const ActionTiming*> tail_actions(const RunMeasurements& meas) {
   std::set<const ActionTiming*> out;
-  for (const auto& st : meas.ranks) {
-    std::map<int, const ActionTiming*> last;
+  for (const auto& st : meas.ranks)
     for (const auto& a : st.actions)
-      if (carries_w(a.op)) last[a.stage] = &a;
-    for (const auto& kv : last) out.insert(kv.second);
-  }
+      if (a.adds_held) out.insert(&a);
   return out;
 }
 
 // Mean measured cost of each action kind per stage, in ms; a stage without split backward
 // gets I = W = B/2, one without full backward B = I + W. W_rest, B_rest and W_tail split off
-// each stage's last W-carrying action (in a deterministic step of several micro-batches it adds
-// the held-back dW samples): the means without it, and how much longer it ran (>= 0).
+// the action that added a stage's held-back dW samples (its last W or B of a deterministic step
+// of several micro-batches; none elsewhere): the means without it, and how much longer it ran.
 struct StageCosts {
   std::vector<double> F, I, W, B, total;  // total: seconds of compute in the timed step
   std::vector<double> W_rest, B_rest, W_tail;
@@ -48,7 +41,7 @@ struct StageCosts {
 
 StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas) {
   const int S = plan.num_stages();
-  const std::set<const ActionTiming*> tails = last_w_actions(meas);
+  const std::set<const ActionTiming*> tails = tail_actions(meas);
   std::vector<double> sum[4], rest[4], last(S, 0);
   std::vector<int> count[4];
   std::vector<int> last_slot(S, -1);
@@ -144,9 +137,9 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   rep.stage_compute = c.total;
   rep.imbalance = mean_stage > 0 ? max_stage / mean_stage : 1;
   {
-    // Each stage's last W-carrying action is left out: in a deterministic step it adds the dW
-    // samples held back, a planned cost (the simulator's W_tail), not a spread.
-    const std::set<const ActionTiming*> tails = last_w_actions(meas);
+    // The actions that added held-back dW samples are left out: a planned cost (the simulator's
+    // W_tail), not a spread.
+    const std::set<const ActionTiming*> tails = tail_actions(meas);
     std::map<std::pair<int, int>, std::pair<double, int>> kind;  // (op, stage) -> (sum, count)
     for (const auto& st : meas.ranks)
       for (const auto& a : st.actions) {

@@ -248,7 +248,7 @@ void TuneTool::attach(CLI::App& parent) {
       ->check(CLI::Range(0, 100));
   sub->add_option("--top", top, "configurations to print")->check(CLI::Range(1, 10000));
   sub->add_option("--steps", steps, "steps of each --verify run (the first is warm-up)")->check(CLI::Range(2, 10000));
-  sub->add_option("--repeat", repeat, "timed micro-batches per part and size when profiling now (see profile --help)")
+  sub->add_option("--repeat", repeat, "timed rounds per recompute mode when profiling now (see profile --help)")
       ->check(CLI::Range(1, 1000));
   sub->add_option("--calibrate", calibrate,
                   "when profiling now on 2+ ranks: runs (2 steps each) of the 1F1B reference that measure the slowdown")

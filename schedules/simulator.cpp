@@ -172,7 +172,8 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
       for (const Action& x : a.op == Op::OVERLAP_F_B ? a.sub : std::vector<Action>{a})
         if (x.op == Op::W || x.op == Op::B) last_w[static_cast<std::size_t>(x.stage)] = x.microbatch;
   auto tail = [&](const Action& a) {
-    return a.microbatch == last_w[static_cast<std::size_t>(a.stage)] ? c.W_tail[a.stage] : 0.0;
+    const bool carries_w = a.op == Op::W || a.op == Op::B;
+    return carries_w && a.microbatch == last_w[static_cast<std::size_t>(a.stage)] ? c.W_tail[a.stage] : 0.0;
   };
   std::function<double(const Action&)> duration = [&](const Action& a) -> double {
     switch (a.op) {
@@ -184,8 +185,11 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
         return c.I[a.stage] * spread(a) + c.action_overhead;
       case Op::W:
         return c.W[a.stage] * spread(a) + tail(a) + c.action_overhead;
-      case Op::OVERLAP_F_B:
-        return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]));
+      case Op::OVERLAP_F_B: {
+        // A tail is serial work after the pair's overlapped part: not scaled by overlap_fb.
+        const double tails = tail(a.sub[0]) + tail(a.sub[1]);
+        return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]) - tails) + tails;
+      }
       default:
         return 0.0;
     }

@@ -10,6 +10,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 mpiexec -n 2 "$bin" profile --deck "$deck" --repeat 5 --calibrate 5 --out "$out/costs.json" > "$out/profile.log" 2>&1 \
   || { cat "$out/profile.log"; fail "profile exited non-zero"; }
 grep -q '"calibration": {"measured": true, "ranks": 2' "$out/costs.json" || fail "the cost file has no calibration"
+# Deterministic steps of several micro-batches hold dW samples back for their last W: the profile
+# measures that extra (W_tail) on the blocks' Linears at this deck's sizes.
+tails=$(grep -oE '"W_tail": [0-9.e+-]+' "$out/costs.json" | awk '$2 > 0.05' | wc -l)
+[ "$tails" -gt 0 ] || fail "no part has a measured W_tail above 0.05 ms"
 mpiexec -n 2 "$bin" tune --deck "$deck" -p 2 --costs "$out/costs.json" --verify 2 --rounds 3 --steps 4 --top 3 \
   > "$out/tune.log" 2>&1 || { cat "$out/tune.log"; fail "tune --verify exited non-zero"; }
 cat "$out/tune.log"

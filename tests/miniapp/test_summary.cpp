@@ -87,6 +87,32 @@ TEST(Summary, SimulatorFedWithMeasuredCostsMatchesTheClosedForm) {
     }
 }
 
+// A deterministic step's last B per stage adds the held-back dW samples (flagged adds_held): the
+// spread leaves it out (every other action is as long as its siblings: 0) and the simulated bubble
+// is the simulator's with that extra as W_tail. Unflagged, the same times count as spread.
+TEST(Summary, HeldSampleAddsAreATailNotSpread) {
+  const int p = 2, m = 4;
+  const ms::Schedule plan = ms::post_receives_early(ms::lower_communication(ms::make_schedule("1f1b", p, m)));
+  RunMeasurements meas = measured(plan, 0.003, 0.006);
+  for (auto& st : meas.ranks) {
+    ActionTiming* last = nullptr;
+    for (auto& a : st.actions)
+      if (a.op == ms::Op::B) last = &a;
+    ASSERT_NE(last, nullptr);
+    last->end += 0.010;
+    last->adds_held = true;
+  }
+  const RunReport rep = summarize(context(p, m), plan, meas);
+  EXPECT_NEAR(rep.action_cv, 0.0, 1e-12);
+  ms::CostModel c = ms::CostModel::uniform(p, 3, 6, 3, 3, 0);
+  c.W_tail = {10.0};
+  EXPECT_NEAR(rep.bubble_simulated, ms::simulate(ms::make_schedule("1f1b", p, m), c).bubble_fraction, 1e-12);
+  EXPECT_GT(rep.bubble_simulated, 0.0);
+  for (auto& st : meas.ranks)
+    for (auto& a : st.actions) a.adds_held = false;
+  EXPECT_GT(summarize(context(p, m), plan, meas).action_cv, 0.3);
+}
+
 TEST(Summary, MeasuredTimelineHoldsEveryActionInMilliseconds) {
   const ms::Schedule plan = ms::lower_communication(ms::make_schedule("gpipe", 2, 3));
   const RunMeasurements meas = measured(plan, 0.001, 0.002);
