@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <stdexcept>
 
 #include "schedules/simulator.hpp"
@@ -20,16 +19,6 @@ double mean_of(const std::vector<double>& v) {
   return x;
 }
 
-// The actions that added their stage's held-back dW samples (the last W of a deterministic step
-// of several micro-batches).
-std::set<const ActionTiming*> tail_actions(const RunMeasurements& meas) {
-  std::set<const ActionTiming*> out;
-  for (const auto& st : meas.ranks)
-    for (const auto& a : st.actions)
-      if (a.adds_held) out.insert(&a);
-  return out;
-}
-
 // Mean measured cost of each action kind per stage, in ms; a stage without split backward
 // gets I = W = B/2, one without full backward B = I + W. W_rest, B_rest and W_tail split off
 // the action that added a stage's held-back dW samples (its last W or B of a deterministic step
@@ -41,7 +30,6 @@ struct StageCosts {
 
 StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas) {
   const int S = plan.num_stages();
-  const std::set<const ActionTiming*> tails = tail_actions(meas);
   std::vector<double> sum[4], rest[4], last(S, 0);
   std::vector<int> count[4];
   std::vector<int> last_slot(S, -1);
@@ -53,7 +41,7 @@ StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas)
       const int k = slot(a.op);
       sum[k][a.stage] += a.end - a.start;
       ++count[k][a.stage];
-      if (tails.count(&a))
+      if (a.adds_held)
         last[a.stage] = a.end - a.start, last_slot[a.stage] = k;
       else
         rest[k][a.stage] += a.end - a.start;
@@ -139,11 +127,10 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   {
     // The actions that added held-back dW samples are left out: a planned cost (the simulator's
     // W_tail), not a spread.
-    const std::set<const ActionTiming*> tails = tail_actions(meas);
     std::map<std::pair<int, int>, std::pair<double, int>> kind;  // (op, stage) -> (sum, count)
     for (const auto& st : meas.ranks)
       for (const auto& a : st.actions) {
-        if (tails.count(&a)) continue;
+        if (a.adds_held) continue;
         auto& k = kind[{static_cast<int>(a.op), a.stage}];
         k.first += a.end - a.start, ++k.second;
       }
@@ -151,7 +138,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     int n = 0;
     for (const auto& st : meas.ranks)
       for (const auto& a : st.actions) {
-        if (tails.count(&a)) continue;
+        if (a.adds_held) continue;
         const auto& k = kind[{static_cast<int>(a.op), a.stage}];
         const double mean = k.first / k.second;
         if (mean > 0) sq += ((a.end - a.start) / mean - 1) * ((a.end - a.start) / mean - 1), ++n;
