@@ -1,5 +1,7 @@
 // Cross-entropy kernels (rowred's canonical row order in deterministic mode, host loop or device
-// team kernel; team reductions and libm in fast mode) and the exact global loss normalisation.
+// team kernel; team reductions and libm in fast mode on the device path) and the exact global loss
+// normalisation. On the host fast mode runs the deterministic row loop, which is 3-4x faster than a
+// Serial team per row with scalar libm exp; fast mode's tolerance contract allows its bits.
 #include "cross_entropy.hpp"
 
 #include <stdexcept>
@@ -78,7 +80,7 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
         });
     return;
   }
-  if (mode == Mode::deterministic) {
+  if (!use_device_path()) {  // host, both modes
     Kokkos::parallel_for(
         "CrossEntropy::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,V)
           const int tgt = targets(n);
@@ -158,7 +160,7 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
         });
     return;
   }
-  if (mode == Mode::deterministic) {
+  if (!use_device_path()) {  // host, both modes
     Kokkos::parallel_for(
         "CrossEntropy::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
           const int tgt = targets(n);

@@ -1,5 +1,5 @@
-// Fast mode (libm, team-parallel row reductions, plain float gradient sums) against
-// deterministic mode, float: every forward, I and W output within a per-kernel tolerance.
+// Fast mode (libm, team-parallel row reductions on the device path, plain float gradient sums)
+// against deterministic mode, float: every forward, I and W output within a per-kernel tolerance.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -34,6 +34,10 @@ std::vector<double> finalized(const GradAccum<float>& acc) {
   return g.host_values();
 }
 
+// Fast mode runs the deterministic row loop on the host path and team reductions on the device
+// path: both are checked here (the device path runs on this host backend).
+const KernelPath kFastPaths[] = {KernelPath::automatic, KernelPath::device};
+
 TEST(FastMode, LayerNorm) {
   const int B = 4, T = 16, N = B * T, C = 96;
   Tensor<float> x("x", N, C), w("w", C), b("b", C), dout("dout", N, C);
@@ -41,8 +45,7 @@ TEST(FastMode, LayerNorm) {
   test::fill_uniform(w, 32, 0.5, 1.5);
   test::fill_uniform(b, 33);
   test::fill_uniform(dout, 34);
-  std::vector<std::vector<double>> res[2];
-  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+  auto run = [&](Mode mode) {
     Tensor<float> out("out", N, C), mean("mean", N), rstd("rstd", N), dx("dx", N, C);
     LayerNorm<float>::forward(mode, x.cmat(), w.cvec(), b.cvec(), out.mat(), mean.vec(), rstd.vec());
     LayerNorm<float>::backward_input(mode, x.cmat(), w.cvec(), mean.cvec(), rstd.cvec(), dout.cmat(), dx.mat());
@@ -50,11 +53,18 @@ TEST(FastMode, LayerNorm) {
     dw.zero();
     db.zero();
     LayerNorm<float>::backward_weight(mode, x.cmat(), mean.cvec(), rstd.cvec(), dout.cmat(), T, dw, db);
-    res[mode == Mode::fast] = {out.host_values(), rstd.host_values(), dx.host_values(), finalized(dw), finalized(db)};
-  }
+    return std::vector<std::vector<double>>{out.host_values(), rstd.host_values(), dx.host_values(), finalized(dw),
+                                            finalized(db)};
+  };
+  const auto det = run(Mode::deterministic);
   const char* names[] = {"LayerNorm fast out", "LayerNorm fast rstd", "LayerNorm fast dx (I)", "LayerNorm fast dw (W)",
                          "LayerNorm fast db (W)"};
-  for (int i = 0; i < 5; ++i) expect_close(names[i], res[1][i], res[0][i], kLayerNormTol);
+  for (KernelPath path : kFastPaths) {
+    SCOPED_TRACE(to_string(path));
+    test::PathScope scope(path);
+    const auto fast = run(Mode::fast);
+    for (int i = 0; i < 5; ++i) expect_close(names[i], fast[i], det[i], kLayerNormTol);
+  }
 }
 
 TEST(FastMode, Attention) {
@@ -97,15 +107,20 @@ TEST(FastMode, CrossEntropy) {
   std::vector<int> tg(N);
   for (int n = 0; n < N; ++n) tg[n] = n % 7 == 6 ? -1 : (n * 37) % V;
   test::IntTensor targets(tg);
-  std::vector<std::vector<double>> res[2];
-  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+  auto run = [&](Mode mode) {
     Tensor<float> losses("losses", N), dlogits("dlogits", N, V);
     CrossEntropy<float>::forward(mode, logits.cmat(), targets.all(), losses.vec());
     CrossEntropy<float>::backward_input(mode, logits.cmat(), targets.all(), 1.0f / 34.0f, dlogits.mat());
-    res[mode == Mode::fast] = {losses.host_values(), dlogits.host_values()};
+    return std::vector<std::vector<double>>{losses.host_values(), dlogits.host_values()};
+  };
+  const auto det = run(Mode::deterministic);
+  for (KernelPath path : kFastPaths) {
+    SCOPED_TRACE(to_string(path));
+    test::PathScope scope(path);
+    const auto fast = run(Mode::fast);
+    expect_close("CrossEntropy fast losses", fast[0], det[0], kCrossEntropyTol);
+    expect_close("CrossEntropy fast dlogits (I)", fast[1], det[1], kCrossEntropyTol);
   }
-  expect_close("CrossEntropy fast losses", res[1][0], res[0][0], kCrossEntropyTol);
-  expect_close("CrossEntropy fast dlogits (I)", res[1][1], res[0][1], kCrossEntropyTol);
 }
 
 TEST(FastMode, EmbeddingWeights) {

@@ -25,19 +25,8 @@
 namespace minipipe {
 namespace {
 
+using test::PathScope;
 using test::Tensor;
-
-// Sets the kernel path for one scope and restores the previous one.
-class PathScope {
- public:
-  explicit PathScope(KernelPath p) : old_(kernel_path()) { set_kernel_path(p); }
-  ~PathScope() { set_kernel_path(old_); }
-  PathScope(const PathScope&) = delete;
-  PathScope& operator=(const PathScope&) = delete;
-
- private:
-  KernelPath old_;
-};
 
 // Index of the first element whose bits differ (or the sizes differ), else -1.
 template <class T>

@@ -13,9 +13,22 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_path.hpp"
 #include "kernels/types.hpp"
 
 namespace minipipe::test {
+
+// Sets the kernel path for one scope and restores the previous one.
+class PathScope {
+ public:
+  explicit PathScope(KernelPath p) : old_(kernel_path()) { set_kernel_path(p); }
+  ~PathScope() { set_kernel_path(old_); }
+  PathScope(const PathScope&) = delete;
+  PathScope& operator=(const PathScope&) = delete;
+
+ private:
+  KernelPath old_;
+};
 
 // A flat device buffer with a host mirror, viewed as (rows, cols) on demand.
 template <class T>
