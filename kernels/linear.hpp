@@ -11,14 +11,16 @@ namespace minipipe {
 
 // deterministic: every GEMM is gemm_det (sequential FMA chain per element); weight/bias
 //   gradients add one exact per-sample partial per element into GradAccum's fixed point.
-// fast: KokkosBlas::gemm (vendor BLAS / cuBLAS when Kokkos Kernels has the TPL), plain sums.
+// fast: KokkosBlas::gemm (vendor BLAS / cuBLAS when Kokkos Kernels has the TPL), plain sums; on the
+//   host path a forward or backward-input given an enabled PackedB runs gemm_det on it instead.
 // Every entry takes the caller's KernelWorkspace (GEMM packing, dW partials), whose bytes() the caller
 // counts; calls sharing one KernelWorkspace must not run concurrently.
 template <class T>
 struct Linear {
   // y (N,O) = x (N,I) W (O,I)^T + b (O); b may be an empty view (no bias). y is overwritten.
-  // Deterministic mode packs W^T into `packed` when it is enabled, for the next calls with this W
-  // (see PackedB); fast mode ignores it.
+  // When `packed` is enabled (see PackedB), W^T is packed into it for the next calls with this W;
+  // in fast mode that also moves the call from BLAS to gemm_det (host path only: the device path
+  // ignores `packed` in both modes).
   static void forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws,
                       PackedB<T>* packed = nullptr);
 

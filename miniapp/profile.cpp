@@ -65,8 +65,8 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
 // Every part of the model, as its own one-part stage, for each micro-batch size n in `samples`
 // under each recompute mode: per mode, a warm-up round and `rounds` timed rounds, each running one
 // step of every size in turn. A step of size n runs m = batch.B / n micro-batches as the trainer
-// does: begin_step(m) (a deterministic step of several shares each weight's packed copies and
-// holds back dW samples for grouped exact adds), then F, I and W of each micro-batch in turn (one
+// does: begin_step(m) (a step of several shares each weight's packed copies; a deterministic one
+// also holds back dW samples for grouped exact adds), then F, I and W of each micro-batch in turn (one
 // stored at a time). Sizes alternate within a round, so a change in the machine's load hits them
 // alike (timed one size after another, a slow spell made one size look 20% dearer and the
 // calibration carried that to every other). A step's F and I of a part are its means over the m

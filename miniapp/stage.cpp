@@ -589,10 +589,11 @@ void Stage<T>::begin_step(int microbatches) {
   w_expected_ = microbatches;
   w_done_ = 0;
   // With several micro-batches the weights of this step are packed once for the GEMMs of all of
-  // them; they stay fixed until finalize_grads, which drops the packed copies.
-  const bool share = mode_ == Mode::deterministic && microbatches > 1;
+  // them (both modes: see Linear); they stay fixed until finalize_grads, which drops the packed
+  // copies. Deterministic mode also holds dW samples back for fewer exact folds.
+  const bool share = microbatches > 1;
   for (auto& p : params_) {
-    p.acc.defer_weight_samples(share);
+    p.acc.defer_weight_samples(share && mode_ == Mode::deterministic);
     share_packed_weights(p, share);
   }
 }

@@ -22,7 +22,7 @@ struct Param {
   View1<T> value, grad, m, v;  // m, v: optimizer state (AdamW moments or SGD momentum in m)
   GradAccum<T> acc;
   // Linear weights: the packed W^T (forward) and W (backward-input) that a step's micro-batches
-  // share (PackedB); enabled by begin_step for a deterministic step of several micro-batches.
+  // share (PackedB); enabled by begin_step for a step of several micro-batches.
   PackedB<T> packed_fwd, packed_bwd;
 };
 

@@ -1,6 +1,6 @@
 // Linear layer: F/I/W gradients against central finite differences (double, both modes),
 // deterministic dW/db bitwise independent of the micro-batch split and call order (float),
-// fast mode within 1e-4 of deterministic (float).
+// fast mode within 1e-4 of deterministic (float), and on the packed tiles when it shares a weight.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +21,8 @@ using test::to_device;
 using test::to_device2;
 using test::to_host;
 using test::to_host2;
+
+constexpr bool kMemHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
 
 // Host-side copy of a Linear problem: x (N,I), W (O,I), b (O), upstream gradient G (N,O).
 template <class T>
@@ -201,6 +203,49 @@ TEST(LinearFastMode, AgreesWithDeterministic) {
   const auto gf = weight_grad_in_calls(Mode::fast, d, rows_per_sample, calls);
   EXPECT_LT(max_rel_diff(gf.first, gd.first), 1e-4) << "dW";
   EXPECT_LT(max_rel_diff(gf.second, gd.second), 1e-4) << "db";
+}
+
+// Fast mode given an enabled PackedB (a step of several micro-batches) runs gemm_det on the shared
+// packed weight on the host path: forward and backward-input give deterministic mode's bits, for
+// the call that packs and the calls that read the copy; without one it stays on BLAS.
+TEST(LinearFastMode, SharedPackedWeightRunsTheTiles) {
+  if constexpr (!kMemHostAccessible) {  // constexpr: nvcc warns of an unreachable loop otherwise
+    GTEST_SKIP() << "PackedB is a host-path feature";
+  } else {
+    const LinearData<float> d(24, 48, 40, 17);
+    auto dx = to_device2(d.x, d.N, d.I), dWv = to_device2(d.W, d.O, d.I), dG = to_device2(d.G, d.N, d.O);
+    auto db = to_device(d.b);
+    KernelWorkspace ws;
+    View2<float> y("y", d.N, d.O), dxo("dxo", d.N, d.I);
+    Linear<float>::forward(Mode::deterministic, dx, dWv, db, y, ws);
+    const std::vector<float> y_det = to_host2(y);
+    Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxo, ws);
+    const std::vector<float> dx_det = to_host2(dxo);
+    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws);
+    const std::vector<float> y_blas = to_host2(y);
+    EXPECT_LT(max_rel_diff(y_blas, y_det), 1e-4);
+    PackedB<float> pf, pb;
+    pf.enable();
+    pb.enable();
+    for (int call = 0; call < 3; ++call) {
+      Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+      EXPECT_EQ(to_host2(y), y_det) << "forward, call " << call;
+      Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws, &pb);
+      EXPECT_EQ(to_host2(dxo), dx_det) << "backward_input, call " << call;
+    }
+    EXPECT_TRUE(pf.valid && pb.valid);
+    // W changes in place while the copies are kept: the tiles still read the copies (BLAS would
+    // read the new W), which is why a stage disables them before the optimizer step.
+    Kokkos::deep_copy(dWv, 0.5f);
+    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+    EXPECT_EQ(to_host2(y), y_det) << "forward did not read the kept copy";
+    Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws, &pb);
+    EXPECT_EQ(to_host2(dxo), dx_det) << "backward_input did not read the kept copy";
+    Kokkos::deep_copy(dWv, to_device2(d.W, d.O, d.I));
+    pf.disable();  // off again: BLAS, as with no PackedB
+    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+    EXPECT_EQ(to_host2(y), y_blas);
+  }
 }
 
 TEST(LinearArguments, RejectsBadShapesAndModes) {
