@@ -27,16 +27,9 @@ NonFinite decode_non_finite(std::int64_t lowest_code) {
 
 template <class T>
 NonFinite FiniteCheck<T>::first_non_finite(CVec<T> x) {
-  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  std::int64_t code = kFiniteCode;
-  Kokkos::parallel_reduce(
-      "FiniteCheck::first_non_finite", Kokkos::RangePolicy<ExecSpace>(0, n),
-      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& lowest) {
-        const std::int64_t c = non_finite_code(x(i), i);
-        if (c < lowest) lowest = c;
-      },
-      Kokkos::Min<std::int64_t>(code));
-  return decode_non_finite(code);
+  const T* const xp = x.data();
+  return checked_for_each<T>(
+      "FiniteCheck::first_non_finite", x, KOKKOS_LAMBDA(const std::int64_t i) { return xp[i]; });
 }
 
 template <class T>

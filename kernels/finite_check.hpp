@@ -34,6 +34,42 @@ KOKKOS_FORCEINLINE_FUNCTION std::int64_t non_finite_code(T v, std::int64_t i) {
 }
 NonFinite decode_non_finite(std::int64_t lowest_code);
 
+// Elements one thread of a checked element-wise kernel takes: a block on host backends, whose loop
+// vectorizes because it carries a flag, not the index minimum (the per-element Min reduction kept
+// AdamW scalar: no vsqrtps, no vdivps); one on devices, where neighbouring threads coalesce.
+constexpr std::int64_t kCheckedBlock =
+    Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible ? 2048 : 1;
+
+// Runs write(i) for every i in [0, n = out.extent(0)): it stores element i of `out` (or only reads
+// it) and returns the value. Returns out's first non-finite element from the same pass: a block
+// that met one is scanned again for its lowest code, so the answer is that of the per-element
+// reduction. `label` names the kernel (Kokkos Tools).
+template <class T, class View, class Write>
+NonFinite checked_for_each(const char* label, const View& out, const Write& write) {
+  const std::int64_t n = static_cast<std::int64_t>(out.extent(0));
+  const std::int64_t blocks = (n + kCheckedBlock - 1) / kCheckedBlock;
+  std::int64_t code = kFiniteCode;
+  Kokkos::parallel_reduce(
+      label, Kokkos::RangePolicy<ExecSpace>(0, blocks),
+      KOKKOS_LAMBDA(const std::int64_t blk, std::int64_t& lowest) {
+        const std::int64_t i0 = blk * kCheckedBlock;
+        const std::int64_t i1 = i0 + kCheckedBlock < n ? i0 + kCheckedBlock : n;
+        int bad = 0;
+        for (std::int64_t i = i0; i < i1; ++i) {
+          const T v = write(i);
+          const T d = v - v;
+          bad |= d != d;
+        }
+        if (bad)
+          for (std::int64_t i = i0; i < i1; ++i) {
+            const std::int64_t c = non_finite_code(T(out(i)), i);
+            if (c < lowest) lowest = c;
+          }
+      },
+      Kokkos::Min<std::int64_t>(code));
+  return decode_non_finite(code);
+}
+
 template <class T>
 struct FiniteCheck {
   // x (n): one Kokkos::Min reduction ("FiniteCheck::first_non_finite") over 2*index + (inf ? 1 : 0)

@@ -108,7 +108,6 @@ struct GradAccum {
       throw std::logic_error("gradient accumulator '" + name + "' read with " + std::to_string(pending.count) +
                              " held-back sample(s) not flushed (Linear::flush_weight)");
     const std::int64_t n = static_cast<std::int64_t>(g.extent(0));
-    std::int64_t code = kFiniteCode;
     if (mode == Mode::deterministic) {
       // No check needed: a sum that left the exact range (|x| < 2^47) or took a non-finite partial
       // raised the overflow flag instead, and every value in range is finite as a T. (A fused
@@ -117,19 +116,16 @@ struct GradAccum {
       Kokkos::parallel_for(
           "GradAccum::finalize", Kokkos::RangePolicy<ExecSpace>(0, n),
           KOKKOS_LAMBDA(const std::int64_t e) { g(e) = static_cast<T>(ExactSum::to_double(ex(e))); });
-    } else {
-      auto s = sum;
-      Kokkos::parallel_reduce(
-          "GradAccum::finalize", Kokkos::RangePolicy<ExecSpace>(0, n),
-          KOKKOS_LAMBDA(const std::int64_t e, std::int64_t& lowest) {
-            const T v = s(e);
-            g(e) = v;
-            const std::int64_t c = non_finite_code(v, e);
-            if (c < lowest) lowest = c;
-          },
-          Kokkos::Min<std::int64_t>(code));
+      return NonFinite{};
     }
-    return decode_non_finite(code);
+    const T* const s = sum.data();
+    T* const gp = g.data();
+    return checked_for_each<T>(
+        "GradAccum::finalize", g, KOKKOS_LAMBDA(const std::int64_t e) {
+          const T v = s[e];
+          gp[e] = v;
+          return v;
+        });
   }
 };
 

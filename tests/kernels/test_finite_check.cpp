@@ -15,6 +15,7 @@
 namespace {
 
 using minipipe::FiniteCheck;
+using minipipe::kCheckedBlock;
 using minipipe::NonFinite;
 using minipipe::NonFiniteKind;
 
@@ -62,6 +63,18 @@ void check_cases() {
   large[77777] = -inf;
   large[99999] = nan;
   cases.push_back(large);
+  // Host kernels check blocks of kCheckedBlock elements: the lowest code within a block that holds
+  // several (an inf after a NaN at a higher index), after clean blocks, in the last partial block.
+  std::vector<T> blocks(3 * kCheckedBlock + 5, T(-1.5));
+  blocks[std::size_t(kCheckedBlock) + 9] = inf;
+  blocks[std::size_t(kCheckedBlock) + 3] = nan;
+  blocks[std::size_t(kCheckedBlock) + 1] = -inf;
+  blocks.back() = nan;
+  cases.push_back(blocks);
+  std::vector<T> last(blocks.size(), T(2));
+  last[last.size() - 2] = inf;
+  last.back() = nan;
+  cases.push_back(last);
   for (const auto& h : cases) {
     const NonFinite want = host_reference(h);
     const NonFinite got = FiniteCheck<T>::first_non_finite(minipipe::CVec<T>(to_device(h)));
@@ -138,6 +151,24 @@ void check_updates() {
       EXPECT_EQ(got.kind, want.kind) << (opt == 0 ? "AdamW" : "SGD");
       EXPECT_TRUE(got) << (opt == 0 ? "AdamW" : "SGD");
     }
+  }
+  // Over several of the host kernels' blocks: an infinite gradient in the second block comes before a
+  // NaN parameter later in it and one in the third.
+  const std::size_t n = 3 * std::size_t(kCheckedBlock) - 7;
+  std::vector<T> pl(n, T(0.75)), gl(n, T(0.125));
+  gl[kCheckedBlock + 100] = inf;
+  pl[kCheckedBlock + 101] = nan;
+  pl[2 * kCheckedBlock + 3] = nan;
+  for (int opt = 0; opt < 2; ++opt) {
+    auto p = to_device(pl), m = to_device(std::vector<T>(n, T(0))), v = to_device(std::vector<T>(n, T(0)));
+    const auto g = to_device(gl);
+    const NonFinite got =
+        opt == 0 ? minipipe::AdamW<T>::update(minipipe::AdamWConfig{}, 1, true, p, minipipe::CVec<T>(g), m, v)
+                 : minipipe::Sgd<T>::update(minipipe::SgdConfig{}, true, p, minipipe::CVec<T>(g), m);
+    const NonFinite want = host_reference(to_host(p));
+    EXPECT_EQ(want.index, kCheckedBlock + 100);
+    EXPECT_EQ(got.index, want.index) << (opt == 0 ? "AdamW" : "SGD") << ", several blocks";
+    EXPECT_EQ(got.kind, want.kind) << (opt == 0 ? "AdamW" : "SGD") << ", several blocks";
   }
   auto p = to_device(std::vector<T>{1, 2}), m = to_device(std::vector<T>{0, 0}), v = to_device(std::vector<T>{0, 0});
   const auto g = to_device(std::vector<T>{0.5, -0.5});
