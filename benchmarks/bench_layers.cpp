@@ -1,8 +1,9 @@
-// LayerNorm (GB/s) and causal attention (GFLOP/s) forward/backward benchmarks on the model
-// shape, both modes. Compiled in only once kernels/layernorm.hpp / attention.hpp exist.
+// LayerNorm and GELU (GB/s) and causal attention (GFLOP/s) forward/backward benchmarks on the model
+// shape, both modes. LayerNorm and attention are compiled in only once their headers exist.
 #include <string>
 
 #include "bench_common.hpp"
+#include "kernels/gelu.hpp"
 
 #if __has_include("kernels/layernorm.hpp")
 #include "kernels/layernorm.hpp"
@@ -42,6 +43,26 @@ void bench_layernorm(benchmark::State& st, Mode mode, bool backward, int N, int 
   set_rates(st, 0, (backward ? 3.0 : 2.0) * N * C * sizeof(T));
 }
 #endif
+
+// GELU over the MLP's hidden activations (tokens, 4C), inputs spread over [-4, 4) as a trained
+// block's are. Bytes: forward reads x and writes y; backward-input reads x and dy, writes dx.
+template <class T>
+void bench_gelu(benchmark::State& st, Mode mode, bool backward, std::size_t n) {
+  const auto x = filled<T>(n, 5);
+  Kokkos::parallel_for(
+      "bench::gelu_scale", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const std::size_t i) { x(i) *= T(4); });
+  const auto dy = filled<T>(n, 6);
+  View1<T> y("gelu_y", n), dx("gelu_dx", n);
+  fence("bench::gelu");
+  for (auto _ : st) {
+    if (backward)
+      Gelu<T>::backward_input(mode, x, dy, dx);
+    else
+      Gelu<T>::forward(mode, x, y);
+    fence("bench::gelu");
+  }
+  set_rates(st, 0, (backward ? 3.0 : 2.0) * n * sizeof(T));
+}
 
 #ifdef MINIPIPE_BENCH_ATTENTION
 // Causal FLOPs: per (sample, head) the T(T+1)/2 allowed pairs each cost hd multiply-adds in
@@ -84,6 +105,16 @@ void register_layer_benchmarks(const ModelShape& s) {
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
 #endif
+  const std::size_t hidden = static_cast<std::size_t>(s.tokens) * 4 * s.channels;
+  for (Mode m : kModes)
+    for (bool bwd : {false, true})
+      benchmark::RegisterBenchmark(
+          (std::string("gelu_f32/") + (bwd ? "bwd_input/" : "fwd/") + std::to_string(s.tokens) + "x" +
+           std::to_string(4 * s.channels) + "/" + to_string(m))
+              .c_str(),
+          [=](benchmark::State& st) { bench_gelu<float>(st, m, bwd, hidden); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
 #ifdef MINIPIPE_BENCH_ATTENTION
   for (Mode m : kModes)
     for (bool bwd : {false, true})
