@@ -16,40 +16,6 @@ constexpr double kCubic = 0.044715;
 
 namespace {
 
-// Deterministic mode: det::tanh, as the contract asks. Fast mode once used libm tanh, a scalar call
-// per element, 7x slower than these loops, which the compiler vectorizes (the det:: functions are
-// branch-free straight-line code, force-inlined into the range loop). It now uses the identity
-// 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)): one det::exp and one division per element,
-// where det::tanh forms expm1(2u) as a pair and divides twice.
-template <class T>
-struct GeluForward {
-  CVec<T> x;
-  Vec<T> y;
-  T s, c;
-  KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t i) const {
-    const T xi = x(i);
-    const T u = s * (xi + c * (xi * xi) * xi);  // same rounding as in backward_input
-    y(i) = T(0.5) * xi * (T(1) + det::tanh(u));
-  }
-};
-
-template <class T>
-struct GeluBackwardInput {
-  CVec<T> x, dy;
-  Vec<T> dx;
-  T s, c;
-  KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t i) const {
-    const T xi = x(i);
-    const T x2 = xi * xi;
-    const T u = s * (xi + c * x2 * xi);  // same rounding as in forward
-    const T th = det::tanh(u);
-    const T sech2 = T(1) - th * th;
-    const T du = s * (T(1) + T(3) * c * x2);
-    const T local = T(0.5) * (T(1) + th) + T(0.5) * xi * sech2 * du;
-    dx(i) = dy(i) * local;
-  }
-};
-
 // exp(-2u) with -2u capped at 80: beyond it sigmoid(2u) < 2e-35 and x sigmoid(2u) is 0 to float
 // precision, and e sg^2 (sigmoid's derivative without the cancellation of sg (1 - sg)) stays finite.
 template <class T>
@@ -58,32 +24,47 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_minus_2u(T u) {
   return det::exp(det::detail::select(a < T(80), a, T(80)));  // a select: a ?: kept the loop scalar
 }
 
-template <class T>
-struct GeluForwardFast {
+// kFast = false (deterministic mode): det::tanh, as the contract asks. Fast mode once used libm
+// tanh, a scalar call per element, 7x slower than these loops, which the compiler vectorizes (the
+// det:: functions are branch-free straight-line code, force-inlined into the range loop). It now
+// uses the identity 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)): one det::exp and one
+// division per element, where det::tanh forms expm1(2u) as a pair and divides twice.
+template <class T, bool kFast>
+struct GeluForward {
   CVec<T> x;
   Vec<T> y;
   T s, c;
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t i) const {
     const T xi = x(i);
-    const T u = s * (xi + c * (xi * xi) * xi);
-    y(i) = xi / (T(1) + exp_minus_2u(u));
+    const T u = s * (xi + c * (xi * xi) * xi);  // same rounding as in backward_input
+    if constexpr (kFast)
+      y(i) = xi / (T(1) + exp_minus_2u(u));
+    else
+      y(i) = T(0.5) * xi * (T(1) + det::tanh(u));
   }
 };
 
-template <class T>
-struct GeluBackwardInputFast {
+template <class T, bool kFast>
+struct GeluBackwardInput {
   CVec<T> x, dy;
   Vec<T> dx;
   T s, c;
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t i) const {
     const T xi = x(i);
     const T x2 = xi * xi;
-    const T u = s * (xi + c * x2 * xi);
-    const T e = exp_minus_2u(u);
-    const T sg = T(1) / (T(1) + e);  // sigmoid(2u)
+    const T u = s * (xi + c * x2 * xi);  // same rounding as in forward
     const T du = s * (T(1) + T(3) * c * x2);
-    // d/dx [x sigmoid(2u)] = sg + 2 x sg (1 - sg) du, and sg (1 - sg) = e sg^2.
-    dx(i) = dy(i) * (sg + T(2) * xi * (e * sg * sg) * du);
+    if constexpr (kFast) {
+      const T e = exp_minus_2u(u);
+      const T sg = T(1) / (T(1) + e);  // sigmoid(2u)
+      // d/dx [x sigmoid(2u)] = sg + 2 x sg (1 - sg) du, and sg (1 - sg) = e sg^2.
+      dx(i) = dy(i) * (sg + T(2) * xi * (e * sg * sg) * du);
+    } else {
+      const T th = det::tanh(u);
+      const T sech2 = T(1) - th * th;
+      const T local = T(0.5) * (T(1) + th) + T(0.5) * xi * sech2 * du;
+      dx(i) = dy(i) * local;
+    }
   }
 };
 
@@ -96,9 +77,9 @@ void Gelu<T>::forward(Mode mode, CVec<T> x, Vec<T> y) {
   const T c = static_cast<T>(kCubic);
   const Kokkos::RangePolicy<ExecSpace> range(0, x.extent(0));
   if (mode == Mode::fast)
-    Kokkos::parallel_for("Gelu::forward", range, GeluForwardFast<T>{x, y, s, c});
+    Kokkos::parallel_for("Gelu::forward", range, GeluForward<T, true>{x, y, s, c});
   else
-    Kokkos::parallel_for("Gelu::forward", range, GeluForward<T>{x, y, s, c});
+    Kokkos::parallel_for("Gelu::forward", range, GeluForward<T, false>{x, y, s, c});
 }
 
 template <class T>
@@ -109,9 +90,9 @@ void Gelu<T>::backward_input(Mode mode, CVec<T> x, CVec<T> dy, Vec<T> dx) {
   const T c = static_cast<T>(kCubic);
   const Kokkos::RangePolicy<ExecSpace> range(0, x.extent(0));
   if (mode == Mode::fast)
-    Kokkos::parallel_for("Gelu::backward_input", range, GeluBackwardInputFast<T>{x, dy, dx, s, c});
+    Kokkos::parallel_for("Gelu::backward_input", range, GeluBackwardInput<T, true>{x, dy, dx, s, c});
   else
-    Kokkos::parallel_for("Gelu::backward_input", range, GeluBackwardInput<T>{x, dy, dx, s, c});
+    Kokkos::parallel_for("Gelu::backward_input", range, GeluBackwardInput<T, false>{x, dy, dx, s, c});
 }
 
 template struct Gelu<float>;
