@@ -284,15 +284,62 @@ void prefetch_panel(const T* p, int n) {
 #endif
 }
 
+#ifdef MINIPIPE_GEMM_AVX512
+// dst[k*ldd + i] = src[i][k] for k = 0..15 and i < n <= 16: a 16 x 16 transpose in registers
+// (unpack ps, unpack pd, two rounds of 128-bit lane shuffles), each output row stored under a mask
+// of its n lanes. The scalar loops it replaces in the packers stored one float at a time with a
+// 48- or 128-byte stride. Every src[i] (i < n) must have 16 readable floats.
+inline void transpose16(const float* const (&src)[16], int n, float* dst, int ldd) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < n ? _mm512_loadu_ps(src[i]) : _mm512_setzero_ps();
+  __m512 t[16];
+  for (int p = 0; p < 8; ++p) {
+    t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+  }
+  // v[g][c], 128-bit lane j: rows 4g..4g+3 at column 4j + c.
+  __m512 v[4][4];
+  for (int g = 0; g < 4; ++g) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    v[g][0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    v[g][1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    v[g][2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    v[g][3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  const __mmask16 lanes = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  for (int c = 0; c < 4; ++c) {
+    const __m512 s0 = _mm512_shuffle_f32x4(v[0][c], v[1][c], 0x44), s1 = _mm512_shuffle_f32x4(v[0][c], v[1][c], 0xEE);
+    const __m512 s2 = _mm512_shuffle_f32x4(v[2][c], v[3][c], 0x44), s3 = _mm512_shuffle_f32x4(v[2][c], v[3][c], 0xEE);
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(c) * ldd, lanes, _mm512_shuffle_f32x4(s0, s2, 0x88));
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(4 + c) * ldd, lanes, _mm512_shuffle_f32x4(s0, s2, 0xDD));
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(8 + c) * ldd, lanes, _mm512_shuffle_f32x4(s1, s3, 0x88));
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(12 + c) * ldd, lanes, _mm512_shuffle_f32x4(s1, s3, 0xDD));
+  }
+}
+#endif
+
 // Packs rows m0..m0+MR-1, columns k0..k0+kb-1 of A as dst[k*MR + i] (rows past M are zero).
 template <class T>
 void pack_a(const StridedMat<T>& A, int M, int m0, int k0, int kb, T* dst) {
   constexpr int kMR = Tile<T>::MR;
   const int mr = std::min(kMR, M - m0);
   if (A.cs == 1) {  // rows contiguous in k: stream each row
+    int k = 0;
+#ifdef MINIPIPE_GEMM_AVX512
+    if constexpr (std::is_same<T, float>::value) {
+      const float* src[16];  // rows past mr repeat row 0; transpose16 does not read them
+      for (int i = 0; i < 16; ++i) src[i] = A.data + static_cast<std::ptrdiff_t>(m0 + (i < mr ? i : 0)) * A.rs + k0;
+      for (; k + 16 <= kb; k += 16) {
+        const float* at[16];
+        for (int i = 0; i < 16; ++i) at[i] = src[i] + k;
+        transpose16(at, mr, dst + static_cast<std::ptrdiff_t>(k) * kMR, kMR);
+      }
+    }
+#endif
     for (int i = 0; i < mr; ++i) {
       const T* src = A.data + static_cast<std::ptrdiff_t>(m0 + i) * A.rs + k0;
-      for (int k = 0; k < kb; ++k) dst[k * kMR + i] = src[k];
+      for (int kk = k; kk < kb; ++kk) dst[kk * kMR + i] = src[kk];
     }
   } else {  // columns contiguous (A is a transpose): read MR neighbours per k
     for (int k = 0; k < kb; ++k) {
@@ -322,7 +369,23 @@ void pack_b(const StridedMat<T>& B, int N, int n0, int k0, int kb, T* dst) {
       src[j] = B.data + static_cast<std::ptrdiff_t>(n0 + std::min(j, nr - 1)) * B.cs +
                static_cast<std::ptrdiff_t>(k0) * B.rs;
     const std::ptrdiff_t rs = B.rs;
-    for (int k = 0; k < kb; ++k) {
+    int k = 0;
+#ifdef MINIPIPE_GEMM_AVX512
+    if constexpr (std::is_same<T, float>::value && NR == 32) {
+      if (rs == 1 && nr == NR)  // whole panels: two 16-column transposes per 16 values of k
+        for (; k + 16 <= kb; k += 16) {
+          const float* lo[16];
+          const float* hi[16];
+          for (int j = 0; j < 16; ++j) {
+            lo[j] = src[j] + k;
+            hi[j] = src[16 + j] + k;
+          }
+          transpose16(lo, 16, dst + static_cast<std::ptrdiff_t>(k) * NR, NR);
+          transpose16(hi, 16, dst + static_cast<std::ptrdiff_t>(k) * NR + 16, NR);
+        }
+    }
+#endif
+    for (; k < kb; ++k) {
       T* d = dst + k * NR;
       for (int j = 0; j < NR; ++j) d[j] = src[j][k * rs];
       for (int j = nr; j < NR; ++j) d[j] = T(0);
