@@ -339,8 +339,12 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
           for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
             Real acc[QT][KW];
             dot_tile(qrow, kt + k0, Tp, hs, acc);
-            if (k0 + KW - 1 <= t0 && nq == QT) {  // every key of the tile is seen by every query
-              for (int q = 0; q < QT; ++q) {
+            // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_row
+            // reads only the keys t2 <= t and overwrites the rest with zeros, and whole-vector
+            // stores replace a compare and a scalar store per element (a tenth of the kernel).
+            if (k0 + KW <= T) {
+              for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+                if (q >= nq) continue;
                 Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda + k0;
                 for (int j = 0; j < KW; ++j) ar[j] = acc[q][j] * scale;
               }
@@ -486,9 +490,9 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
             dot_tile(drow, vt + k0, Tp, hs, acc);
             for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
               if (q >= nq) continue;
-              Real* pr = dp + (t0 + q) * Tp;
-              for (int j = 0; j < KW; ++j)
-                if (k0 + j <= t0 + q) pr[k0 + j] = acc[q][j];
+              // Whole tiles (dp rows are Tp wide): the keys past t are never read.
+              Real* pr = dp + (t0 + q) * Tp + k0;
+              for (int j = 0; j < KW; ++j) pr[j] = acc[q][j];
             }
           }
           for (int q = 0; q < nq; ++q) {
