@@ -65,7 +65,7 @@ void check_cases() {
   cases.push_back(large);
   // Host kernels check blocks of kCheckedBlock elements: the lowest code within a block that holds
   // several (an inf after a NaN at a higher index), after clean blocks, in the last partial block.
-  std::vector<T> blocks(3 * kCheckedBlock + 5, T(-1.5));
+  std::vector<T> blocks(3 * kCheckedBlock + 16, T(-1.5));  // device builds: kCheckedBlock = 1
   blocks[std::size_t(kCheckedBlock) + 9] = inf;
   blocks[std::size_t(kCheckedBlock) + 3] = nan;
   blocks[std::size_t(kCheckedBlock) + 1] = -inf;
@@ -154,10 +154,10 @@ void check_updates() {
   }
   // Over several of the host kernels' blocks: an infinite gradient in the second block comes before a
   // NaN parameter later in it and one in the third.
-  const std::size_t n = 3 * std::size_t(kCheckedBlock) - 7;
+  const std::size_t n = 3 * std::size_t(kCheckedBlock) + 7;  // a partial last block on the host
   std::vector<T> pl(n, T(0.75)), gl(n, T(0.125));
-  gl[kCheckedBlock + 100] = inf;
-  pl[kCheckedBlock + 101] = nan;
+  gl[kCheckedBlock + 1] = inf;
+  pl[kCheckedBlock + 2] = nan;
   pl[2 * kCheckedBlock + 3] = nan;
   for (int opt = 0; opt < 2; ++opt) {
     auto p = to_device(pl), m = to_device(std::vector<T>(n, T(0))), v = to_device(std::vector<T>(n, T(0)));
@@ -166,7 +166,7 @@ void check_updates() {
         opt == 0 ? minipipe::AdamW<T>::update(minipipe::AdamWConfig{}, 1, true, p, minipipe::CVec<T>(g), m, v)
                  : minipipe::Sgd<T>::update(minipipe::SgdConfig{}, true, p, minipipe::CVec<T>(g), m);
     const NonFinite want = host_reference(to_host(p));
-    EXPECT_EQ(want.index, kCheckedBlock + 100);
+    EXPECT_EQ(want.index, kCheckedBlock + 1);
     EXPECT_EQ(got.index, want.index) << (opt == 0 ? "AdamW" : "SGD") << ", several blocks";
     EXPECT_EQ(got.kind, want.kind) << (opt == 0 ? "AdamW" : "SGD") << ", several blocks";
   }
