@@ -1,6 +1,6 @@
 // LayerNorm kernels: deterministic mode reduces each row in rowred's canonical order (host loop or
 // device team kernel, same bits), fast mode with team reductions on the device path. On the host
-// fast mode runs the deterministic row loop too: a Serial team of one thread per row was 4-5x slower
+// fast mode runs the deterministic row loop too: a Serial team of one thread per row was ~5x slower
 // (minipipe_bench_kernels layernorm_f32), and fast mode's tolerance contract allows the exact bits.
 #include "layernorm.hpp"
 

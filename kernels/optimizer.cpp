@@ -39,8 +39,7 @@ NonFinite AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, V
   const T lr = static_cast<T>(cfg.lr);
   const T eps = static_cast<T>(cfg.eps);
   const T decay = static_cast<T>(apply_decay ? 1.0 - cfg.lr * cfg.weight_decay : 1.0);
-  // Raw pointers: the block loop of checked_for_each vectorizes on the host (with View accessors
-  // GCC could not tell the four arrays apart).
+  // Raw pointers into the four arrays for checked_for_each's block loop (it vectorizes on the host).
   T* const pp = param.data();
   const T* const gp = grad.data();
   T* const mp = m.data();
