@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "gemm.hpp"
 #include "types.hpp"
 
 namespace minipipe {
@@ -17,6 +18,14 @@ KernelPath& setting() {
     return env && *env ? parse_kernel_path(env, "MINIPIPE_KERNEL_PATH") : KernelPath::automatic;
   }();
   return p;
+}
+
+FastGemm& fast_gemm_setting() {
+  static FastGemm g = [] {
+    const char* env = std::getenv("MINIPIPE_FAST_GEMM");
+    return env && *env ? parse_fast_gemm(env, "MINIPIPE_FAST_GEMM") : FastGemm::automatic;
+  }();
+  return g;
 }
 }  // namespace
 
@@ -52,6 +61,37 @@ KernelPath kernel_path() {
 bool use_device_path() {
   const KernelPath p = setting();
   return p == KernelPath::device || (p == KernelPath::automatic && !kHostAccessible);
+}
+
+const char* to_string(FastGemm g) {
+  switch (g) {
+    case FastGemm::blas:
+      return "blas";
+    case FastGemm::gemm_det:
+      return "gemm_det";
+    default:
+      return "auto";
+  }
+}
+
+FastGemm parse_fast_gemm(const std::string& text, const char* where) {
+  if (text == "auto" || text == "automatic") return FastGemm::automatic;
+  if (text == "blas") return FastGemm::blas;
+  if (text == "gemm_det") return FastGemm::gemm_det;
+  throw std::invalid_argument(std::string(where) + " = '" + text + "': allowed are auto, blas, gemm_det");
+}
+
+void set_fast_gemm(FastGemm g) {
+  fast_gemm_setting() = g;
+}
+
+FastGemm fast_gemm() {
+  return fast_gemm_setting();
+}
+
+bool fast_gemm_on_gemm_det() {
+  const FastGemm g = fast_gemm_setting();
+  return g == FastGemm::gemm_det || (g == FastGemm::automatic && !use_device_path() && gemm_det_has_simd());
 }
 
 }  // namespace minipipe

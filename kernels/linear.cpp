@@ -1,5 +1,5 @@
 // Linear layer kernels: deterministic mode on gemm_det plus exact per-sample accumulation of the
-// weight gradient, fast mode on KokkosBlas::gemm (BLAS / cuBLAS through Kokkos Kernels).
+// weight gradient, fast mode on gemm_det or KokkosBlas::gemm (BLAS / cuBLAS through Kokkos Kernels).
 #include "linear.hpp"
 
 #include <KokkosBlas3_gemm.hpp>
@@ -157,15 +157,6 @@ void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t
 // the per-element order of the one-thread-per-column loop it replaces.
 constexpr int kBiasLanes = 64;
 
-// Whether a fast-mode forward or backward-input runs on gemm_det's tiles with the shared packed
-// weight instead of BLAS: on the host path, while `packed` is on (a step of several micro-batches).
-// cblas packs W again in every call (OpenBLAS has no pack API), and at a micro-batch's few rows that
-// re-pack made p = 1, m = 8 about 15% slower than m = 1; the packed tiles read one copy per step.
-template <class T>
-bool fast_on_packed_tiles(const PackedB<T>* packed) {
-  return packed != nullptr && packed->on && !use_device_path();
-}
-
 template <class T>
 void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws, PackedB<T>* packed) {
   const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
@@ -176,7 +167,7 @@ void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, Ke
                                std::to_string(b.extent(0)) + "), " + shape("y", y.extent(0), y.extent(1)));
   ProfileRegion region("Linear::forward");
   const bool has_bias = b.extent(0) != 0;
-  if (mode == Mode::deterministic || fast_on_packed_tiles(packed)) {
+  if (mode == Mode::deterministic || fast_gemm_on_gemm_det()) {
     // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed; bias in the epilogue.
     gemm_det<T>(ws, N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
                 has_bias ? b.data() : nullptr, GemmOut::overwrite, packed);
@@ -200,7 +191,7 @@ void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, Kern
     shape_error("backward_input",
                 shape("dy", N, O) + ", " + shape("W", W.extent(0), I) + ", " + shape("dx", dx.extent(0), dx.extent(1)));
   ProfileRegion region("Linear::backward_input");
-  if (mode == Mode::deterministic || fast_on_packed_tiles(packed)) {
+  if (mode == Mode::deterministic || fast_gemm_on_gemm_det()) {
     // dx(n,i) = sum_o dy(n,o) W(o,i), o in order.
     gemm_det<T>(ws, N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(),
                 dx.stride(0), nullptr, GemmOut::overwrite, packed);
@@ -230,8 +221,14 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   const int nob = (O + kBiasLanes - 1) / kBiasLanes;
 
   if (mode == Mode::fast) {
-    Mat<T> dWm(dW.sum.data(), O, I);
-    KokkosBlas::gemm("T", "N", T(1), dy, x, T(1), dWm);
+    if (fast_gemm_on_gemm_det()) {
+      // dW(o,i) += sum_n dy(n,o) x(n,i) as one chain over all N rows, then one add into the sum.
+      gemm_det<T>(ws, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx), dW.sum.data(), I, nullptr,
+                  GemmOut::accumulate);
+    } else {
+      Mat<T> dWm(dW.sum.data(), O, I);
+      KokkosBlas::gemm("T", "N", T(1), dy, x, T(1), dWm);
+    }
     if (db) {
       auto s = db->sum;
       Kokkos::parallel_for(

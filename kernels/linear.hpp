@@ -11,16 +11,15 @@ namespace minipipe {
 
 // deterministic: every GEMM is gemm_det (sequential FMA chain per element); weight/bias
 //   gradients add one exact per-sample partial per element into GradAccum's fixed point.
-// fast: KokkosBlas::gemm (vendor BLAS / cuBLAS when Kokkos Kernels has the TPL), plain sums; on the
-//   host path a forward or backward-input given an enabled PackedB runs gemm_det on it instead.
+// fast: plain sums; the GEMMs run where fast_gemm_on_gemm_det() (kernel_path.hpp) says: gemm_det
+//   (the host default where its SIMD microkernel exists) or KokkosBlas::gemm (vendor BLAS / cuBLAS).
 // Every entry takes the caller's KernelWorkspace (GEMM packing, dW partials), whose bytes() the caller
 // counts; calls sharing one KernelWorkspace must not run concurrently.
 template <class T>
 struct Linear {
   // y (N,O) = x (N,I) W (O,I)^T + b (O); b may be an empty view (no bias). y is overwritten.
-  // When `packed` is enabled (see PackedB), W^T is packed into it for the next calls with this W;
-  // in fast mode that also moves the call from BLAS to gemm_det (host path only: the device path
-  // ignores `packed` in both modes).
+  // When `packed` is enabled (see PackedB) and the call runs gemm_det, W^T is packed into it for the
+  // next calls with this W (host path only: the device path and BLAS ignore `packed`).
   static void forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws,
                       PackedB<T>* packed = nullptr);
 
@@ -33,9 +32,9 @@ struct Linear {
   // Rows come in samples of rows_per_sample consecutive rows. Deterministic: each sample's
   // partial is the gemm_det chain with K = rows_per_sample (t = 0..T-1 in order), added exactly
   // per element (fused into the GEMM on host float builds: gemm_det_exact), so the result does
-  // not depend on how samples are split into calls or on the call order. Fast: one
-  // KokkosBlas::gemm with beta = 1 into the running sums. dW and db must have been created in
-  // the same mode.
+  // not depend on how samples are split into calls or on the call order. Fast: one GEMM over all
+  // rows added into the running sums (gemm_det accumulate or KokkosBlas::gemm with beta = 1).
+  // dW and db must have been created in the same mode.
   static void backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_sample, GradAccum<T>& dW, GradAccum<T>* db,
                               KernelWorkspace& ws);
 

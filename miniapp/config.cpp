@@ -101,6 +101,11 @@ const std::vector<DeckKey>& deck_keys() {
       // Kernel path of the deterministic kernels (kernels/kernel_path.hpp): the same bits either way.
       {"train.kernel_path", std::string("auto"), "deterministic kernels: auto (host path on host memory), host, device",
        A::one_of({"auto", "host", "device"})},
+      // GEMMs of fast mode (kernels/kernel_path.hpp): auto = gemm_det where its SIMD microkernel runs.
+      {"train.fast_gemm", std::string("auto"),
+       "fast-mode GEMMs: auto (gemm_det on the host path where it has a SIMD microkernel, else blas), blas "
+       "(KokkosBlas::gemm: BLAS, cuBLAS, rocBLAS), gemm_det",
+       A::one_of({"auto", "blas", "gemm_det"})},
       {"train.lr", 5e-3, "learning rate", A::range(0, 10).open_below()},
       {"train.beta1", 0.9, "AdamW beta1", A::range(0, 1).open_above()},
       {"train.beta2", 0.95, "AdamW beta2", A::range(0, 1).open_above()},

@@ -60,6 +60,12 @@ void check_effective_keys(const Deck& deck) {
     no_effect("pipeline.costs", quoted_text(deck.get_string("pipeline.costs")),
               "unless pipeline.layers_per_stage = \"auto\"", "leave it empty, or set pipeline.layers_per_stage = auto");
 
+  if (deck.get_string("train.mode") != "fast" &&
+      deck.get_string("train.fast_gemm") != std::get<std::string>(default_of("train.fast_gemm")))
+    no_effect("train.fast_gemm", quoted_text(deck.get_string("train.fast_gemm")),
+              "with train.mode = " + quoted_text(deck.get_string("train.mode")),
+              "leave it at \"auto\", or set train.mode = fast");
+
   const std::string& source = deck.get_string("data.source");
   if (source != "hdf5") {
     if (!deck.get_string("data.path").empty())

@@ -123,6 +123,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
   set_kernel_path(parse_kernel_path(deck.get_string("train.kernel_path"), "train.kernel_path"));
+  set_fast_gemm(parse_fast_gemm(deck.get_string("train.fast_gemm"), "train.fast_gemm"));
   su.opt = optimizer_from_deck(deck);
   su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));

@@ -13,6 +13,9 @@
 #include <sstream>
 #include <type_traits>
 
+#include "kernels/gemm.hpp"
+#include "kernels/kernel_path.hpp"
+
 #ifdef MINIPIPE_HAVE_OPENBLAS_API
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);
@@ -63,6 +66,9 @@ std::string blas_string() {
 
 std::string gemm_string(Mode mode) {
   if (mode == Mode::deterministic) return "miniPipe deterministic GEMM (one fixed k-order per output, every backend)";
+  if (fast_gemm_on_gemm_det())
+    return std::string("miniPipe gemm_det, ") + (use_device_path() ? "device path" : gemm_det_microkernel()) +
+           " (train.fast_gemm = " + to_string(fast_gemm()) + ")";
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   const bool host = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, Mem>::accessible;
   std::string lib = "Kokkos Kernels' own GEMM (no vendor BLAS TPL for this memory space)";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "buffers.hpp"
+#include "kernels/kernel_path.hpp"
 #include "kernels/linear.hpp"
 
 namespace minipipe {
@@ -180,34 +181,102 @@ double max_rel_diff(const std::vector<T>& a, const std::vector<T>& ref) {
   return err / mag;
 }
 
+// Sets the fast-mode GEMM for one scope and restores the previous setting.
+struct ScopedFastGemm {
+  explicit ScopedFastGemm(FastGemm g) : saved(fast_gemm()) { set_fast_gemm(g); }
+  ~ScopedFastGemm() { set_fast_gemm(saved); }
+  FastGemm saved;
+};
+
 TEST(LinearFastMode, AgreesWithDeterministic) {
   const int rows_per_sample = 8;
   const LinearData<float> d(4 * rows_per_sample, 48, 40, 99);
   const std::vector<float> no_bias;
-  for (const auto* b : {&d.b, &no_bias}) {
-    const auto yd = forward(Mode::deterministic, d, d.x, d.W, *b);
-    const auto yf = forward(Mode::fast, d, d.x, d.W, *b);
-    EXPECT_LT(max_rel_diff(yf, yd), 1e-4) << "forward, bias " << !b->empty();
+  for (const FastGemm g : {FastGemm::blas, FastGemm::gemm_det}) {
+    const ScopedFastGemm scoped(g);
+    SCOPED_TRACE(to_string(g));
+    for (const auto* b : {&d.b, &no_bias}) {
+      const auto yd = forward(Mode::deterministic, d, d.x, d.W, *b);
+      const auto yf = forward(Mode::fast, d, d.x, d.W, *b);
+      EXPECT_LT(max_rel_diff(yf, yd), 1e-4) << "forward, bias " << !b->empty();
+    }
+
+    auto dG = to_device2(d.G, d.N, d.O), dWv = to_device2(d.W, d.O, d.I);
+    View2<float> dxd("dxd", d.N, d.I), dxf("dxf", d.N, d.I);
+    KernelWorkspace ws;
+    Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxd, ws);
+    Linear<float>::backward_input(Mode::fast, dG, dWv, dxf, ws);
+    EXPECT_LT(max_rel_diff(to_host2(dxf), to_host2(dxd)), 1e-4) << "backward_input";
+
+    // Fast mode sums the two calls in the accumulator, deterministic exactly: same gradient.
+    const std::vector<std::pair<int, int>> calls = {{0, 1}, {1, 4}};
+    const auto gd = weight_grad_in_calls(Mode::deterministic, d, rows_per_sample, calls);
+    const auto gf = weight_grad_in_calls(Mode::fast, d, rows_per_sample, calls);
+    EXPECT_LT(max_rel_diff(gf.first, gd.first), 1e-4) << "dW";
+    EXPECT_LT(max_rel_diff(gf.second, gd.second), 1e-4) << "db";
   }
-
-  auto dG = to_device2(d.G, d.N, d.O), dWv = to_device2(d.W, d.O, d.I);
-  View2<float> dxd("dxd", d.N, d.I), dxf("dxf", d.N, d.I);
-  KernelWorkspace ws;
-  Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxd, ws);
-  Linear<float>::backward_input(Mode::fast, dG, dWv, dxf, ws);
-  EXPECT_LT(max_rel_diff(to_host2(dxf), to_host2(dxd)), 1e-4) << "backward_input";
-
-  // Fast mode sums the two calls in the accumulator, deterministic exactly: same gradient.
-  const std::vector<std::pair<int, int>> calls = {{0, 1}, {1, 4}};
-  const auto gd = weight_grad_in_calls(Mode::deterministic, d, rows_per_sample, calls);
-  const auto gf = weight_grad_in_calls(Mode::fast, d, rows_per_sample, calls);
-  EXPECT_LT(max_rel_diff(gf.first, gd.first), 1e-4) << "dW";
-  EXPECT_LT(max_rel_diff(gf.second, gd.second), 1e-4) << "db";
 }
 
-// Fast mode given an enabled PackedB (a step of several micro-batches) runs gemm_det on the shared
-// packed weight on the host path: forward and backward-input give deterministic mode's bits, for
-// the call that packs and the calls that read the copy; without one it stays on BLAS.
+// train.fast_gemm = gemm_det: every fast-mode GEMM is gemm_det (its host path packs into the caller's
+// workspace, which BLAS never touches), so forward and backward-input give deterministic mode's bits and the
+// backward-weight of each call is one gemm_det chain over the call's rows added into the sum.
+// blas: no GEMM touches the workspace.
+TEST(LinearFastMode, FastGemmSettingChoosesTheLibrary) {
+  const int rows_per_sample = 4;
+  const LinearData<float> d(6 * rows_per_sample, 40, 36, 23);
+  auto dx = to_device2(d.x, d.N, d.I), dWv = to_device2(d.W, d.O, d.I), dG = to_device2(d.G, d.N, d.O);
+  auto db = to_device(d.b);
+  View2<float> y("y", d.N, d.O), dxo("dxo", d.N, d.I);
+  std::vector<float> y_det, dx_det;
+  {
+    KernelWorkspace ws;
+    Linear<float>::forward(Mode::deterministic, dx, dWv, db, y, ws);
+    y_det = to_host2(y);
+    Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxo, ws);
+    dx_det = to_host2(dxo);
+  }
+  // Reference of the fast backward-weight over the calls {0, 2} and {2, 6} samples: gemm_det's
+  // accumulate epilogue, call after call, into one zeroed sum.
+  std::vector<float> dW_ref;
+  {
+    View1<float> sum("sum", static_cast<std::size_t>(d.O) * d.I);
+    KernelWorkspace ws;
+    for (const auto& [r0, r1] : {std::pair<int, int>{0, 2 * rows_per_sample}, {2 * rows_per_sample, d.N}})
+      gemm_det<float>(ws, d.O, d.I, r1 - r0, transposed(dG.data() + r0 * d.O, d.O), row_major(dx.data() + r0 * d.I, d.I),
+                      sum.data(), d.I, nullptr, GemmOut::accumulate);
+    dW_ref = to_host(sum);
+  }
+  {
+    const ScopedFastGemm scoped(FastGemm::gemm_det);
+    EXPECT_TRUE(fast_gemm_on_gemm_det());
+    KernelWorkspace ws;
+    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws);
+    if (!use_device_path()) {
+      EXPECT_GT(ws.bytes(), 0u) << "gemm_det's host path packs into the workspace";
+    }
+    EXPECT_EQ(to_host2(y), y_det);
+    Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws);
+    EXPECT_EQ(to_host2(dxo), dx_det);
+    const auto gf = weight_grad_in_calls(Mode::fast, d, rows_per_sample, {{0, 2}, {2, 6}});
+    EXPECT_EQ(gf.first, dW_ref);
+  }
+  {
+    const ScopedFastGemm scoped(FastGemm::blas);
+    EXPECT_FALSE(fast_gemm_on_gemm_det());
+    KernelWorkspace ws;
+    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws);
+    Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws);
+    GradAccum<float> gW("w", static_cast<std::size_t>(d.O) * d.I, Mode::fast);
+    gW.zero();
+    Linear<float>::backward_weight(Mode::fast, dx, dG, rows_per_sample, gW, nullptr, ws);
+    EXPECT_EQ(ws.bytes(), 0u) << "a BLAS call used gemm_det's packing buffers";
+    EXPECT_LT(max_rel_diff(to_host2(y), y_det), 1e-4);
+  }
+}
+
+// Fast mode on gemm_det given an enabled PackedB (a step of several micro-batches) packs the
+// weight once and reads the kept copy in the next calls, deterministic mode's bits throughout; on
+// BLAS the PackedB is ignored and every call reads W itself.
 TEST(LinearFastMode, SharedPackedWeightRunsTheTiles) {
   if constexpr (!kMemHostAccessible) {  // constexpr: nvcc warns of an unreachable loop otherwise
     GTEST_SKIP() << "PackedB is a host-path feature";
@@ -221,30 +290,41 @@ TEST(LinearFastMode, SharedPackedWeightRunsTheTiles) {
     const std::vector<float> y_det = to_host2(y);
     Linear<float>::backward_input(Mode::deterministic, dG, dWv, dxo, ws);
     const std::vector<float> dx_det = to_host2(dxo);
-    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws);
-    const std::vector<float> y_blas = to_host2(y);
-    EXPECT_LT(max_rel_diff(y_blas, y_det), 1e-4);
-    PackedB<float> pf, pb;
-    pf.enable();
-    pb.enable();
-    for (int call = 0; call < 3; ++call) {
+    {
+      const ScopedFastGemm scoped(FastGemm::gemm_det);
+      PackedB<float> pf, pb;
+      pf.enable();
+      pb.enable();
+      for (int call = 0; call < 3; ++call) {
+        Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+        EXPECT_EQ(to_host2(y), y_det) << "forward, call " << call;
+        Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws, &pb);
+        EXPECT_EQ(to_host2(dxo), dx_det) << "backward_input, call " << call;
+      }
+      EXPECT_TRUE(pf.valid && pb.valid);
+      // W changes in place while the copies are kept: the tiles still read the copies, which is
+      // why a stage disables them before the optimizer step.
+      Kokkos::deep_copy(dWv, 0.5f);
       Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
-      EXPECT_EQ(to_host2(y), y_det) << "forward, call " << call;
+      EXPECT_EQ(to_host2(y), y_det) << "forward did not read the kept copy";
       Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws, &pb);
-      EXPECT_EQ(to_host2(dxo), dx_det) << "backward_input, call " << call;
+      EXPECT_EQ(to_host2(dxo), dx_det) << "backward_input did not read the kept copy";
+      pf.disable();  // off again: W itself is packed
+      Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+      EXPECT_NE(to_host2(y), y_det) << "forward read a dropped copy";
+      Kokkos::deep_copy(dWv, to_device2(d.W, d.O, d.I));
     }
-    EXPECT_TRUE(pf.valid && pb.valid);
-    // W changes in place while the copies are kept: the tiles still read the copies (BLAS would
-    // read the new W), which is why a stage disables them before the optimizer step.
-    Kokkos::deep_copy(dWv, 0.5f);
-    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
-    EXPECT_EQ(to_host2(y), y_det) << "forward did not read the kept copy";
-    Linear<float>::backward_input(Mode::fast, dG, dWv, dxo, ws, &pb);
-    EXPECT_EQ(to_host2(dxo), dx_det) << "backward_input did not read the kept copy";
-    Kokkos::deep_copy(dWv, to_device2(d.W, d.O, d.I));
-    pf.disable();  // off again: BLAS, as with no PackedB
-    Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
-    EXPECT_EQ(to_host2(y), y_blas);
+    {
+      const ScopedFastGemm scoped(FastGemm::blas);
+      PackedB<float> pf;
+      pf.enable();
+      Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+      EXPECT_LT(max_rel_diff(to_host2(y), y_det), 1e-4);
+      EXPECT_FALSE(pf.valid) << "BLAS packed a copy";
+      Kokkos::deep_copy(dWv, 0.5f);
+      Linear<float>::forward(Mode::fast, dx, dWv, db, y, ws, &pf);
+      EXPECT_NE(to_host2(y), y_det) << "BLAS did not read W";
+    }
   }
 }
 

@@ -98,9 +98,11 @@ TEST(DeckChecks, KeysWithoutEffectAreRefusedNamingTheReason) {
   expect_mentions(refused("[train]\nmomentum = 0.9\n"), {"train.momentum", "0.9", "adamw"});
   expect_mentions(refused("[train]\noptimizer = \"sgd\"\nbeta1 = 0.8\n"), {"train.beta1", "0.8", "sgd"});
   expect_mentions(refused("[output]\ndump_level = \"loss\"\n"), {"output.dump_level", "output.dump"});
+  expect_mentions(refused("[train]\nfast_gemm = \"blas\"\n"), {"train.fast_gemm", "'blas'", "deterministic", "fast"});
   // The same keys where they do take effect.
   EXPECT_EQ(refused("[pipeline]\nschedule = [\"csv\"]\ncsv = \"a.csv\"\nplacement = \"v\"\n"), "");
   EXPECT_EQ(refused("[train]\noptimizer = \"sgd\"\nmomentum = 0.9\n"), "");
+  EXPECT_EQ(refused("[train]\nmode = \"fast\"\nfast_gemm = \"blas\"\n"), "");
   EXPECT_EQ(refused("[output]\ndump = \"d.h5\"\ndump_level = \"loss\"\n"), "");
   EXPECT_EQ(refused(""), "");
 }
