@@ -342,6 +342,17 @@ void pack_a(const StridedMat<T>& A, int M, int m0, int k0, int kb, T* dst) {
       for (int kk = k; kk < kb; ++kk) dst[kk * kMR + i] = src[kk];
     }
   } else {  // columns contiguous (A is a transpose): read MR neighbours per k
+#ifdef MINIPIPE_GEMM_AVX512
+    if constexpr (std::is_same<T, float>::value && kMR <= 16) {
+      if (A.rs == 1) {  // the MR neighbours are contiguous: one masked load and store per k, zeros past mr
+        const __mmask16 valid = static_cast<__mmask16>((1u << mr) - 1u), row = static_cast<__mmask16>((1u << kMR) - 1u);
+        const float* src = A.data + static_cast<std::ptrdiff_t>(k0) * A.cs + m0;
+        for (int k = 0; k < kb; ++k)
+          _mm512_mask_storeu_ps(dst + k * kMR, row, _mm512_maskz_loadu_ps(valid, src + static_cast<std::ptrdiff_t>(k) * A.cs));
+        return;
+      }
+    }
+#endif
     for (int k = 0; k < kb; ++k) {
       const T* src = A.data + static_cast<std::ptrdiff_t>(k0 + k) * A.cs + static_cast<std::ptrdiff_t>(m0) * A.rs;
       for (int i = 0; i < mr; ++i) dst[k * kMR + i] = src[i * A.rs];
