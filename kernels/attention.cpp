@@ -25,9 +25,11 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "attention_device.hpp"
 #include "detmath.hpp"
+#include "host_simd.hpp"
 #include "kernel_path.hpp"
 #include "row_reduce.hpp"
 
@@ -47,8 +49,9 @@ void check_shapes(const char* where, int B, int T, int C, int H, std::size_t qkv
 
 // Register tile shapes: kKeys and kChan fill two 256-bit registers per row (16 floats, 8 doubles).
 // With AVX-512 the same tiles are one register wide, so they grow to 8 queries x 32 keys (16 zmm
-// accumulators). Tile shapes only decide which elements run side by side, never an element's
-// chain, so they change no bit.
+// accumulators), and dk/dv tiles to 4 keys (16 zmm: 2 keys left the loop bound by address arithmetic
+// and a spill, at 8 FMAs per step). Tile shapes only decide which elements run side by side, never
+// an element's chain, so they change no bit.
 #if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
 constexpr int kTileBytes = 128, kTileQueries = 8;
 #else
@@ -57,7 +60,7 @@ constexpr int kTileBytes = 64, kTileQueries = 4;
 template <class Real>
 struct Tile {
   static constexpr int kQueries = kTileQueries;                 // query rows per score / out / dq tile
-  static constexpr int kKeyRows = 2;                            // key rows per dk/dv tile
+  static constexpr int kKeyRows = kTileQueries / 2;             // key rows per dk/dv tile
   static constexpr int kKeys = int(kTileBytes / sizeof(Real));  // keys per score tile
   static constexpr int kChan = int(kTileBytes / sizeof(Real));  // widest channel chunk of out / dq / dk / dv
 };
@@ -86,15 +89,67 @@ template <class Real, class Team>
 KOKKOS_INLINE_FUNCTION void stage_transposed(const Team& team, const Real* src, int lds, int rows, int n, Real* dst,
                                              int ldd) {
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (ldd + kStageRows - 1) / kStageRows), [&](const int blk) {
-    const int r1 = (blk + 1) * kStageRows < ldd ? (blk + 1) * kStageRows : ldd;
-    for (int r = blk * kStageRows; r < r1; ++r) {
+    const int r0 = blk * kStageRows;
+    const int r1 = r0 + kStageRows < ldd ? r0 + kStageRows : ldd;
+    int i0 = 0;  // channels staged so far
+#ifdef MINIPIPE_HOST_AVX512
+    // Whole 16 x 16 blocks go through registers (host_simd::transpose16): one contiguous 64-byte store
+    // per channel, where the element loop stored one float at a time Tp floats apart (a tenth of the
+    // forward kernel at T = 256). Rows past `rows` read zeros.
+    if constexpr (std::is_same<Real, float>::value && kStageRows == 16) {
+      if (r1 - r0 == 16) {
+        alignas(64) static constexpr float kZeros[16] = {};
+        const float* from[16];
+        for (; i0 + 16 <= n; i0 += 16) {
+          for (int j = 0; j < 16; ++j)
+            from[j] = r0 + j < rows ? src + static_cast<std::size_t>(r0 + j) * lds + i0 : kZeros;
+          host_simd::transpose16(from, 16, dst + static_cast<std::size_t>(i0) * ldd + r0, ldd);
+        }
+      }
+    }
+#endif
+    for (int r = r0; r < r1; ++r) {
       const Real* s = src + static_cast<std::size_t>(r) * lds;
       if (r < rows)
-        for (int i = 0; i < n; ++i) dst[static_cast<std::size_t>(i) * ldd + r] = s[i];
+        for (int i = i0; i < n; ++i) dst[static_cast<std::size_t>(i) * ldd + r] = s[i];
       else
-        for (int i = 0; i < n; ++i) dst[static_cast<std::size_t>(i) * ldd + r] = 0;
+        for (int i = i0; i < n; ++i) dst[static_cast<std::size_t>(i) * ldd + r] = 0;
     }
   });
+}
+
+// max over a[0..n) in the canonical lane order of row_reduce.hpp (ties and NaNs as Max::combine).
+// The host AVX-512 body keeps the 32 lanes in two registers: MAXPS(x, m) is x > m ? x : m, which is
+// Max::combine(m, x) for every input, NaN and signed zeros included, and the tree halves the lanes
+// with the same pairs (l, l + w); the generic loop kept the lanes in memory, with a scalar tail.
+template <class Real>
+KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
+    const __m512 id = _mm512_set1_ps(rowred::Max::identity<float>());
+    __m512 p0 = id, p1 = id;  // lanes 0..15 and 16..31
+    int c0 = 0;
+    for (; c0 + 32 <= n; c0 += 32) {
+      p0 = _mm512_max_ps(_mm512_loadu_ps(a + c0), p0);
+      p1 = _mm512_max_ps(_mm512_loadu_ps(a + c0 + 16), p1);
+    }
+    const int rem = n - c0;  // 0..31 elements left: lanes l < rem take one more
+    if (rem > 0) {
+      const __mmask16 k0 = static_cast<__mmask16>(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
+      const __mmask16 k1 = static_cast<__mmask16>(rem <= 16 ? 0u : (1u << (rem - 16)) - 1u);
+      p0 = _mm512_mask_max_ps(p0, k0, _mm512_maskz_loadu_ps(k0, a + c0), p0);
+      p1 = _mm512_mask_max_ps(p1, k1, _mm512_maskz_loadu_ps(k1, a + c0 + 16), p1);
+    }
+    p0 = _mm512_max_ps(p1, p0);                                        // w = 16
+    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);       // w = 8: lanes 8..15 onto 0..7
+    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);       // w = 4: lanes 4..7 onto 0..3
+    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);              // w = 2: lanes 2, 3 onto 0, 1
+    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);              // w = 1: lane 1 onto 0
+    return _mm512_cvtss_f32(p0);
+  }
+#endif
+  return rowred::reduce<rowred::Max, Real>(
+      n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
 }
 
 // Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
@@ -104,8 +159,7 @@ KOKKOS_INLINE_FUNCTION void stage_transposed(const Team& team, const Real* src, 
 template <class Real>
 KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
   constexpr int L = rowred::kLanes;
-  const Real mx = rowred::reduce<rowred::Max, Real>(
-      n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
+  const Real mx = row_max(a, n);
   Real p[L];
   for (int l = 0; l < L; ++l) p[l] = 0;
   for (int c0 = 0; c0 < n; c0 += L) {

@@ -3,6 +3,7 @@
 // tiled team kernel for device backends (batched over samples); identical bits by design.
 #include "gemm.hpp"
 
+#include "host_simd.hpp"
 #include "kernel_path.hpp"
 
 #include <algorithm>
@@ -14,26 +15,14 @@
 #include <string>
 #include <type_traits>
 
-// Host-only: the device passes of nvcc/hipcc never see the intrinsics. The widest ISA the build
-// targets is taken; every one gives the same bits (one rounding per explicit FMA, k in order).
-#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-#if defined(__AVX512F__)
-// GCC 12 warns about the deliberately undefined pass-through operand inside some AVX-512
-// intrinsics (GCC bug 105593); the warning points into the header, so it is silenced there.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+// Host-only: the device passes of nvcc/hipcc never see the intrinsics (host_simd.hpp includes them
+// for AVX-512F builds). The widest ISA the build targets is taken; every one gives the same bits
+// (one rounding per explicit FMA, k in order).
+#if defined(MINIPIPE_HOST_AVX512)
 #define MINIPIPE_GEMM_AVX512 1
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define MINIPIPE_GEMM_AVX2 1
-#endif
 #endif
 
 namespace minipipe {
@@ -284,41 +273,6 @@ void prefetch_panel(const T* p, int n) {
 #endif
 }
 
-#ifdef MINIPIPE_GEMM_AVX512
-// dst[k*ldd + i] = src[i][k] for k = 0..15 and i < n <= 16: a 16 x 16 transpose in registers
-// (unpack ps, unpack pd, two rounds of 128-bit lane shuffles), each output row stored under a mask
-// of its n lanes. The scalar loops it replaces in the packers stored one float at a time with a
-// 48- or 128-byte stride. Every src[i] (i < n) must have 16 readable floats.
-inline void transpose16(const float* const (&src)[16], int n, float* dst, int ldd) {
-  __m512 r[16];
-  for (int i = 0; i < 16; ++i) r[i] = i < n ? _mm512_loadu_ps(src[i]) : _mm512_setzero_ps();
-  __m512 t[16];
-  for (int p = 0; p < 8; ++p) {
-    t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-    t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-  }
-  // v[g][c], 128-bit lane j: rows 4g..4g+3 at column 4j + c.
-  __m512 v[4][4];
-  for (int g = 0; g < 4; ++g) {
-    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
-    v[g][0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    v[g][1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    v[g][2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    v[g][3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  const __mmask16 lanes = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-  for (int c = 0; c < 4; ++c) {
-    const __m512 s0 = _mm512_shuffle_f32x4(v[0][c], v[1][c], 0x44), s1 = _mm512_shuffle_f32x4(v[0][c], v[1][c], 0xEE);
-    const __m512 s2 = _mm512_shuffle_f32x4(v[2][c], v[3][c], 0x44), s3 = _mm512_shuffle_f32x4(v[2][c], v[3][c], 0xEE);
-    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(c) * ldd, lanes, _mm512_shuffle_f32x4(s0, s2, 0x88));
-    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(4 + c) * ldd, lanes, _mm512_shuffle_f32x4(s0, s2, 0xDD));
-    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(8 + c) * ldd, lanes, _mm512_shuffle_f32x4(s1, s3, 0x88));
-    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(12 + c) * ldd, lanes, _mm512_shuffle_f32x4(s1, s3, 0xDD));
-  }
-}
-#endif
-
 // Packs rows m0..m0+MR-1, columns k0..k0+kb-1 of A as dst[k*MR + i] (rows past M are zero).
 template <class T>
 void pack_a(const StridedMat<T>& A, int M, int m0, int k0, int kb, T* dst) {
@@ -333,7 +287,7 @@ void pack_a(const StridedMat<T>& A, int M, int m0, int k0, int kb, T* dst) {
       for (; k + 16 <= kb; k += 16) {
         const float* at[16];
         for (int i = 0; i < 16; ++i) at[i] = src[i] + k;
-        transpose16(at, mr, dst + static_cast<std::ptrdiff_t>(k) * kMR, kMR);
+        host_simd::transpose16(at, mr, dst + static_cast<std::ptrdiff_t>(k) * kMR, kMR);
       }
     }
 #endif
@@ -391,8 +345,8 @@ void pack_b(const StridedMat<T>& B, int N, int n0, int k0, int kb, T* dst) {
             lo[j] = src[j] + k;
             hi[j] = src[16 + j] + k;
           }
-          transpose16(lo, 16, dst + static_cast<std::ptrdiff_t>(k) * NR, NR);
-          transpose16(hi, 16, dst + static_cast<std::ptrdiff_t>(k) * NR + 16, NR);
+          host_simd::transpose16(lo, 16, dst + static_cast<std::ptrdiff_t>(k) * NR, NR);
+          host_simd::transpose16(hi, 16, dst + static_cast<std::ptrdiff_t>(k) * NR + 16, NR);
         }
     }
 #endif
@@ -489,8 +443,9 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
         Kokkos::parallel_for("Gemm::pack_a", Policy(0, mpan), [=](const int q) {
           pack_a(A, M, ic + q * kMR, pc, kb, Ap + static_cast<std::ptrdiff_t>(q) * kb * kMR);
         });
-        const int n_ib = ceil_div(mpan, mq);
         const int n_jb = ceil_div(npan, unit_panels);
+
+        const int n_ib = ceil_div(mpan, mq);
         // Consecutive units share their A block (ib is the slow index) so it stays in L2.
         Kokkos::parallel_for("Gemm::tiles", Policy(0, n_ib * n_jb), [=](const int u) {
           const int ib = u / n_jb;

@@ -1,0 +1,60 @@
+// Host-only SIMD building blocks shared by the packed GEMM and the attention kernels. The device
+// passes of nvcc and hipcc never see the intrinsics: MINIPIPE_HOST_AVX512 is defined only in a host
+// pass of an AVX-512F build, so a KOKKOS_FUNCTION tests it to pick its host body.
+#pragma once
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && defined(__AVX512F__)
+// GCC 12 warns about the deliberately undefined pass-through operand inside some AVX-512
+// intrinsics (GCC bug 105593); the warning points into the header, so it is silenced there.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#define MINIPIPE_HOST_AVX512 1
+
+#include <cstddef>
+
+namespace minipipe {
+namespace host_simd {
+
+// dst[k*ldd + i] = src[i][k] for k = 0..15 and i < n <= 16: a 16 x 16 transpose in registers
+// (unpack ps, unpack pd, two rounds of 128-bit lane shuffles), each output row stored under a mask
+// of its n lanes. The scalar loops it replaces in the packers stored one float at a time with a
+// 48- or 128-byte stride. Every src[i] (i < n) must have 16 readable floats.
+inline void transpose16(const float* const (&src)[16], int n, float* dst, int ldd) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < n ? _mm512_loadu_ps(src[i]) : _mm512_setzero_ps();
+  __m512 t[16];
+  for (int p = 0; p < 8; ++p) {
+    t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+  }
+  // v[g][c], 128-bit lane j: rows 4g..4g+3 at column 4j + c.
+  __m512 v[4][4];
+  for (int g = 0; g < 4; ++g) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    v[g][0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    v[g][1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    v[g][2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    v[g][3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  const __mmask16 lanes = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  for (int c = 0; c < 4; ++c) {
+    const __m512 s0 = _mm512_shuffle_f32x4(v[0][c], v[1][c], 0x44), s1 = _mm512_shuffle_f32x4(v[0][c], v[1][c], 0xEE);
+    const __m512 s2 = _mm512_shuffle_f32x4(v[2][c], v[3][c], 0x44), s3 = _mm512_shuffle_f32x4(v[2][c], v[3][c], 0xEE);
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(c) * ldd, lanes, _mm512_shuffle_f32x4(s0, s2, 0x88));
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(4 + c) * ldd, lanes, _mm512_shuffle_f32x4(s0, s2, 0xDD));
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(8 + c) * ldd, lanes, _mm512_shuffle_f32x4(s1, s3, 0x88));
+    _mm512_mask_storeu_ps(dst + static_cast<std::ptrdiff_t>(12 + c) * ldd, lanes, _mm512_shuffle_f32x4(s1, s3, 0xDD));
+  }
+}
+
+}  // namespace host_simd
+}  // namespace minipipe
+#endif
