@@ -8,7 +8,7 @@ namespace minipipe {
 
 template <class T>
 struct Gelu {
-  // y (n) = gelu(x (n)) with det::tanh in both modes (vectorized; faster than libm tanh).
+  // y (n) = gelu(x (n)) = x sigmoid(2u) with det::exp, the same in both modes (see gelu.cpp).
   static void forward(Mode mode, CVec<T> x, Vec<T> y);
   // dx (n) = dy (n) * gelu'(x (n)), overwritten.
   static void backward_input(Mode mode, CVec<T> x, CVec<T> dy, Vec<T> dx);

@@ -269,17 +269,24 @@ TEST(DetmathBits, DoubleSpecialSweeps) {
   for (Fn f : kFns) EXPECT_EQ(compare(f, x, "sweep"), 0u) << name(f);
 }
 
-// ---- GELU against the reference formula built from the reference tanh ----------------------
+// ---- GELU against the reference formula built from the reference exp -----------------------
+// x sigmoid(2u) = x / (1 + exp(-2u)) with -2u capped at 80, and its derivative
+// sg + 2 x (e sg^2) du (sg = sigmoid(2u), e = exp(-2u)), in the kernels' operation order.
 
 constexpr double kSqrt2OverPi = 0x1.9884533d43651p-1;
 constexpr double kCubic = 0.044715;
 
 template <class T>
+T exp_minus_2u_ref(T u) {
+  const T a = T(-2) * u;
+  return detref::exp(a < T(80) ? a : T(80));
+}
+template <class T>
 T gelu_ref(T xi) {
   const T s = static_cast<T>(kSqrt2OverPi);
   const T c = static_cast<T>(kCubic);
   const T u = s * (xi + c * (xi * xi) * xi);
-  return T(0.5) * xi * (T(1) + detref::tanh(u));
+  return xi / (T(1) + exp_minus_2u_ref(u));
 }
 template <class T>
 T gelu_grad_ref(T xi, T dyi) {
@@ -287,11 +294,10 @@ T gelu_grad_ref(T xi, T dyi) {
   const T c = static_cast<T>(kCubic);
   const T x2 = xi * xi;
   const T u = s * (xi + c * x2 * xi);
-  const T th = detref::tanh(u);
-  const T sech2 = T(1) - th * th;
   const T du = s * (T(1) + T(3) * c * x2);
-  const T local = T(0.5) * (T(1) + th) + T(0.5) * xi * sech2 * du;
-  return dyi * local;
+  const T e = exp_minus_2u_ref(u);
+  const T sg = T(1) / (T(1) + e);
+  return dyi * (sg + T(2) * xi * (e * sg * sg) * du);
 }
 
 template <class T>
