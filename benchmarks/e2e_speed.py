@@ -251,7 +251,7 @@ def main():
     steps = {}  # (build label, mode, p, m) -> step seconds pooled over rounds
     backends = {}  # build label -> its Kokkos backend
     fast_gemm_used = {}  # build label -> the GEMM its fast rows ran
-    sgemm, sgemm_best, torch_steps, ctx, best_ctx, info, torch_info = [], [], [], None, None, {}, {}
+    sgemm, sgemm_best, torch_steps, torch_best_steps, ctx, best_ctx, info, torch_info = [], [], [], [], None, None, {}, {}
     try:
         for rnd in range(a.repeats):
             rate, ctx = sgemm_rate(a.build, a, e)
@@ -277,6 +277,8 @@ def main():
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
                 torch_info = t
+                if be:  # PyTorch's CPU GEMMs go to the same OpenBLAS (BLAS_INFO=generic on Debian)
+                    torch_best_steps.extend(torch_run(py, a, be)["step_seconds"])
             print(f"round {rnd + 1}/{a.repeats} done", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -303,15 +305,21 @@ def main():
         print(f"PyTorch {torch_info['torch']} eager, {torch_info['threads']} thread: {tokens / ref:.0f} tokens/s, "
               f"{flops / ref / 1e9:.1f} GFLOP/s ({flops / ref / 1e9 / g:.2f} of sgemm"
               + (f", {flops / ref / 1e9 / gb:.2f} of best)" if gb else ")"))
+    ref_best = statistics.median(torch_best_steps) if torch_best_steps else None
+    if ref_best:
+        print(f"PyTorch with the best OpenBLAS kernels (SkylakeX): {tokens / ref_best:.0f} tokens/s, "
+              f"{flops / ref_best / 1e9:.1f} GFLOP/s ({flops / ref_best / 1e9 / gb:.2f} of best); column /torch-best")
     hdr = f"{'run':<26}{'schedule':>11}{'p':>3}{'m':>4}{'tokens/s':>11}{'GFLOP/s':>10}{'/sgemm':>8}"
-    print(hdr + (f"{'/best':>8}" if gb else "") + (f"{'/torch':>8}" if ref else ""))
+    print(hdr + (f"{'/best':>8}" if gb else "") + (f"{'/torch':>8}" if ref else "") +
+          (f"{'/torch-best':>12}" if ref_best else ""))
     med = {k: statistics.median(v) for k, v in steps.items()}
     for label, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
                 t = med[(label, mode, p, m)]
                 line = f"{label + mode:<26}{schedule_of(a, p, m):>11}{p:>3}{m:>4}{tokens / t:>11.0f}{flops / t / 1e9:>10.1f}{flops / t / 1e9 / g:>8.2f}"
-                print(line + (f"{flops / t / 1e9 / gb:>8.2f}" if gb else "") + (f"{ref / t:>8.2f}" if ref else ""))
+                print(line + (f"{flops / t / 1e9 / gb:>8.2f}" if gb else "") + (f"{ref / t:>8.2f}" if ref else "") +
+                      (f"{ref_best / t:>12.2f}" if ref_best else ""))
     print("ratios (medians of this run):")
     for label, _ in builds:
         for mode in ("deterministic", "fast"):
