@@ -372,7 +372,8 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
   const int mc = round_up(opt.mc > 0 ? opt.mc : Tile<T>::MC, kMR);
   const int nc = round_up(opt.nc > 0 ? opt.nc : Tile<T>::NC, NR);
   const int mchunk = mc * kChunkBlocks;
-  const int mq = mc / kMR;  // A micro-panels per unit
+  const int mq = mc / kMR;  // A micro-panels per unit, at most
+  const int threads = std::max(1, Host().concurrency());
   const int unit_panels = std::max(1, kUnitCols / NR);
 
   T* Ap = ws.get<T>(KernelWorkspace::gemm_a,
@@ -444,24 +445,27 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
           pack_a(A, M, ic + q * kMR, pc, kb, Ap + static_cast<std::ptrdiff_t>(q) * kb * kMR);
         });
         const int n_jb = ceil_div(npan, unit_panels);
-
-        const int n_ib = ceil_div(mpan, mq);
+        // Row blocks of at most mq panels, as many as a multiple of the thread count and of equal
+        // size but for rounding: the static split then gives each thread the same work, where
+        // blocks of mq with a short last one left one of 2 threads 25% more.
+        const int n_ib = threads * ceil_div(mpan, threads * mq);
+        const int mqb = ceil_div(mpan, n_ib);  // A micro-panels per unit
         // Consecutive units share their A block (ib is the slow index) so it stays in L2.
         Kokkos::parallel_for("Gemm::tiles", Policy(0, n_ib * n_jb), [=](const int u) {
           const int ib = u / n_jb;
           const int jb = u % n_jb;
-          const int q1 = std::min(mpan, (ib + 1) * mq);
+          const int q1 = std::min(mpan, (ib + 1) * mqb);
           const int p1 = std::min(npan, (jb + 1) * unit_panels);
           for (int p = jb * unit_panels; p < p1; ++p) {
             const int n0 = jc + p * NR;
             const T* bp = Bb + static_cast<std::ptrdiff_t>(p) * kb * NR;
             if (keep && p + 1 < p1) prefetch_panel(bp + static_cast<std::ptrdiff_t>(kb) * NR, kb * NR);
-            for (int q = ib * mq; q < q1; ++q) {
+            for (int q = ib * mqb; q < q1; ++q) {
               const int m0 = ic + q * kMR;
               if (q + 1 < q1)
                 prefetch_tile(C + (m0 + kMR) * ldc + n0, ldc, std::min(kMR, M - m0 - kMR));
               else if (p + 1 < p1)
-                prefetch_tile(C + (ic + ib * mq * kMR) * ldc + n0 + NR, ldc, std::min(kMR, M - ic - ib * mq * kMR));
+                prefetch_tile(C + (ic + ib * mqb * kMR) * ldc + n0 + NR, ldc, std::min(kMR, M - ic - ib * mqb * kMR));
               const T* e = (last && E) ? E + m0 * lde + n0 : nullptr;
               run_tile(uk, kb, Ap + static_cast<std::ptrdiff_t>(q) * kb * kMR, bp, C + m0 * ldc + n0, ldc, !first, e,
                        lde, std::min(kMR, M - m0), std::min(NR, N - n0));
