@@ -514,6 +514,12 @@ void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int
     const __m512i j = _mm512_maskz_srli_epi32(pos, _mm512_and_si512(_mm512_sub_epi32(q, c70), c127), 5);
     __mmask16 sel[4];
     for (int k = 0; k < 4; ++k) sel[k] = _mm512_mask_cmpeq_epi32_mask(ok, j, _mm512_set1_epi32(k));
+    // Mostly every nonzero value of the 16 falls in one limb (limb 1 holds 2^-25 <= |v| < 2^7 and
+    // a zero adds 0 to any): then only that limb's words are read and written, not all four.
+    const __mmask16 nz = _mm512_test_epi32_mask(bits, abs_mask);
+    int one = -1;
+    for (int k = 0; k < 4 && one < 0; ++k)
+      if (static_cast<__mmask16>(sel[k] & nz) == nz) one = k;
     for (int h = 0; h < 2; ++h) {
       const auto half = [h](__m512i v) { return h == 0 ? _mm512_castsi512_si256(v) : _mm512_extracti64x4_epi64(v, 1); };
       const __mmask8 p8 = static_cast<__mmask8>(pos >> (8 * h)), n8 = static_cast<__mmask8>(neg >> (8 * h));
@@ -521,6 +527,11 @@ void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int
       const __m512i mag = _mm512_mask_blend_epi64(p8, _mm512_cvtepu32_epi64(half(small)), wpos);
       const __m512i w = _mm512_mask_sub_epi64(mag, n8, zero, mag);
       std::int64_t* const dst[4] = {a0 + l + 8 * h, a1 + l + 8 * h, a2 + l + 8 * h, a3 + l + 8 * h};
+      if (one >= 0) {  // w is 0 in the zero lanes
+        const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst[one]));
+        _mm512_store_si512(reinterpret_cast<void*>(dst[one]), _mm512_add_epi64(cur, w));
+        continue;
+      }
       for (int k = 0; k < 4; ++k) {
         const __mmask8 s8 = static_cast<__mmask8>(sel[k] >> (8 * h));
         const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst[k]));

@@ -26,10 +26,12 @@ struct ExactProblem {
     dy = test::random_values<float>(static_cast<std::size_t>(S) * K * M, seed);
     x = test::random_values<float>(static_cast<std::size_t>(S) * K * N, seed + 1);
     // Rows of the output at very different scales, so the partials cover all four 32-bit limbs
-    // of the 2^-80 grid and the rounded path below it (|p| < 2^-57).
-    const int exps[] = {-70, -45, -20, 0, 12, 25};
+    // of the 2^-80 grid and the rounded path below it (|p| < 2^-57); the rows scaled by 2^-26 and
+    // 2^5 straddle the limb boundaries 2^-25 and 2^7, so the 16 values of one vector fall in two
+    // limbs (the SIMD conversion's general path) where the other rows' mostly fall in one.
+    const int exps[] = {-70, -45, -26, -20, 0, 5, 12, 25};
     for (int r = 0; r < S * K; ++r)
-      for (int c = 0; c < M; ++c) dy[static_cast<std::size_t>(r) * M + c] *= std::ldexp(1.0f, exps[c % 6]);
+      for (int c = 0; c < M; ++c) dy[static_cast<std::size_t>(r) * M + c] *= std::ldexp(1.0f, exps[c % 8]);
   }
 
   float partial(int s, int m, int n) const {
