@@ -140,11 +140,11 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
       p0 = _mm512_mask_max_ps(p0, k0, _mm512_maskz_loadu_ps(k0, a + c0), p0);
       p1 = _mm512_mask_max_ps(p1, k1, _mm512_maskz_loadu_ps(k1, a + c0 + 16), p1);
     }
-    p0 = _mm512_max_ps(p1, p0);                                        // w = 16
-    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);       // w = 8: lanes 8..15 onto 0..7
-    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);       // w = 4: lanes 4..7 onto 0..3
-    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);              // w = 2: lanes 2, 3 onto 0, 1
-    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);              // w = 1: lane 1 onto 0
+    p0 = _mm512_max_ps(p1, p0);                                  // w = 16
+    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);  // w = 8: lanes 8..15 onto 0..7
+    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);  // w = 4: lanes 4..7 onto 0..3
+    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);         // w = 2: lanes 2, 3 onto 0, 1
+    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);         // w = 1: lane 1 onto 0
     return _mm512_cvtss_f32(p0);
   }
 #endif

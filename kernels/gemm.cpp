@@ -302,7 +302,8 @@ void pack_a(const StridedMat<T>& A, int M, int m0, int k0, int kb, T* dst) {
         const __mmask16 valid = static_cast<__mmask16>((1u << mr) - 1u), row = static_cast<__mmask16>((1u << kMR) - 1u);
         const float* src = A.data + static_cast<std::ptrdiff_t>(k0) * A.cs + m0;
         for (int k = 0; k < kb; ++k)
-          _mm512_mask_storeu_ps(dst + k * kMR, row, _mm512_maskz_loadu_ps(valid, src + static_cast<std::ptrdiff_t>(k) * A.cs));
+          _mm512_mask_storeu_ps(dst + k * kMR, row,
+                                _mm512_maskz_loadu_ps(valid, src + static_cast<std::ptrdiff_t>(k) * A.cs));
         return;
       }
     }

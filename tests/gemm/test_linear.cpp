@@ -242,8 +242,8 @@ TEST(LinearFastMode, FastGemmSettingChoosesTheLibrary) {
     View1<float> sum("sum", static_cast<std::size_t>(d.O) * d.I);
     KernelWorkspace ws;
     for (const auto& [r0, r1] : {std::pair<int, int>{0, 2 * rows_per_sample}, {2 * rows_per_sample, d.N}})
-      gemm_det<float>(ws, d.O, d.I, r1 - r0, transposed(dG.data() + r0 * d.O, d.O), row_major(dx.data() + r0 * d.I, d.I),
-                      sum.data(), d.I, nullptr, GemmOut::accumulate);
+      gemm_det<float>(ws, d.O, d.I, r1 - r0, transposed(dG.data() + r0 * d.O, d.O),
+                      row_major(dx.data() + r0 * d.I, d.I), sum.data(), d.I, nullptr, GemmOut::accumulate);
     dW_ref = to_host(sum);
   }
   {
