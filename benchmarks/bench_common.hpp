@@ -18,6 +18,7 @@ struct ModelShape {
   int channels = 768;  // C
   int seq_len = 64;    // T: rows per sample (weight-gradient partials, attention)
   int heads = 12;      // H
+  int layers = 8;      // blocks whose weights the kept-weight benchmarks cycle through
 };
 
 // A MemSpace buffer of n values filled with a fixed pseudo-random pattern in [-1, 1).

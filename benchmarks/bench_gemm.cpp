@@ -3,6 +3,7 @@
 #include <KokkosBlas3_gemm.hpp>
 
 #include <string>
+#include <vector>
 
 #include "bench_common.hpp"
 #include "kernels/gemm.hpp"
@@ -151,6 +152,52 @@ void bench_linear(benchmark::State& st, Mode mode, Phase phase, LayerShape l, in
   set_rates(st, 2.0 * tokens * O * I, 0);
 }
 
+// The forward (or backward-input) GEMMs of `layers` blocks' four Linear layers in order, each
+// weight kept packed (PackedB) as the stage keeps it, on `tokens` rows: a micro-batch's pass. When
+// the weights exceed the last-level cache every pass streams them from memory once, so running
+// this at tokens = B*T and at B*T/m shows what splitting the batch into m micro-batches costs
+// the GEMMs (the kept panels read per flop grow m-fold).
+template <class T>
+void bench_kept_pass(benchmark::State& st, Phase phase, const ModelShape& s) {
+  const int C = s.channels, N = s.tokens;
+  const LayerShape shapes[] = {{"qkv", 3 * C, C}, {"attn_proj", C, C}, {"fc", 4 * C, C}, {"fc_proj", C, 4 * C}};
+  struct Layer {
+    LayerShape l;
+    View1<T> W;
+    PackedB<T> packed;
+  };
+  std::vector<Layer> layers;
+  std::size_t weight_bytes = 0;
+  double flops = 0;
+  for (int b = 0; b < s.layers; ++b)
+    for (const LayerShape& l : shapes) {
+      layers.push_back({l, filled<T>(static_cast<std::size_t>(l.O) * l.I, 10 + layers.size()), {}});
+      layers.back().packed.enable();
+      weight_bytes += static_cast<std::size_t>(l.O) * l.I * sizeof(T);
+      flops += 2.0 * N * l.O * l.I;
+    }
+  const auto in = filled<T>(static_cast<std::size_t>(N) * 4 * C, 1);
+  View1<T> out("kept_pass_out", static_cast<std::size_t>(N) * 4 * C);
+  KernelWorkspace ws;
+  auto run = [&] {
+    for (Layer& L : layers) {
+      const int O = L.l.O, I = L.l.I;
+      if (phase == Phase::forward)
+        gemm_det<T>(ws, N, O, I, row_major(in.data(), I), transposed(L.W.data(), I), out.data(), O, nullptr,
+                    GemmOut::overwrite, &L.packed);
+      else
+        gemm_det<T>(ws, N, I, O, row_major(in.data(), O), row_major(L.W.data(), I), out.data(), I, nullptr,
+                    GemmOut::overwrite, &L.packed);
+    }
+  };
+  run();  // packs every weight once
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, flops, static_cast<double>(weight_bytes));
+}
+
 }  // namespace
 
 void register_gemm_benchmarks(const ModelShape& s) {
@@ -169,6 +216,13 @@ void register_gemm_benchmarks(const ModelShape& s) {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
     }
+  for (Phase p : {Phase::forward, Phase::backward_input})
+    benchmark::RegisterBenchmark(("gemm_f32/kept_" + std::string(name(p)) + "/L" + std::to_string(s.layers) + "_N" +
+                                  std::to_string(s.tokens) + "/det")
+                                     .c_str(),
+                                 [=](benchmark::State& st) { bench_kept_pass<float>(st, p, s); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   // Double precision (the test/reference build) on one shape.
   const LayerShape qkv = layers[0];
   const Extents e = extents(Phase::forward, qkv, s.tokens);

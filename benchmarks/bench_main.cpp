@@ -21,7 +21,7 @@ int openblas_get_num_threads(void);
 
 namespace {
 
-// Takes --tokens=, --channels=, --seq-len=, --heads= out of argv (Google Benchmark rejects
+// Takes --tokens=, --channels=, --seq-len=, --heads=, --layers= out of argv (Google Benchmark rejects
 // flags it does not know). Returns false on a malformed value.
 bool parse_shape(int& argc, char** argv, minipipe::bench::ModelShape& shape) {
   struct Flag {
@@ -31,7 +31,8 @@ bool parse_shape(int& argc, char** argv, minipipe::bench::ModelShape& shape) {
   const Flag flags[] = {{"--tokens=", &shape.tokens},
                         {"--channels=", &shape.channels},
                         {"--seq-len=", &shape.seq_len},
-                        {"--heads=", &shape.heads}};
+                        {"--heads=", &shape.heads},
+                        {"--layers=", &shape.layers}};
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     bool taken = false;
@@ -84,7 +85,8 @@ void add_context(const minipipe::bench::ModelShape& shape) {
   AddCustomContext("gemm_det_simd", minipipe::gemm_det_has_simd() ? "yes" : "no");
   AddCustomContext("model_shape",
                    "tokens=" + std::to_string(shape.tokens) + " channels=" + std::to_string(shape.channels) +
-                       " seq_len=" + std::to_string(shape.seq_len) + " heads=" + std::to_string(shape.heads));
+                       " seq_len=" + std::to_string(shape.seq_len) + " heads=" + std::to_string(shape.heads) +
+                       " layers=" + std::to_string(shape.layers));
 }
 
 }  // namespace
