@@ -343,6 +343,38 @@ KOKKOS_FORCEINLINE_FUNCTION double tanh(double x) {
   return detail::tanh_impl(x);
 }
 
+// det::exp(x) for x in [kLo, kHi] of ExpNormal (exp_normal_range): there k = rint(x / ln2) lies
+// within the normal exponents, with a margin over the rounding of x / ln2, and the steps below are
+// exactly exp_impl's without its range selects and split scaling (more than half of its cost on the
+// host), so the value is det::exp(x) bit for bit (test_detmath_bits checks). Outside the range the
+// value is meaningless: a caller tests the range (one compare pass) and calls det::exp where it
+// fails.
+template <class T>
+struct ExpNormal;
+template <>
+struct ExpNormal<float> {
+  static constexpr float kLo = -87.0f, kHi = 88.0f;  // k in [-126, 127] from -87.68 to 88.38
+};
+template <>
+struct ExpNormal<double> {
+  static constexpr double kLo = -708.0, kHi = 709.0;  // k in [-1022, 1023] from -708.74 to 709.43
+};
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION bool exp_normal_range(T x) {
+  return (x >= ExpNormal<T>::kLo) & (x <= ExpNormal<T>::kHi);  // false for NaN
+}
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
+  T r, rl, kf;
+  typename detail::Traits<T>::Bits kb;
+  detail::reduce_ln2(x, r, rl, kf, kb);
+  const T t = (r * r) * detail::expm1_tail(r);
+  T s, se;
+  detail::fast_two_sum(T(1), r, s, se);
+  const T v = s + (se + (t + rl * s));
+  return v * detail::pow2_bits<T>(kb);
+}
+
 }  // namespace det
 
 // The elementary function a kernel uses in mode `fast` (libm through Kokkos) or not (det::).
