@@ -30,17 +30,26 @@ KOKKOS_FORCEINLINE_FUNCTION T minus_2u_capped(T u) {
   return det::detail::select(a < T(80), a, T(80));  // a select: a ?: kept the loop scalar
 }
 
-// e[l] = exp(a[l]) for l < n with det::exp's bits: det::exp_normal when every a[l] is in its range
-// (one compare pass; |x| below about 9 in GELU), else det::exp, which also handles what the cap
-// and the range leave (very negative arguments, NaN).
+// The elements i0 .. i0+m-1 of x, m = min(kLanes, n - i0) (returned): e[l] = exp(-2u) of x(i0 + l),
+// the argument capped as above, with det::exp's bits: det::exp_normal when every argument of the
+// block is in its range (one compare pass; |x| below about 9 in GELU), else det::exp, which also
+// handles what the cap and the range leave (very negative arguments, NaN). u is formed the same
+// way for forward and backward.
 template <class T>
-KOKKOS_FORCEINLINE_FUNCTION void exp_lanes(const T (&a)[kLanes], int n, T (&e)[kLanes]) {
+KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std::size_t n, T s, T c, T (&e)[kLanes]) {
+  const int m = n - i0 < static_cast<std::size_t>(kLanes) ? static_cast<int>(n - i0) : kLanes;
+  T a[kLanes];
+  for (int l = 0; l < m; ++l) {
+    const T xi = x(i0 + l);
+    a[l] = minus_2u_capped(s * (xi + c * (xi * xi) * xi));
+  }
   int normal = 1;
-  for (int l = 0; l < n; ++l) normal &= static_cast<int>(det::exp_normal_range(a[l]));
+  for (int l = 0; l < m; ++l) normal &= static_cast<int>(det::exp_normal_range(a[l]));
   if (normal)
-    for (int l = 0; l < n; ++l) e[l] = det::exp_normal(a[l]);
+    for (int l = 0; l < m; ++l) e[l] = det::exp_normal(a[l]);
   else
-    for (int l = 0; l < n; ++l) e[l] = det::exp(a[l]);
+    for (int l = 0; l < m; ++l) e[l] = det::exp(a[l]);
+  return m;
 }
 
 // Both modes compute the tanh form through the identity 0.5 (1 + tanh(u)) = sigmoid(2u)
@@ -58,13 +67,8 @@ struct GeluForward {
   std::size_t n;
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t blk) const {
     const std::size_t i0 = blk * kLanes;
-    const int m = n - i0 < static_cast<std::size_t>(kLanes) ? static_cast<int>(n - i0) : kLanes;
-    T a[kLanes], e[kLanes];
-    for (int l = 0; l < m; ++l) {
-      const T xi = x(i0 + l);
-      a[l] = minus_2u_capped(s * (xi + c * (xi * xi) * xi));  // same rounding as in backward_input
-    }
-    exp_lanes(a, m, e);
+    T e[kLanes];
+    const int m = block_exps(x, i0, n, s, c, e);
     for (int l = 0; l < m; ++l) y(i0 + l) = x(i0 + l) / (T(1) + e[l]);
   }
 };
@@ -77,13 +81,8 @@ struct GeluBackwardInput {
   std::size_t n;
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t blk) const {
     const std::size_t i0 = blk * kLanes;
-    const int m = n - i0 < static_cast<std::size_t>(kLanes) ? static_cast<int>(n - i0) : kLanes;
-    T a[kLanes], e[kLanes];
-    for (int l = 0; l < m; ++l) {
-      const T xi = x(i0 + l);
-      a[l] = minus_2u_capped(s * (xi + c * (xi * xi) * xi));  // same rounding as in forward
-    }
-    exp_lanes(a, m, e);
+    T e[kLanes];
+    const int m = block_exps(x, i0, n, s, c, e);
     for (int l = 0; l < m; ++l) {
       const T xi = x(i0 + l);
       const T du = s * (T(1) + T(3) * c * (xi * xi));
