@@ -4,7 +4,7 @@
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
-  echo "usage: $0 BUILD_DIR [--benchmark_filter=REGEX] [--tokens=512] [--channels=768] [--seq-len=64] [--heads=12] [...]" >&2
+  echo "usage: $0 BUILD_DIR [--benchmark_filter=REGEX] [--tokens=512] [--channels=768] [--seq-len=64] [--heads=12] [--layers=8] [...]" >&2
   exit 2
 fi
 build_dir=$1
