@@ -2,6 +2,7 @@
 // environment variable MINIPIPE_KERNEL_PATH so test binaries can force the device path.
 #include "kernel_path.hpp"
 
+#include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -12,39 +13,60 @@ namespace minipipe {
 namespace {
 constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
 
+// The spellings of a setting's values; the first is "auto", which "automatic" also names.
+template <class E>
+struct Spelling {
+  const char* name;
+  E value;
+};
+constexpr Spelling<KernelPath> kPaths[] = {
+    {"auto", KernelPath::automatic}, {"host", KernelPath::host}, {"device", KernelPath::device}};
+constexpr Spelling<FastGemm> kFastGemms[] = {
+    {"auto", FastGemm::automatic}, {"blas", FastGemm::blas}, {"gemm_det", FastGemm::gemm_det}};
+
+template <class E, std::size_t N>
+const char* name_of(E v, const Spelling<E> (&names)[N]) {
+  for (const Spelling<E>& s : names)
+    if (s.value == v) return s.name;
+  return names[0].name;
+}
+
+// Throws std::invalid_argument naming `where`, the text and every allowed spelling.
+template <class E, std::size_t N>
+E parse_spelling(const std::string& text, const char* where, const Spelling<E> (&names)[N]) {
+  if (text == "automatic") return names[0].value;
+  std::string allowed;
+  for (const Spelling<E>& s : names) {
+    if (text == s.name) return s.value;
+    allowed += std::string(allowed.empty() ? "" : ", ") + s.name;
+  }
+  throw std::invalid_argument(std::string(where) + " = '" + text + "': allowed are " + allowed);
+}
+
+// The value of environment variable `var` when set and not empty, else automatic.
+template <class E, std::size_t N>
+E from_env(const char* var, const Spelling<E> (&names)[N]) {
+  const char* env = std::getenv(var);
+  return env && *env ? parse_spelling(env, var, names) : names[0].value;
+}
+
 KernelPath& setting() {
-  static KernelPath p = [] {
-    const char* env = std::getenv("MINIPIPE_KERNEL_PATH");
-    return env && *env ? parse_kernel_path(env, "MINIPIPE_KERNEL_PATH") : KernelPath::automatic;
-  }();
+  static KernelPath p = from_env("MINIPIPE_KERNEL_PATH", kPaths);
   return p;
 }
 
 FastGemm& fast_gemm_setting() {
-  static FastGemm g = [] {
-    const char* env = std::getenv("MINIPIPE_FAST_GEMM");
-    return env && *env ? parse_fast_gemm(env, "MINIPIPE_FAST_GEMM") : FastGemm::automatic;
-  }();
+  static FastGemm g = from_env("MINIPIPE_FAST_GEMM", kFastGemms);
   return g;
 }
 }  // namespace
 
 const char* to_string(KernelPath p) {
-  switch (p) {
-    case KernelPath::host:
-      return "host";
-    case KernelPath::device:
-      return "device";
-    default:
-      return "auto";
-  }
+  return name_of(p, kPaths);
 }
 
 KernelPath parse_kernel_path(const std::string& text, const char* where) {
-  if (text == "auto" || text == "automatic") return KernelPath::automatic;
-  if (text == "host") return KernelPath::host;
-  if (text == "device") return KernelPath::device;
-  throw std::invalid_argument(std::string(where) + " = '" + text + "': allowed are auto, host, device");
+  return parse_spelling(text, where, kPaths);
 }
 
 void set_kernel_path(KernelPath p) {
@@ -64,21 +86,11 @@ bool use_device_path() {
 }
 
 const char* to_string(FastGemm g) {
-  switch (g) {
-    case FastGemm::blas:
-      return "blas";
-    case FastGemm::gemm_det:
-      return "gemm_det";
-    default:
-      return "auto";
-  }
+  return name_of(g, kFastGemms);
 }
 
 FastGemm parse_fast_gemm(const std::string& text, const char* where) {
-  if (text == "auto" || text == "automatic") return FastGemm::automatic;
-  if (text == "blas") return FastGemm::blas;
-  if (text == "gemm_det") return FastGemm::gemm_det;
-  throw std::invalid_argument(std::string(where) + " = '" + text + "': allowed are auto, blas, gemm_det");
+  return parse_spelling(text, where, kFastGemms);
 }
 
 void set_fast_gemm(FastGemm g) {
