@@ -154,41 +154,21 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
 
 // Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
 // the sum in the canonical lane order of row_reduce.hpp (the device path forms the same lanes).
-// One pass over the row (in L1) per step. The exps are det::exp's bits: through det::exp_normal
-// when one compare pass finds every a - max in its range (scores within 87 of the row's max, the
-// usual case; it skips det::exp's range handling, half its cost), else det::exp. Both run in whole
-// blocks of E: the tail block's missing elements enter exp as the max and are not stored, so no
-// scalar exp runs (it costs as much as a vector). Then the lane sums (a missing element adds
-// nothing) and the division. Each loop keeps its values in registers; fused into one loop, the
-// lane and exp arrays went through the stack.
+// One pass over the row (in L1) per step: the max, a - max, the exps (det::exp_array: det::exp's
+// bits, through det::exp_normal when every a - max is in its range, the usual case: scores within
+// 87 of the row's max), the lane sums (a missing element adds nothing), the division. Each loop
+// keeps its values in registers; fused into one loop, the lane and exp arrays went through the
+// stack.
 template <class Real>
 KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
   constexpr int L = rowred::kLanes;
-  constexpr int E = int(64 / sizeof(Real));  // exps per block: one 512-bit vector
   const Real mx = row_max(a, n);
-  int normal = 1;
-  for (int t2 = 0; t2 < n; ++t2) normal &= static_cast<int>(det::exp_normal_range(a[t2] - mx));
+  for (int t2 = 0; t2 < n; ++t2) a[t2] = a[t2] - mx;
+  det::exp_array(a, a, n);
   int c0 = 0;
-  if (normal) {
-    for (; c0 + E <= n; c0 += E)
-      for (int l = 0; l < E; ++l) a[c0 + l] = det::exp_normal(a[c0 + l] - mx);
-  } else {
-    for (; c0 + E <= n; c0 += E)
-      for (int l = 0; l < E; ++l) a[c0 + l] = det::exp(a[c0 + l] - mx);
-  }
-  if (c0 < n) {  // the tail's padding (x = 0) is in both ranges
-    Real e[E];
-    for (int l = 0; l < E; ++l) e[l] = (c0 + l < n ? a[c0 + l] : mx) - mx;
-    if (normal)
-      for (int l = 0; l < E; ++l) e[l] = det::exp_normal(e[l]);
-    else
-      for (int l = 0; l < E; ++l) e[l] = det::exp(e[l]);
-    for (int l = 0; l < E; ++l)
-      if (c0 + l < n) a[c0 + l] = e[l];
-  }
   Real p[L];
   for (int l = 0; l < L; ++l) p[l] = 0;
-  for (c0 = 0; c0 + L <= n; c0 += L)
+  for (; c0 + L <= n; c0 += L)
     for (int l = 0; l < L; ++l) p[l] += a[c0 + l];
   for (int l = 0; l < L; ++l) p[l] += c0 + l < n ? a[c0 + l] : Real(0);
   const Real sum = rowred::tree<rowred::Sum, Real>(p);

@@ -375,6 +375,33 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
   return v * detail::pow2_bits<T>(kb);
 }
 
+// y[i] = det::exp(x[i]) for i < n, bit for bit (y may be x): det::exp_normal when one compare pass
+// finds every x[i] in its range, else det::exp. Whole blocks of one 512-bit vector, the last one
+// padded with zeros, so no scalar exp runs (one costs as much as a vector).
+template <class T>
+KOKKOS_INLINE_FUNCTION void exp_array(const T* x, T* y, int n) {
+  constexpr int E = int(64 / sizeof(T));
+  int normal = 1;
+  for (int i = 0; i < n; ++i) normal &= static_cast<int>(exp_normal_range(x[i]));
+  int c0 = 0;
+  if (normal) {
+    for (; c0 + E <= n; c0 += E)
+      for (int l = 0; l < E; ++l) y[c0 + l] = exp_normal(x[c0 + l]);
+  } else {
+    for (; c0 + E <= n; c0 += E)
+      for (int l = 0; l < E; ++l) y[c0 + l] = exp(x[c0 + l]);
+  }
+  if (c0 == n) return;
+  T e[E];
+  for (int l = 0; l < E; ++l) e[l] = c0 + l < n ? x[c0 + l] : T(0);
+  if (normal)
+    for (int l = 0; l < E; ++l) e[l] = exp_normal(e[l]);
+  else
+    for (int l = 0; l < E; ++l) e[l] = exp(e[l]);
+  for (int l = 0; l < E; ++l)
+    if (c0 + l < n) y[c0 + l] = e[l];
+}
+
 }  // namespace det
 
 // The elementary function a kernel uses in mode `fast` (libm through Kokkos) or not (det::).

@@ -31,10 +31,9 @@ KOKKOS_FORCEINLINE_FUNCTION T minus_2u_capped(T u) {
 }
 
 // The elements i0 .. i0+m-1 of x, m = min(kLanes, n - i0) (returned): e[l] = exp(-2u) of x(i0 + l),
-// the argument capped as above, with det::exp's bits: det::exp_normal when every argument of the
-// block is in its range (one compare pass; |x| below about 9 in GELU), else det::exp, which also
-// handles what the cap and the range leave (very negative arguments, NaN). u is formed the same
-// way for forward and backward.
+// the argument capped as above, with det::exp's bits (det::exp_array: through det::exp_normal when
+// the whole block is in its range, |x| below about 9). u is formed the same way for forward and
+// backward.
 template <class T>
 KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std::size_t n, T s, T c, T (&e)[kLanes]) {
   const int m = n - i0 < static_cast<std::size_t>(kLanes) ? static_cast<int>(n - i0) : kLanes;
@@ -43,12 +42,7 @@ KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std
     const T xi = x(i0 + l);
     a[l] = minus_2u_capped(s * (xi + c * (xi * xi) * xi));
   }
-  int normal = 1;
-  for (int l = 0; l < m; ++l) normal &= static_cast<int>(det::exp_normal_range(a[l]));
-  if (normal)
-    for (int l = 0; l < m; ++l) e[l] = det::exp_normal(a[l]);
-  else
-    for (int l = 0; l < m; ++l) e[l] = det::exp(a[l]);
+  det::exp_array(a, e, m);
   return m;
 }
 
