@@ -181,9 +181,13 @@ template <class Real>
 KOKKOS_INLINE_FUNCTION void dot_tile(const Real* const (&a)[Tile<Real>::kQueries], const Real* bt, int ldb, int n,
                                      Real (&acc)[Tile<Real>::kQueries][Tile<Real>::kKeys]) {
   constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys;
-  for (int q = 0; q < QT; ++q)
-    for (int j = 0; j < KW; ++j) acc[q][j] = 0;
-  for (int i = 0; i < n; ++i) {
+  // Step i = 0 (n >= 1) is fma(a, b, 0) stored straight into acc: with acc zeroed first, the
+  // compiler made the zeroing a memset call and loaded the tile back before the loop.
+  for (int q = 0; q < QT; ++q) {
+    const Real aq = a[q][0];
+    for (int j = 0; j < KW; ++j) acc[q][j] = fma_exact(aq, bt[j], Real(0));
+  }
+  for (int i = 1; i < n; ++i) {
     const Real* bi = bt + static_cast<std::size_t>(i) * ldb;
     for (int q = 0; q < QT; ++q) {
       const Real aq = a[q][i];
@@ -201,9 +205,11 @@ KOKKOS_INLINE_FUNCTION void rows_chunk(const Real* const (&c)[Tile<Real>::kQueri
                                        int nq, int i0, Real* const (&dst)[Tile<Real>::kQueries]) {
   constexpr int QT = Tile<Real>::kQueries;
   Real acc[QT][W];
-  for (int q = 0; q < QT; ++q)
-    for (int j = 0; j < W; ++j) acc[q][j] = 0;
-  for (int s = 0; s <= t0; ++s) {
+  for (int q = 0; q < QT; ++q) {  // s = 0 (t0 >= 0): the first step of each chain (as in dot_tile)
+    const Real cq = c[q][0];
+    for (int j = 0; j < W; ++j) acc[q][j] = fma_exact(cq, m[i0 + j], Real(0));
+  }
+  for (int s = 1; s <= t0; ++s) {
     const Real* ms = m + static_cast<std::size_t>(s) * ldm + i0;
     for (int q = 0; q < QT; ++q) {
       const Real cq = c[q][s];
