@@ -252,7 +252,9 @@ KOKKOS_INLINE_FUNCTION void rows_accumulate(const Real* const (&c)[Tile<Real>::k
 //   dk[k][i0 + j] = fma chain of dp[t*ldp + s0+k] * qm[t*ldq + i0 + j], starting from 0,
 //   dv[k][i0 + j] = fma chain of at[t*lda + s0+k] * dm[t*ldd + i0 + j], starting from 0.
 // The triangle t = s0..s0+nk-2 comes first, then the range shared by all keys of the tile.
-template <int W, class Real>
+// kFull: nk == KeyRows, so key k's column is s0 + k without the clamp (inside the shared loop the
+// clamps had been recomputed every step, out of registers).
+template <int W, bool kFull, class Real>
 KOKKOS_INLINE_FUNCTION void cols_chunk(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
                                        const Real* dm, int ldd, int s0, int nk, int T, int i0,
                                        Real* const (&dk)[Tile<Real>::kKeyRows],
@@ -278,7 +280,7 @@ KOKKOS_INLINE_FUNCTION void cols_chunk(const Real* dp, int ldp, const Real* at, 
     const Real* qt = qm + static_cast<std::size_t>(t) * ldq + i0;
     const Real* dt = dm + static_cast<std::size_t>(t) * ldd + i0;
     for (int k = 0; k < KT; ++k) {
-      const int col = s0 + (k < nk ? k : nk - 1);  // keys k >= nk repeat a valid one; never stored
+      const int col = s0 + (kFull || k < nk ? k : nk - 1);  // keys k >= nk repeat a valid one; never stored
       const Real p = dp[static_cast<std::size_t>(t) * ldp + col];
       const Real a = at[static_cast<std::size_t>(t) * lda + col];
       for (int j = 0; j < W; ++j) {
@@ -296,23 +298,33 @@ KOKKOS_INLINE_FUNCTION void cols_chunk(const Real* dp, int ldp, const Real* at, 
   }
 }
 
-template <class Real>
-KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
+template <bool kFull, class Real>
+KOKKOS_INLINE_FUNCTION void cols_accumulate_keys(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
                                             const Real* dm, int ldd, int s0, int nk, int T, int n,
                                             Real* const (&dk)[Tile<Real>::kKeyRows],
                                             Real* const (&dv)[Tile<Real>::kKeyRows]) {
   constexpr int W = Tile<Real>::kChan;
   int i = 0;
-  for (; i + W <= n; i += W) cols_chunk<W>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+  for (; i + W <= n; i += W) cols_chunk<W, kFull>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
   if (i + W / 2 <= n) {
-    cols_chunk<W / 2>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+    cols_chunk<W / 2, kFull>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
     i += W / 2;
   }
   if (i + W / 4 <= n) {
-    cols_chunk<W / 4>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+    cols_chunk<W / 4, kFull>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
     i += W / 4;
   }
-  for (; i < n; ++i) cols_chunk<1>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+  for (; i < n; ++i) cols_chunk<1, kFull>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
+}
+template <class Real>
+KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
+                                            const Real* dm, int ldd, int s0, int nk, int T, int n,
+                                            Real* const (&dk)[Tile<Real>::kKeyRows],
+                                            Real* const (&dv)[Tile<Real>::kKeyRows]) {
+  if (nk == Tile<Real>::kKeyRows)
+    cols_accumulate_keys<true>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, n, dk, dv);
+  else
+    cols_accumulate_keys<false>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, n, dk, dv);
 }
 }  // namespace
 
