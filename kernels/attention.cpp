@@ -154,17 +154,16 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
 
 // Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
 // the sum in the canonical lane order of row_reduce.hpp (the device path forms the same lanes).
-// One pass over the row (in L1) per step: the max, a - max, the exps (det::exp_array: det::exp's
-// bits, through det::exp_normal when every a - max is in its range, the usual case: scores within
-// 87 of the row's max), the lane sums (a missing element adds nothing), the division. Each loop
+// One pass over the row (in L1) per step: the max, the exps of a - max (det::exp_array forms a - max
+// in its passes; det::exp's bits, through det::exp_normal when every a - max is in its range, the
+// usual case: scores within 87 of the row's max), the lane sums (a missing element adds nothing),
+// the division. Each loop
 // keeps its values in registers; fused into one loop, the lane and exp arrays went through the
 // stack.
 template <class Real>
 KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
   constexpr int L = rowred::kLanes;
-  const Real mx = row_max(a, n);
-  for (int t2 = 0; t2 < n; ++t2) a[t2] = a[t2] - mx;
-  det::exp_array(a, a, n);
+  det::exp_array(a, row_max(a, n), a, n);
   int c0 = 0;
   Real p[L];
   for (int l = 0; l < L; ++l) p[l] = 0;

@@ -375,31 +375,45 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
   return v * detail::pow2_bits<T>(kb);
 }
 
-// y[i] = det::exp(x[i]) for i < n, bit for bit (y may be x): det::exp_normal when one compare pass
-// finds every x[i] in its range, else det::exp. Whole blocks of one 512-bit vector, the last one
-// padded with zeros, so no scalar exp runs (one costs as much as a vector).
-template <class T>
-KOKKOS_INLINE_FUNCTION void exp_array(const T* x, T* y, int n) {
+// y[i] = det::exp(arg(i)) for i < n, bit for bit (y may be the array that arg reads): det::exp_normal
+// when one compare pass finds every arg(i) in its range, else det::exp. Whole blocks of one 512-bit
+// vector, the last one padded with zeros, so no scalar exp runs (one costs as much as a vector).
+// arg is evaluated once per pass (it is an element, or an element minus a shift).
+template <class T, class Arg>
+KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n) {
   constexpr int E = int(64 / sizeof(T));
   int normal = 1;
-  for (int i = 0; i < n; ++i) normal &= static_cast<int>(exp_normal_range(x[i]));
+  for (int i = 0; i < n; ++i) normal &= static_cast<int>(exp_normal_range(arg(i)));
   int c0 = 0;
   if (normal) {
     for (; c0 + E <= n; c0 += E)
-      for (int l = 0; l < E; ++l) y[c0 + l] = exp_normal(x[c0 + l]);
+      for (int l = 0; l < E; ++l) y[c0 + l] = exp_normal(arg(c0 + l));
   } else {
     for (; c0 + E <= n; c0 += E)
-      for (int l = 0; l < E; ++l) y[c0 + l] = exp(x[c0 + l]);
+      for (int l = 0; l < E; ++l) y[c0 + l] = exp(arg(c0 + l));
   }
   if (c0 == n) return;
   T e[E];
-  for (int l = 0; l < E; ++l) e[l] = c0 + l < n ? x[c0 + l] : T(0);
+  for (int l = 0; l < E; ++l) e[l] = c0 + l < n ? arg(c0 + l) : T(0);
   if (normal)
     for (int l = 0; l < E; ++l) e[l] = exp_normal(e[l]);
   else
     for (int l = 0; l < E; ++l) e[l] = exp(e[l]);
   for (int l = 0; l < E; ++l)
     if (c0 + l < n) y[c0 + l] = e[l];
+}
+
+// y[i] = det::exp(x[i]) for i < n (y may be x).
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T* y, int n) {
+  exp_array_of<T>([&](const int i) { return x[i]; }, y, n);
+}
+
+// y[i] = det::exp(x[i] - s) for i < n (y may be x): a softmax row's exps without a pass that
+// stores x - s first.
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n) {
+  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n);
 }
 
 }  // namespace det
