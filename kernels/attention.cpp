@@ -157,9 +157,8 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
 // One pass over the row (in L1) per step: the max, the exps of a - max (det::exp_array forms a - max
 // in its passes; det::exp's bits, through det::exp_normal when every a - max is in its range, the
 // usual case: scores within 87 of the row's max), the lane sums (a missing element adds nothing),
-// the division. Each loop
-// keeps its values in registers; fused into one loop, the lane and exp arrays went through the
-// stack.
+// the division. Each loop keeps its values in registers; fused into one loop, the lane and exp
+// arrays went through the stack.
 template <class Real>
 KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
   constexpr int L = rowred::kLanes;
@@ -298,10 +297,10 @@ KOKKOS_INLINE_FUNCTION void cols_chunk(const Real* dp, int ldp, const Real* at, 
 }
 
 template <bool kFull, class Real>
-KOKKOS_INLINE_FUNCTION void cols_accumulate_keys(const Real* dp, int ldp, const Real* at, int lda, const Real* qm, int ldq,
-                                            const Real* dm, int ldd, int s0, int nk, int T, int n,
-                                            Real* const (&dk)[Tile<Real>::kKeyRows],
-                                            Real* const (&dv)[Tile<Real>::kKeyRows]) {
+KOKKOS_INLINE_FUNCTION void cols_accumulate_keys(const Real* dp, int ldp, const Real* at, int lda, const Real* qm,
+                                                 int ldq, const Real* dm, int ldd, int s0, int nk, int T, int n,
+                                                 Real* const (&dk)[Tile<Real>::kKeyRows],
+                                                 Real* const (&dv)[Tile<Real>::kKeyRows]) {
   constexpr int W = Tile<Real>::kChan;
   int i = 0;
   for (; i + W <= n; i += W) cols_chunk<W, kFull>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, i, dk, dv);
