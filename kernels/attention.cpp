@@ -152,6 +152,46 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
       n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
 }
 
+// sum over a[0..n) in the canonical lane order of row_reduce.hpp, a[i] >= +0 or NaN (exps): lane l
+// adds a[l], a[l + 32], ... to +0, then the pairwise tree. The host AVX-512 body keeps the 32 lanes
+// in two registers and adds the last partial block under a mask (the generic loop adds +0 to the
+// lanes past n, which leaves a sum of non-negative values unchanged); the generic loop kept the
+// lanes on the stack and ran its tail as scalar code.
+template <class Real>
+KOKKOS_INLINE_FUNCTION Real row_sum(const Real* a, int n) {
+  constexpr int L = rowred::kLanes;
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value && L == 32) {
+    __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();  // lanes 0..15 and 16..31
+    int c0 = 0;
+    for (; c0 + 32 <= n; c0 += 32) {
+      p0 = _mm512_add_ps(p0, _mm512_loadu_ps(a + c0));
+      p1 = _mm512_add_ps(p1, _mm512_loadu_ps(a + c0 + 16));
+    }
+    const int rem = n - c0;  // 0..31 elements left: lanes l < rem take one more
+    if (rem > 0) {
+      const __mmask16 k0 = static_cast<__mmask16>(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
+      const __mmask16 k1 = static_cast<__mmask16>(rem <= 16 ? 0u : (1u << (rem - 16)) - 1u);
+      p0 = _mm512_mask_add_ps(p0, k0, p0, _mm512_maskz_loadu_ps(k0, a + c0));
+      p1 = _mm512_mask_add_ps(p1, k1, p1, _mm512_maskz_loadu_ps(k1, a + c0 + 16));
+    }
+    p0 = _mm512_add_ps(p0, p1);                                  // w = 16
+    p0 = _mm512_add_ps(p0, _mm512_shuffle_f32x4(p0, p0, 0xEE));  // w = 8: lanes 8..15 onto 0..7
+    p0 = _mm512_add_ps(p0, _mm512_shuffle_f32x4(p0, p0, 0x55));  // w = 4: lanes 4..7 onto 0..3
+    p0 = _mm512_add_ps(p0, _mm512_permute_ps(p0, 0xEE));         // w = 2: lanes 2, 3 onto 0, 1
+    p0 = _mm512_add_ps(p0, _mm512_permute_ps(p0, 0x55));         // w = 1: lane 1 onto 0
+    return _mm512_cvtss_f32(p0);
+  }
+#endif
+  int c0 = 0;
+  Real p[L];
+  for (int l = 0; l < L; ++l) p[l] = 0;
+  for (; c0 + L <= n; c0 += L)
+    for (int l = 0; l < L; ++l) p[l] += a[c0 + l];
+  for (int l = 0; l < L; ++l) p[l] += c0 + l < n ? a[c0 + l] : Real(0);
+  return rowred::tree<rowred::Sum, Real>(p);
+}
+
 // Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
 // the sum in the canonical lane order of row_reduce.hpp (the device path forms the same lanes).
 // One pass over the row (in L1) per step: the max, the exps of a - max (det::exp_array forms a - max
@@ -161,15 +201,8 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
 // arrays went through the stack.
 template <class Real>
 KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
-  constexpr int L = rowred::kLanes;
   det::exp_array(a, row_max(a, n), a, n);
-  int c0 = 0;
-  Real p[L];
-  for (int l = 0; l < L; ++l) p[l] = 0;
-  for (; c0 + L <= n; c0 += L)
-    for (int l = 0; l < L; ++l) p[l] += a[c0 + l];
-  for (int l = 0; l < L; ++l) p[l] += c0 + l < n ? a[c0 + l] : Real(0);
-  const Real sum = rowred::tree<rowred::Sum, Real>(p);
+  const Real sum = row_sum(a, n);
   for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
 }
 
