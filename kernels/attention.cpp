@@ -152,6 +152,24 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
       n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
 }
 
+#ifdef MINIPIPE_HOST_AVX512
+// rowred::tree<Sum> of the 32 lanes p0 (0..15), p1 (16..31): p[l] = p[l] + p[l + w] for w = 16 .. 1.
+inline float sum_tree(__m512 p0, __m512 p1) {
+  p0 = _mm512_add_ps(p0, p1);                                  // w = 16
+  p0 = _mm512_add_ps(p0, _mm512_shuffle_f32x4(p0, p0, 0xEE));  // w = 8: lanes 8..15 onto 0..7
+  p0 = _mm512_add_ps(p0, _mm512_shuffle_f32x4(p0, p0, 0x55));  // w = 4: lanes 4..7 onto 0..3
+  p0 = _mm512_add_ps(p0, _mm512_permute_ps(p0, 0xEE));         // w = 2: lanes 2, 3 onto 0, 1
+  p0 = _mm512_add_ps(p0, _mm512_permute_ps(p0, 0x55));         // w = 1: lane 1 onto 0
+  return _mm512_cvtss_f32(p0);
+}
+
+// Masks of the lanes 0..15 and 16..31 that take one of rem < 32 elements left.
+inline void tail_masks(int rem, __mmask16& k0, __mmask16& k1) {
+  k0 = static_cast<__mmask16>(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
+  k1 = static_cast<__mmask16>(rem <= 16 ? 0u : (1u << (rem - 16)) - 1u);
+}
+#endif
+
 // sum over a[0..n) in the canonical lane order of row_reduce.hpp, a[i] >= +0 or NaN (exps): lane l
 // adds a[l], a[l + 32], ... to +0, then the pairwise tree. The host AVX-512 body keeps the 32 lanes
 // in two registers and adds the last partial block under a mask (the generic loop adds +0 to the
@@ -168,19 +186,13 @@ KOKKOS_INLINE_FUNCTION Real row_sum(const Real* a, int n) {
       p0 = _mm512_add_ps(p0, _mm512_loadu_ps(a + c0));
       p1 = _mm512_add_ps(p1, _mm512_loadu_ps(a + c0 + 16));
     }
-    const int rem = n - c0;  // 0..31 elements left: lanes l < rem take one more
-    if (rem > 0) {
-      const __mmask16 k0 = static_cast<__mmask16>(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
-      const __mmask16 k1 = static_cast<__mmask16>(rem <= 16 ? 0u : (1u << (rem - 16)) - 1u);
+    if (c0 < n) {  // lanes l < n - c0 take one more
+      __mmask16 k0, k1;
+      tail_masks(n - c0, k0, k1);
       p0 = _mm512_mask_add_ps(p0, k0, p0, _mm512_maskz_loadu_ps(k0, a + c0));
       p1 = _mm512_mask_add_ps(p1, k1, p1, _mm512_maskz_loadu_ps(k1, a + c0 + 16));
     }
-    p0 = _mm512_add_ps(p0, p1);                                  // w = 16
-    p0 = _mm512_add_ps(p0, _mm512_shuffle_f32x4(p0, p0, 0xEE));  // w = 8: lanes 8..15 onto 0..7
-    p0 = _mm512_add_ps(p0, _mm512_shuffle_f32x4(p0, p0, 0x55));  // w = 4: lanes 4..7 onto 0..3
-    p0 = _mm512_add_ps(p0, _mm512_permute_ps(p0, 0xEE));         // w = 2: lanes 2, 3 onto 0, 1
-    p0 = _mm512_add_ps(p0, _mm512_permute_ps(p0, 0x55));         // w = 1: lane 1 onto 0
-    return _mm512_cvtss_f32(p0);
+    return sum_tree(p0, p1);
   }
 #endif
   int c0 = 0;
@@ -190,6 +202,32 @@ KOKKOS_INLINE_FUNCTION Real row_sum(const Real* a, int n) {
     for (int l = 0; l < L; ++l) p[l] += a[c0 + l];
   for (int l = 0; l < L; ++l) p[l] += c0 + l < n ? a[c0 + l] : Real(0);
   return rowred::tree<rowred::Sum, Real>(p);
+}
+
+// rowred::reduce<Sum> over i < n of fma(x[i], y[i], lane): each lane an fma chain from +0, then the
+// pairwise tree; the host AVX-512 body as row_sum's, the last partial block under a mask (the lanes
+// past n are left as they are, as the generic tail does).
+template <class Real>
+KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
+    __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
+    int c0 = 0;
+    for (; c0 + 32 <= n; c0 += 32) {
+      p0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c0), _mm512_loadu_ps(y + c0), p0);
+      p1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c0 + 16), _mm512_loadu_ps(y + c0 + 16), p1);
+    }
+    if (c0 < n) {
+      __mmask16 k0, k1;
+      tail_masks(n - c0, k0, k1);
+      p0 = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k0, x + c0), _mm512_maskz_loadu_ps(k0, y + c0), p0, k0);
+      p1 =
+          _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k1, x + c0 + 16), _mm512_maskz_loadu_ps(k1, y + c0 + 16), p1, k1);
+    }
+    return sum_tree(p0, p1);
+  }
+#endif
+  return rowred::reduce<rowred::Sum, Real>(n, [&](const int i, const Real a) { return fma_exact(x[i], y[i], a); });
 }
 
 // Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
@@ -601,8 +639,7 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
             const int t = t0 + q;
             const Real* ar = ab + static_cast<std::size_t>(t) * lda;
             Real* pr = dp + t * Tp;
-            const Real rd = rowred::reduce<rowred::Sum, Real>(
-                t + 1, [&](const int t2, const Real a) { return fma_exact(ar[t2], pr[t2], a); });
+            const Real rd = row_dot(ar, pr, t + 1);
             for (int t2 = 0; t2 <= t; ++t2) pr[t2] = (ar[t2] * (pr[t2] - rd)) * scale;
           }
         });
