@@ -118,40 +118,6 @@ KOKKOS_INLINE_FUNCTION void stage_transposed(const Team& team, const Real* src, 
   });
 }
 
-// max over a[0..n) in the canonical lane order of row_reduce.hpp (ties and NaNs as Max::combine).
-// The host AVX-512 body keeps the 32 lanes in two registers: MAXPS(x, m) is x > m ? x : m, which is
-// Max::combine(m, x) for every input, NaN and signed zeros included, and the tree halves the lanes
-// with the same pairs (l, l + w); the generic loop kept the lanes in memory, with a scalar tail.
-template <class Real>
-KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
-#ifdef MINIPIPE_HOST_AVX512
-  if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
-    const __m512 id = _mm512_set1_ps(rowred::Max::identity<float>());
-    __m512 p0 = id, p1 = id;  // lanes 0..15 and 16..31
-    int c0 = 0;
-    for (; c0 + 32 <= n; c0 += 32) {
-      p0 = _mm512_max_ps(_mm512_loadu_ps(a + c0), p0);
-      p1 = _mm512_max_ps(_mm512_loadu_ps(a + c0 + 16), p1);
-    }
-    const int rem = n - c0;  // 0..31 elements left: lanes l < rem take one more
-    if (rem > 0) {
-      const __mmask16 k0 = static_cast<__mmask16>(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
-      const __mmask16 k1 = static_cast<__mmask16>(rem <= 16 ? 0u : (1u << (rem - 16)) - 1u);
-      p0 = _mm512_mask_max_ps(p0, k0, _mm512_maskz_loadu_ps(k0, a + c0), p0);
-      p1 = _mm512_mask_max_ps(p1, k1, _mm512_maskz_loadu_ps(k1, a + c0 + 16), p1);
-    }
-    p0 = _mm512_max_ps(p1, p0);                                  // w = 16
-    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);  // w = 8: lanes 8..15 onto 0..7
-    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);  // w = 4: lanes 4..7 onto 0..3
-    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);         // w = 2: lanes 2, 3 onto 0, 1
-    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);         // w = 1: lane 1 onto 0
-    return _mm512_cvtss_f32(p0);
-  }
-#endif
-  return rowred::reduce<rowred::Max, Real>(
-      n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
-}
-
 #ifdef MINIPIPE_HOST_AVX512
 // rowred::tree<Sum> of the 32 lanes p0 (0..15), p1 (16..31): p[l] = p[l] + p[l + w] for w = 16 .. 1.
 inline float sum_tree(__m512 p0, __m512 p1) {
@@ -169,6 +135,39 @@ inline void tail_masks(int rem, __mmask16& k0, __mmask16& k1) {
   k1 = static_cast<__mmask16>(rem <= 16 ? 0u : (1u << (rem - 16)) - 1u);
 }
 #endif
+
+// max over a[0..n) in the canonical lane order of row_reduce.hpp (ties and NaNs as Max::combine).
+// The host AVX-512 body keeps the 32 lanes in two registers: MAXPS(x, m) is x > m ? x : m, which is
+// Max::combine(m, x) for every input, NaN and signed zeros included, and the tree halves the lanes
+// with the same pairs (l, l + w); the generic loop kept the lanes in memory, with a scalar tail.
+template <class Real>
+KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
+    const __m512 id = _mm512_set1_ps(rowred::Max::identity<float>());
+    __m512 p0 = id, p1 = id;  // lanes 0..15 and 16..31
+    int c0 = 0;
+    for (; c0 + 32 <= n; c0 += 32) {
+      p0 = _mm512_max_ps(_mm512_loadu_ps(a + c0), p0);
+      p1 = _mm512_max_ps(_mm512_loadu_ps(a + c0 + 16), p1);
+    }
+    if (c0 < n) {  // lanes l < n - c0 take one more
+      __mmask16 k0, k1;
+      tail_masks(n - c0, k0, k1);
+      p0 = _mm512_mask_max_ps(p0, k0, _mm512_maskz_loadu_ps(k0, a + c0), p0);
+      p1 = _mm512_mask_max_ps(p1, k1, _mm512_maskz_loadu_ps(k1, a + c0 + 16), p1);
+    }
+    p0 = _mm512_max_ps(p1, p0);                                  // w = 16
+    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);  // w = 8: lanes 8..15 onto 0..7
+    p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);  // w = 4: lanes 4..7 onto 0..3
+    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);         // w = 2: lanes 2, 3 onto 0, 1
+    p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);         // w = 1: lane 1 onto 0
+    return _mm512_cvtss_f32(p0);
+  }
+#endif
+  return rowred::reduce<rowred::Max, Real>(
+      n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
+}
 
 // sum over a[0..n) in the canonical lane order of row_reduce.hpp, a[i] >= +0 or NaN (exps): lane l
 // adds a[l], a[l + 32], ... to +0, then the pairwise tree. The host AVX-512 body keeps the 32 lanes
