@@ -169,16 +169,14 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
       n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
 }
 
-// sum over a[0..n) in the canonical lane order of row_reduce.hpp, a[i] >= +0 or NaN (exps): lane l
-// adds a[l], a[l + 32], ... to +0, then the pairwise tree. The host AVX-512 body keeps the 32 lanes
-// in two registers and adds the last partial block under a mask (the generic loop adds +0 to the
-// lanes past n, which leaves a sum of non-negative values unchanged); the generic loop kept the
-// lanes on the stack and ran its tail as scalar code.
+// rowred::reduce<Sum> over a[0..n): lane l adds a[l], a[l + 32], ... to +0, then the pairwise tree.
+// The host AVX-512 body keeps the 32 lanes in two registers and adds the last partial block under a
+// mask (lanes past n are left as they are, as reduce's tail leaves them); the generic form keeps the
+// lanes on the stack and runs the tail as scalar code.
 template <class Real>
 KOKKOS_INLINE_FUNCTION Real row_sum(const Real* a, int n) {
-  constexpr int L = rowred::kLanes;
 #ifdef MINIPIPE_HOST_AVX512
-  if constexpr (std::is_same<Real, float>::value && L == 32) {
+  if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
     __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();  // lanes 0..15 and 16..31
     int c0 = 0;
     for (; c0 + 32 <= n; c0 += 32) {
@@ -194,18 +192,11 @@ KOKKOS_INLINE_FUNCTION Real row_sum(const Real* a, int n) {
     return sum_tree(p0, p1);
   }
 #endif
-  int c0 = 0;
-  Real p[L];
-  for (int l = 0; l < L; ++l) p[l] = 0;
-  for (; c0 + L <= n; c0 += L)
-    for (int l = 0; l < L; ++l) p[l] += a[c0 + l];
-  for (int l = 0; l < L; ++l) p[l] += c0 + l < n ? a[c0 + l] : Real(0);
-  return rowred::tree<rowred::Sum, Real>(p);
+  return rowred::reduce<rowred::Sum, Real>(n, [&](const int i, const Real p) { return p + a[i]; });
 }
 
 // rowred::reduce<Sum> over i < n of fma(x[i], y[i], lane): each lane an fma chain from +0, then the
-// pairwise tree; the host AVX-512 body as row_sum's, the last partial block under a mask (the lanes
-// past n are left as they are, as the generic tail does).
+// pairwise tree; the host AVX-512 body as row_sum's.
 template <class Real>
 KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
 #ifdef MINIPIPE_HOST_AVX512
