@@ -307,6 +307,47 @@ KOKKOS_INLINE_FUNCTION void rows_accumulate(const Real* const (&c)[Tile<Real>::k
   for (; i < n; ++i) rows_chunk<1>(c, m, ldm, t0, nq, i, dst);
 }
 
+#ifdef MINIPIPE_HOST_AVX512
+// cols_chunk's full float tile (4 keys x 32 channels) over the queries t = s0..T-1, with pt, ta, qt
+// and dt at query s0's dpre and att (key s0) and q and dout (channel i0) rows. Each step loads the
+// query's q and dout chunks once for the keys k that take it (k <= t - s0). Inlined into the
+// backward kernel as loops over keys and channels, the loop had too few free registers: GCC folded
+// those loads into every FMA (16 512-bit loads per 16 FMAs) and kept the counter and the strides
+// on the stack, half of the backward's time. The same chains.
+struct DkvTile {
+  __m512 k0[4] = {}, k1[4] = {}, v0[4] = {}, v1[4] = {};  // dk, dv channels i0..i0+15, i0+16..i0+31
+};
+template <int KN>
+KOKKOS_FORCEINLINE_FUNCTION void dkv_step(DkvTile& r, const float* pt, const float* ta, const float* qt,
+                                          const float* dt) {
+  __m512 q0 = _mm512_loadu_ps(qt), q1 = _mm512_loadu_ps(qt + 16);
+  __m512 d0 = _mm512_loadu_ps(dt), d1 = _mm512_loadu_ps(dt + 16);
+  asm("" : "+v"(q0), "+v"(q1), "+v"(d0), "+v"(d1));  // in registers: GCC would fold them into each FMA
+  for (int k = 0; k < KN; ++k) {
+    const __m512 p = _mm512_set1_ps(pt[k]), a = _mm512_set1_ps(ta[k]);
+    r.k0[k] = _mm512_fmadd_ps(p, q0, r.k0[k]);
+    r.k1[k] = _mm512_fmadd_ps(p, q1, r.k1[k]);
+    r.v0[k] = _mm512_fmadd_ps(a, d0, r.v0[k]);
+    r.v1[k] = _mm512_fmadd_ps(a, d1, r.v1[k]);
+  }
+}
+[[gnu::noinline]] void dkv_tile(const float* pt, int ldp, const float* ta, int lda, const float* qt, int ldq,
+                                const float* dt, int ldd, int s0, int T, int i0, float* const (&dk)[4],
+                                float* const (&dv)[4]) {
+  DkvTile r;
+  dkv_step<1>(r, pt, ta, qt, dt);  // the triangle: query s0 + k is the first that key k takes
+  dkv_step<2>(r, pt += ldp, ta += lda, qt += ldq, dt += ldd);
+  dkv_step<3>(r, pt += ldp, ta += lda, qt += ldq, dt += ldd);
+  for (int t = s0 + 3; t < T; ++t) dkv_step<4>(r, pt += ldp, ta += lda, qt += ldq, dt += ldd);
+  for (int k = 0; k < 4; ++k) {
+    _mm512_storeu_ps(dk[k] + i0, r.k0[k]);
+    _mm512_storeu_ps(dk[k] + i0 + 16, r.k1[k]);
+    _mm512_storeu_ps(dv[k] + i0, r.v0[k]);
+    _mm512_storeu_ps(dv[k] + i0 + 16, r.v1[k]);
+  }
+}
+#endif
+
 // For the key rows s0 + k (k < nk) and channels i0..i0+W-1, over the queries t = s0+k..T-1:
 //   dk[k][i0 + j] = fma chain of dp[t*ldp + s0+k] * qm[t*ldq + i0 + j], starting from 0,
 //   dv[k][i0 + j] = fma chain of at[t*lda + s0+k] * dm[t*ldd + i0 + j], starting from 0.
@@ -319,6 +360,14 @@ KOKKOS_INLINE_FUNCTION void cols_chunk(const Real* dp, int ldp, const Real* at, 
                                        Real* const (&dk)[Tile<Real>::kKeyRows],
                                        Real* const (&dv)[Tile<Real>::kKeyRows]) {
   constexpr int KT = Tile<Real>::kKeyRows;
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value && W == 32 && kFull && KT == 4) {  // see dkv_tile
+    dkv_tile(dp + static_cast<std::size_t>(s0) * ldp + s0, ldp, at + static_cast<std::size_t>(s0) * lda + s0, lda,
+             qm + static_cast<std::size_t>(s0) * ldq + i0, ldq, dm + static_cast<std::size_t>(s0) * ldd + i0, ldd, s0,
+             T, i0, dk, dv);
+    return;
+  }
+#endif
   Real ak[KT][W], av[KT][W];
   for (int k = 0; k < KT; ++k)
     for (int j = 0; j < W; ++j) ak[k][j] = av[k][j] = 0;

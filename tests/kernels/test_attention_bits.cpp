@@ -75,9 +75,10 @@ void check_all_shapes() {
   struct Heads {
     int C, H;
   };
-  // Head sizes 4, 16, 8 and 24: the host path stages K and V through 16 x 16 register transposes
-  // where a head has 16 channels or more, and the channels past the last whole 16 one by one.
-  const Heads heads[] = {{8, 2}, {64, 4}, {96, 12}, {48, 2}};
+  // Head sizes 4, 16, 8, 24 and 40: the host path stages K and V through 16 x 16 register transposes
+  // where a head has 16 channels or more, and the channels past the last whole 16 one by one; 40
+  // takes the widest channel tiles (32 floats with AVX-512) and a quarter-width one.
+  const Heads heads[] = {{8, 2}, {64, 4}, {96, 12}, {48, 2}, {80, 2}};
   std::uint64_t seed = sizeof(T) == 4 ? 1000 : 2000;
   for (Mode mode : {Mode::deterministic, Mode::fast})
     for (int B : {1, 3})
