@@ -227,9 +227,12 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
 // usual case: scores within 87 of the row's max), the lane sums (a missing element adds nothing),
 // the division. Each loop keeps its values in registers; fused into one loop, the lane and exp
 // arrays went through the stack.
+// The exps run in whole 512-bit blocks up to the row's end T: past n they are overwritten with zeros.
 template <class Real>
 KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
-  det::exp_array(a, row_max(a, n), a, n);
+  constexpr int E = int(64 / sizeof(Real));  // det::exp_array's block
+  const int n_pad = (n + E - 1) / E * E;
+  det::exp_array(a, row_max(a, n), a, n, n_pad <= T ? n_pad : 0);
   const Real sum = row_sum(a, n);
   for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
 }

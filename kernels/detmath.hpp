@@ -377,22 +377,25 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
 
 // y[i] = det::exp(arg(i)) for i < n, bit for bit (y may be the array that arg reads): det::exp_normal
 // when one compare pass finds every arg(i) in its range, else det::exp. Whole blocks of one 512-bit
-// vector, the last one padded with zeros, so no scalar exp runs (one costs as much as a vector).
+// vector, so no scalar exp runs (one costs as much as a vector): up to n_pad when the caller has room
+// there (n_pad >= n a multiple of the block; y[n..n_pad) then holds values the caller must not use,
+// and arg(i) must be readable), else the last partial block is padded with zeros.
 // arg is evaluated once per pass (it is an element, or an element minus a shift).
 template <class T, class Arg>
-KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n) {
+KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n, int n_pad) {
   constexpr int E = int(64 / sizeof(T));
   int normal = 1;
   for (int i = 0; i < n; ++i) normal &= static_cast<int>(exp_normal_range(arg(i)));
+  const int whole = n_pad >= n ? n_pad : n / E * E;  // blocks computed whole
   int c0 = 0;
   if (normal) {
-    for (; c0 + E <= n; c0 += E)
+    for (; c0 + E <= whole; c0 += E)
       for (int l = 0; l < E; ++l) y[c0 + l] = exp_normal(arg(c0 + l));
   } else {
-    for (; c0 + E <= n; c0 += E)
+    for (; c0 + E <= whole; c0 += E)
       for (int l = 0; l < E; ++l) y[c0 + l] = exp(arg(c0 + l));
   }
-  if (c0 == n) return;
+  if (c0 >= n) return;
   T e[E];
   for (int l = 0; l < E; ++l) e[l] = c0 + l < n ? arg(c0 + l) : T(0);
   if (normal)
@@ -406,14 +409,14 @@ KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n) {
 // y[i] = det::exp(x[i]) for i < n (y may be x).
 template <class T>
 KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T* y, int n) {
-  exp_array_of<T>([&](const int i) { return x[i]; }, y, n);
+  exp_array_of<T>([&](const int i) { return x[i]; }, y, n, 0);
 }
 
 // y[i] = det::exp(x[i] - s) for i < n (y may be x): a softmax row's exps without a pass that
-// stores x - s first.
+// stores x - s first; n_pad as exp_array_of's.
 template <class T>
-KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n) {
-  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n);
+KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n, int n_pad) {
+  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n, n_pad);
 }
 
 }  // namespace det
