@@ -220,21 +220,35 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
   return rowred::reduce<rowred::Sum, Real>(n, [&](const int i, const Real a) { return fma_exact(x[i], y[i], a); });
 }
 
-// Softmax of one score row in place: a[0..n) = exp(a - max) / sum and a[n..T) = 0, with the max and
-// the sum in the canonical lane order of row_reduce.hpp (the device path forms the same lanes).
-// One pass over the row (in L1) per step: the max, the exps of a - max (det::exp_array forms a - max
+// Softmax of the score rows t0 + q (q < nq) of a query block in place: a row t of length n = t + 1
+// becomes exp(a - max) / sum and its keys n..T-1 zeros, with the max and the sum in the canonical
+// lane order of row_reduce.hpp (the device path forms the same lanes).
+// One pass over a row (in L1) per step: the max, the exps of a - max (det::exp_array forms a - max
 // in its passes; det::exp's bits, through det::exp_normal when every a - max is in its range, the
 // usual case: scores within 87 of the row's max), the lane sums (a missing element adds nothing),
 // the division. Each loop keeps its values in registers; fused into one loop, the lane and exp
-// arrays went through the stack.
-// The exps run in whole 512-bit blocks up to the row's end T: past n they are overwritten with zeros.
+// arrays went through the stack. The exps run in whole 512-bit blocks up to the row's end T: past n
+// they are overwritten with zeros. Each step runs over all the block's rows before the next: one
+// row's steps are one long dependency chain (max tree, exps, sum tree, division), and rows side by
+// side give the core independent work to overlap.
 template <class Real>
-KOKKOS_INLINE_FUNCTION void softmax_row(Real* a, int n, int T) {
+KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int T) {
+  constexpr int QT = Tile<Real>::kQueries;
   constexpr int E = int(64 / sizeof(Real));  // det::exp_array's block
-  const int n_pad = (n + E - 1) / E * E;
-  det::exp_array(a, row_max(a, n), a, n, n_pad <= T ? n_pad : 0);
-  const Real sum = row_sum(a, n);
-  for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
+  Real v[QT];                                // each row's max, then its sum
+  for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
+  for (int q = 0; q < nq; ++q) {
+    const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
+    Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
+    det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0);
+  }
+  for (int q = 0; q < nq; ++q) v[q] = row_sum(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
+  for (int q = 0; q < nq; ++q) {
+    const int n = t0 + q + 1;
+    const Real sum = v[q];
+    Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
+    for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
+  }
 }
 
 // acc[q][j] = fma chain over i = 0..n-1 of a[q][i] * bt[i*ldb + j], starting from 0:
@@ -521,7 +535,7 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
           for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
             Real acc[QT][KW];
             dot_tile(qrow, kt + k0, Tp, hs, acc);
-            // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_row
+            // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_rows
             // reads only the keys t2 <= t and overwrites the rest with zeros, and whole-vector
             // stores replace a compare and a scalar store per element (a tenth of the kernel).
             if (k0 + KW <= T) {
@@ -539,7 +553,7 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
                 if (k0 + j <= t0 + q) ar[k0 + j] = acc[q][j] * scale;
             }
           }
-          for (int q = 0; q < nq; ++q) softmax_row(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1, T);
+          softmax_rows(ab, lda, t0, nq, T);
           rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
         });
       });
