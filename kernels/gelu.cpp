@@ -77,8 +77,8 @@ struct GeluBackwardInput {
     const std::size_t i0 = blk * kLanes;
     T e[kLanes];
     const int m = block_exps(x, i0, n, s, c, e);
-    // Into e in place, then one copy to dx: with Kokkos 4's views GCC left the loop that read x
-    // and dy and stored dx scalar (it could not rule out their overlap), 3.7x slower.
+    // Into e in place, then one copy to dx: in the Kokkos 4.6 OpenMP build GCC had left the loop
+    // that read x and dy and stored dx scalar (it could not rule out their overlap), 3.7x slower.
     for (int l = 0; l < m; ++l) {
       const T xi = x(i0 + l);
       const T du = s * (T(1) + T(3) * c * (xi * xi));

@@ -456,8 +456,8 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
         Kokkos::parallel_for("Gemm::tiles", Policy(0, n_ib * n_jb), [=](const int u) {
           const int ib = u / n_jb;
           const int jb = u % n_jb;
-          const int q0 = static_cast<int>(static_cast<long>(ib) * mpan / n_ib);
-          const int q1 = static_cast<int>(static_cast<long>(ib + 1) * mpan / n_ib);
+          const int q0 = static_cast<int>(std::int64_t(ib) * mpan / n_ib);
+          const int q1 = static_cast<int>(std::int64_t(ib + 1) * mpan / n_ib);
           const int p1 = std::min(npan, (jb + 1) * unit_panels);
           for (int p = jb * unit_panels; p < p1; ++p) {
             const int n0 = jc + p * NR;
