@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 // Host-only: the device passes of nvcc/hipcc never see the intrinsics (host_simd.hpp includes them
 // for AVX-512F builds). The widest ISA the build targets is taken; every one gives the same bits
@@ -153,30 +154,32 @@ struct SimdDouble {
 
 // MR rows x 2 vectors of accumulators. The row loops have constant trip counts and are fully
 // unrolled, so the compiler keeps every accumulator in a register (the AVX-512 tile uses 27 of
-// the 32 zmm registers; checked in the disassembly: no spills in the k loop).
-template <class S, class T>
+// the 32 zmm registers; checked in the disassembly: no spills in the k loop). ROWS < MR computes
+// only the first ROWS rows of the tile (the panel's stride stays MR): an edge tile with fewer rows.
+template <class S, class T, int ROWS = Tile<T>::MR>
 void ukernel_simd(int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bool load, const T* E,
                   std::ptrdiff_t lde) {
   using V = typename S::V;
   constexpr int W = S::W, MR = Tile<T>::MR;
   static_assert(2 * W == Tile<T>::NR, "register tile is two vectors wide");
-  V ca[MR], cb[MR];
+  static_assert(ROWS >= 1 && ROWS <= MR, "rows of a tile");
+  V ca[ROWS], cb[ROWS];
   if (load) {
     MINIPIPE_HOST_UNROLL(16)
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < ROWS; ++i) {
       ca[i] = S::loadu(C + i * ldc);
       cb[i] = S::loadu(C + i * ldc + W);
     }
   } else {
     MINIPIPE_HOST_UNROLL(16)
-    for (int i = 0; i < MR; ++i) ca[i] = cb[i] = S::zero();
+    for (int i = 0; i < ROWS; ++i) ca[i] = cb[i] = S::zero();
   }
   MINIPIPE_HOST_UNROLL(2)
   for (int k = 0; k < kb; ++k) {
     const V b0 = S::load(Bp);
     const V b1 = S::load(Bp + W);
     MINIPIPE_HOST_UNROLL(16)
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < ROWS; ++i) {
       const V a = S::bcast(Ap + i);
       ca[i] = S::fma(a, b0, ca[i]);
       cb[i] = S::fma(a, b1, cb[i]);
@@ -186,13 +189,13 @@ void ukernel_simd(int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bo
   }
   if (E) {
     MINIPIPE_HOST_UNROLL(16)
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < ROWS; ++i) {
       ca[i] = S::add(ca[i], S::loadu(E + i * lde));
       cb[i] = S::add(cb[i], S::loadu(E + i * lde + W));
     }
   }
   MINIPIPE_HOST_UNROLL(16)
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < ROWS; ++i) {
     S::storeu(C + i * ldc, ca[i]);
     S::storeu(C + i * ldc + W, cb[i]);
   }
@@ -220,8 +223,30 @@ Microkernel<T> simd_microkernel() {
 #endif
 }
 
+#ifdef MINIPIPE_GEMM_SIMD
+template <class T, int... R>
+Microkernel<T> simd_rows_kernel(int rows, std::integer_sequence<int, R...>) {
+  static constexpr Microkernel<T> kernels[] = {&ukernel_simd<typename SimdOf<T>::type, T, R + 1>...};
+  return kernels[rows - 1];
+}
+#endif
+
+// The microkernel for an edge tile of all NR columns and rows < MR rows, when uk is the SIMD one:
+// its ROWS = rows variant, each element's chain the same; else nullptr.
+template <class T>
+Microkernel<T> edge_rows_kernel(Microkernel<T> uk, int rows) {
+#ifdef MINIPIPE_GEMM_SIMD
+  if (uk == simd_microkernel<T>()) return simd_rows_kernel<T>(rows, std::make_integer_sequence<int, Tile<T>::MR>{});
+#endif
+  (void)uk;
+  (void)rows;
+  return nullptr;
+}
+
 // Edge tiles (fewer than MR rows or NR columns left) run the same microkernel on a padded
-// local copy, so the arithmetic of every valid element is unchanged.
+// local copy, so the arithmetic of every valid element is unchanged; a tile short of rows only
+// runs the SIMD microkernel's variant for its rows on C itself (at 128 rows, the last of 11 tiles
+// of 12 rows had 8: a third of its work and the copies were wasted).
 template <class T>
 void run_tile(Microkernel<T> uk, int kb, const T* Ap, const T* Bp, T* C, std::ptrdiff_t ldc, bool load, const T* E,
               std::ptrdiff_t lde, int mr, int nr) {
@@ -229,6 +254,12 @@ void run_tile(Microkernel<T> uk, int kb, const T* Ap, const T* Bp, T* C, std::pt
   if (mr == kMR && nr == NR) {
     uk(kb, Ap, Bp, C, ldc, load, E, lde);
     return;
+  }
+  if (nr == NR) {
+    if (const Microkernel<T> rk = edge_rows_kernel(uk, mr)) {
+      rk(kb, Ap, Bp, C, ldc, load, E, lde);
+      return;
+    }
   }
   alignas(64) T ct[kMR * NR];
   alignas(64) T et[kMR * NR];
