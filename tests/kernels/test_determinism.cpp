@@ -66,12 +66,15 @@ GradBits grad_bits(const GradAccum<float>& acc) {
 }
 void expect_same_bits(const GradBits& a, const GradBits& b, const char* what, const char* split) {
   ASSERT_EQ(a.value.size(), b.value.size());
+  // One failure per comparison (the first element that differs and how many do), not one per element.
+  std::size_t differ = 0, first = 0;
   for (std::size_t i = 0; i < a.value.size(); ++i) {
-    EXPECT_TRUE(a.exact[i].hi == b.exact[i].hi && a.exact[i].lo == b.exact[i].lo)
-        << what << " accumulator word " << i << " differs for split '" << split << "'";
-    EXPECT_EQ(0, std::memcmp(&a.value[i], &b.value[i], sizeof(float)))
-        << what << " element " << i << " differs for split '" << split << "': " << a.value[i] << " vs " << b.value[i];
+    const bool same = a.exact[i].hi == b.exact[i].hi && a.exact[i].lo == b.exact[i].lo &&
+                      std::memcmp(&a.value[i], &b.value[i], sizeof(float)) == 0;
+    if (!same && differ++ == 0) first = i;
   }
+  EXPECT_EQ(0u, differ) << what << ": " << differ << " of " << a.value.size() << " elements differ for split '" << split
+                        << "', the first at " << first << ": " << a.value[first] << " vs " << b.value[first];
 }
 
 TEST(Determinism, LayerNormWeightGradSplitAndOrderInvariant) {
@@ -126,34 +129,48 @@ TEST(Determinism, LayerNormWeightGradSplitAndOrderInvariant) {
 // Linear dW with samples held back (GradAccum::defer_weight_samples, as a stage does over the
 // micro-batches of a step) gives the bits of one direct call, whatever the split: R = 256 rows
 // per sample makes the group 4 samples, so the splits hit a full group, an overfull call and a
-// remainder left for flush_weight.
+// remainder left for flush_weight. The second shape has partial micro-panels and more than one
+// row block (O > 192) and column block (I > 1024) of the exact GEMM that adds the held samples.
 TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
-  const int S = 6, R = 256, N = S * R, I = 16, O = 24;
+  const int S = 6, R = 256, N = S * R;
   ASSERT_EQ(4, gemm_det_exact_group(R));
+  struct Shape {
+    int O, I;
+  };
+  for (const Shape sh : {Shape{24, 16}, Shape{205, 1037}}) {
+    const int I = sh.I, O = sh.O;
+    const std::string shape = "O=" + std::to_string(O) + " I=" + std::to_string(I) + ", ";
+    Tensor<float> x("x", N, I), dy("dy", N, O);
+    test::fill_uniform(x, 31, -2.0, 2.0);
+    test::fill_uniform(dy, 32);
+    KernelWorkspace ws;
+    GradAccum<float> ref("w", std::size_t(O) * I, kDet);
+    ref.zero();
+    Linear<float>::backward_weight(kDet, x.cmat(), dy.cmat(), R, ref, nullptr, ws);
+    const GradBits want = grad_bits(ref);
+
+    std::vector<Split> splits = kSplits;
+    splits.push_back({"6 single-sample calls", {1, 1, 1, 1, 1, 1}, false});
+    for (const Split& split : splits) {
+      GradAccum<float> dw("w", std::size_t(O) * I, kDet);
+      dw.zero();
+      dw.defer_weight_samples(true);
+      for_each_call(split, [&](int s0, int k) {
+        Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, nullptr,
+                                       ws);
+      });
+      Linear<float>::flush_weight(dw, ws);
+      EXPECT_EQ(0, dw.pending.count) << shape << split.name;
+      expect_same_bits(want, grad_bits(dw), "Linear dW held back", (shape + split.name).c_str());
+    }
+  }
+
+  // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
+  const int I = 16, O = 24;
   Tensor<float> x("x", N, I), dy("dy", N, O);
   test::fill_uniform(x, 31, -2.0, 2.0);
   test::fill_uniform(dy, 32);
   KernelWorkspace ws;
-  GradAccum<float> ref("w", std::size_t(O) * I, kDet);
-  ref.zero();
-  Linear<float>::backward_weight(kDet, x.cmat(), dy.cmat(), R, ref, nullptr, ws);
-  const GradBits want = grad_bits(ref);
-
-  std::vector<Split> splits = kSplits;
-  splits.push_back({"6 single-sample calls", {1, 1, 1, 1, 1, 1}, false});
-  for (const Split& split : splits) {
-    GradAccum<float> dw("w", std::size_t(O) * I, kDet);
-    dw.zero();
-    dw.defer_weight_samples(true);
-    for_each_call(split, [&](int s0, int k) {
-      Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, nullptr, ws);
-    });
-    Linear<float>::flush_weight(dw, ws);
-    EXPECT_EQ(0, dw.pending.count) << split.name;
-    expect_same_bits(want, grad_bits(dw), "Linear dW held back", split.name);
-  }
-
-  // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
   GradAccum<float> dw("w", std::size_t(O) * I, kDet);
   dw.zero();
   dw.defer_weight_samples(true);
