@@ -19,7 +19,7 @@ namespace {
 
 // Elements per work item: a block per host thread, so each step below is a loop over a block that
 // vectorizes; one element per thread on GPUs.
-constexpr int kLanes = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value ? 64 : 1;
+constexpr int kLanes = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value ? 256 : 1;
 
 // The argument of exp: -2u capped at 80. Beyond the cap sigmoid(2u) < 2e-35 and x sigmoid(2u) is 0
 // to float precision, and e sg^2 (sigmoid's derivative without the cancellation of sg (1 - sg))
