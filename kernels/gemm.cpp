@@ -440,6 +440,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
   // k-blocks C holds the running acc, so accumulate mode first saves the old C.
   const T* E = nullptr;
   std::ptrdiff_t lde = 0;
+  const bool chain_c = out == GemmOut::chain_on_c;  // the first k-block loads C: no addend
   if (out == GemmOut::accumulate) {
     if (K > kc) {
       T* saved = ws.get<T>(KernelWorkspace::gemm_c, static_cast<std::size_t>(M) * N);
@@ -461,7 +462,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
     const int npan = ceil_div(nb, NR);
     for (int pc = 0; pc < K; pc += kc) {
       const int kb = std::min(kc, K - pc);
-      const bool first = pc == 0;
+      const bool first = pc == 0 && !chain_c;  // the tiles start from 0, not from C
       const bool last = pc + kb == K;
       T* const Bb = keep ? packed->panels.data() + static_cast<std::ptrdiff_t>(jc) * K +
                                static_cast<std::ptrdiff_t>(npan) * NR * pc
@@ -749,7 +750,7 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
   using D = DeviceTile<T>;
   constexpr int TM = D::TM, TN = D::TN, KT = D::KT;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const bool accumulate = out == GemmOut::accumulate;
+  const bool accumulate = out == GemmOut::accumulate, chain_c = out == GemmOut::chain_on_c;
   const int tm = ceil_div(M, TM), tn = ceil_div(N, TN);
   const Policy policy =
       device_team_policy<Policy>(S * tm * tn, 256).set_scratch_size(0, Kokkos::PerTeam(device_scratch_bytes<T>()));
@@ -765,7 +766,11 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
         T* acc = DevScratch<T>(team.team_scratch(0), TM * TN).data();  // (TM, TN)
         const T* a = A.data + s * a_step;
         const T* b = B.data + s * b_step;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) { acc[e] = T(0); });
+        T* c = C + s * c_step;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
+          const int i = e / TN, j = e % TN;
+          acc[e] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
+        });
         for (int k0 = 0; k0 < K; k0 += KT) {
           const int kb = K - k0 < KT ? K - k0 : KT;
           team.team_barrier();  // the previous block's reads are done
@@ -789,7 +794,6 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
           });
         }
         team.team_barrier();
-        T* c = C + s * c_step;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
           const int i = e / TN, j = e % TN;
           if (i >= mb || j >= nb) return;
@@ -846,8 +850,9 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
   if (M < 0 || N < 0 || K < 0)
     throw std::invalid_argument("gemm_det: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
                                 " K=" + std::to_string(K));
-  if (out == GemmOut::accumulate && bias)
-    throw std::invalid_argument("gemm_det: a bias cannot be combined with GemmOut::accumulate");
+  if (out != GemmOut::overwrite && bias)
+    throw std::invalid_argument(std::string("gemm_det: a bias cannot be combined with GemmOut::") +
+                                (out == GemmOut::accumulate ? "accumulate" : "chain_on_c"));
   if (M == 0 || N == 0) return;
   if (M > 1 && ldc < N)
     throw std::invalid_argument("gemm_det: ldc=" + std::to_string(ldc) + " is smaller than N=" + std::to_string(N));

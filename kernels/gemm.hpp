@@ -32,8 +32,11 @@ StridedMat<T> transposed(const T* data, std::ptrdiff_t ld) {
 
 // What happens to C once acc = sum_k A(m,k)·B(k,n) is formed:
 //   overwrite:  C(m,n) = acc, or acc + bias[n] (one separate add) when bias is given;
-//   accumulate: C(m,n) = C(m,n) + acc (one separate add; bias must be null).
-enum class GemmOut { overwrite, accumulate };
+//   accumulate: C(m,n) = C(m,n) + acc (one separate add; bias must be null);
+//   chain_on_c: the chain starts from C(m,n) instead of 0 and its end is stored (no separate add;
+//               bias must be null). Not the bits of accumulate: fast mode's running gradient sums,
+//               where it spares the copy of the old C that accumulate needs over several k-blocks.
+enum class GemmOut { overwrite, accumulate, chain_on_c };
 
 // Which implementation runs. All give bitwise identical results (tests assert it); `automatic`
 // takes the packed host path unless use_device_path() (kernel_path.hpp) picks the device path.
@@ -78,7 +81,8 @@ struct PackedB {
 
 // C (M,N) row-major with leading dimension ldc  =  A (M,K) · B (K,N)  [+ bias (N) | + C].
 // Contract, for every (m, n):
-//   acc = 0; for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc);   then the GemmOut step.
+//   acc = 0 (chain_on_c: C(m,n)); for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc);
+//   then the GemmOut step.
 // All pointers are in MemSpace. Call from host code, not from inside a kernel. C must not
 // alias A, B or bias. Packing buffers come from ws (slots gemm_a, gemm_b, gemm_c); B's from
 // packed instead when it is given and enabled (see PackedB).

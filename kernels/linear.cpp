@@ -222,9 +222,10 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
 
   if (mode == Mode::fast) {
     if (fast_gemm_on_gemm_det()) {
-      // dW(o,i) += sum_n dy(n,o) x(n,i) as one chain over all N rows, then one add into the sum.
+      // dW(o,i) += sum_n dy(n,o) x(n,i) as one chain over all N rows that starts from the sum
+      // (chain_on_c: no copy of the old sum, which accumulate needs when N spans several k-blocks).
       gemm_det<T>(ws, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx), dW.sum.data(), I, nullptr,
-                  GemmOut::accumulate);
+                  GemmOut::chain_on_c);
     } else {
       Mat<T> dWm(dW.sum.data(), O, I);
       KokkosBlas::gemm("T", "N", T(1), dy, x, T(1), dWm);

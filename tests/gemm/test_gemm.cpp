@@ -1,5 +1,5 @@
 // gemm_det against a naive sequential-FMA reference, bit for bit: odd shapes, transposed
-// strides, K = 1, several k-blocks, bias and accumulate epilogues, every path and blocking.
+// strides, K = 1, several k-blocks, bias, accumulate and chain-on-C epilogues, every path and blocking.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,10 +17,15 @@ using test::random_values;
 using test::to_device;
 using test::to_host;
 
-enum class Epilogue { plain, bias, accumulate };
+enum class Epilogue { plain, bias, accumulate, chain_on_c };
+constexpr Epilogue kEpilogues[] = {Epilogue::plain, Epilogue::bias, Epilogue::accumulate, Epilogue::chain_on_c};
 
 const char* name(Epilogue e) {
-  return e == Epilogue::plain ? "plain" : e == Epilogue::bias ? "bias" : "accumulate";
+  return e == Epilogue::plain ? "plain" : e == Epilogue::bias ? "bias" : e == Epilogue::accumulate ? "accumulate" : "chain_on_c";
+}
+
+GemmOut gemm_out(Epilogue e) {
+  return e == Epilogue::accumulate ? GemmOut::accumulate : e == Epilogue::chain_on_c ? GemmOut::chain_on_c : GemmOut::overwrite;
 }
 
 // One problem with operands stored in padded buffers (leading dims larger than needed).
@@ -46,15 +51,15 @@ struct Problem {
   StridedMat<T> A_of(const T* p) const { return a_transposed ? transposed(p, lda) : row_major(p, lda); }
   StridedMat<T> B_of(const T* p) const { return b_transposed ? transposed(p, ldb) : row_major(p, ldb); }
 
-  // The contract written out: acc = fma(A(m,k), B(k,n), acc) for k = 0..K-1, then one add.
-  // Padding columns of C keep their initial values.
+  // The contract written out: acc = fma(A(m,k), B(k,n), acc) for k = 0..K-1 from 0 (chain_on_c:
+  // from C), then one add. Padding columns of C keep their initial values.
   std::vector<T> reference(Epilogue epi) const {
     std::vector<T> c = c0;
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) {
-        T acc = T(0);
-        for (int k = 0; k < K; ++k) acc = std::fma(A(m, k), B(k, n), acc);
         T& out = c[m * ldc + n];
+        T acc = epi == Epilogue::chain_on_c ? out : T(0);
+        for (int k = 0; k < K; ++k) acc = std::fma(A(m, k), B(k, n), acc);
         out = epi == Epilogue::accumulate ? out + acc : epi == Epilogue::bias ? acc + bias[n] : acc;
       }
     return c;
@@ -64,8 +69,7 @@ struct Problem {
     auto da = to_device(a), db = to_device(b), dbias = to_device(bias), dc = to_device(c0);
     KernelWorkspace ws;
     gemm_det<T>(ws, opt, M, N, K, A_of(da.data()), B_of(db.data()), dc.data(), ldc,
-                epi == Epilogue::bias ? dbias.data() : nullptr,
-                epi == Epilogue::accumulate ? GemmOut::accumulate : GemmOut::overwrite);
+                epi == Epilogue::bias ? dbias.data() : nullptr, gemm_out(epi));
     return to_host(dc);
   }
 };
@@ -121,7 +125,7 @@ TYPED_TEST(GemmDet, MatchesSequentialFmaReferenceBitwise) {
   for (const Shape& s : shapes)
     for (int layout = 0; layout < 4; ++layout) {
       const Problem<T> p(s.M, s.N, s.K, layout & 1, layout & 2, seed += 10);
-      for (Epilogue epi : {Epilogue::plain, Epilogue::bias, Epilogue::accumulate}) {
+      for (Epilogue epi : kEpilogues) {
         const std::vector<T> ref = p.reference(epi);
         for (const auto& [cfg_name, opt] : cfg) {
           const std::vector<T> got = p.run(opt, epi);
@@ -145,11 +149,11 @@ TYPED_TEST(GemmDet, ModelShapePackedEqualsGenericBitwise) {
   EXPECT_EQ(first_difference(packed, generic), packed.size());
 }
 
-// K = 0: acc is zero, so C = bias, C = 0, or C + 0.
+// K = 0: acc is zero (or C), so C = bias, C = 0, C + 0, or C.
 TYPED_TEST(GemmDet, EmptyK) {
   using T = TypeParam;
   const Problem<T> p(5, 9, 0, false, false, 5);
-  for (Epilogue epi : {Epilogue::plain, Epilogue::bias, Epilogue::accumulate})
+  for (Epilogue epi : kEpilogues)
     EXPECT_TRUE(bitwise_equal(p.run(GemmOptions{}, epi), p.reference(epi))) << name(epi);
 }
 
@@ -230,6 +234,8 @@ TEST(GemmDetArguments, RejectsBiasWithAccumulate) {
   float a = 1, b = 1, c = 0, bias = 0;
   KernelWorkspace ws;
   EXPECT_THROW(gemm_det<float>(ws, 1, 1, 1, row_major(&a, 1), row_major(&b, 1), &c, 1, &bias, GemmOut::accumulate),
+               std::invalid_argument);
+  EXPECT_THROW(gemm_det<float>(ws, 1, 1, 1, row_major(&a, 1), row_major(&b, 1), &c, 1, &bias, GemmOut::chain_on_c),
                std::invalid_argument);
   EXPECT_THROW(gemm_det<float>(ws, 2, 3, 1, row_major(&a, 1), row_major(&b, 3), &c, 2), std::invalid_argument);
 }

@@ -236,14 +236,14 @@ TEST(LinearFastMode, FastGemmSettingChoosesTheLibrary) {
     dx_det = to_host2(dxo);
   }
   // Reference of the fast backward-weight over the calls {0, 2} and {2, 6} samples: gemm_det's
-  // accumulate epilogue, call after call, into one zeroed sum.
+  // chains that start from the sum, call after call, on one zeroed sum.
   std::vector<float> dW_ref;
   {
     View1<float> sum("sum", static_cast<std::size_t>(d.O) * d.I);
     KernelWorkspace ws;
     for (const auto& [r0, r1] : {std::pair<int, int>{0, 2 * rows_per_sample}, {2 * rows_per_sample, d.N}})
       gemm_det<float>(ws, d.O, d.I, r1 - r0, transposed(dG.data() + r0 * d.O, d.O),
-                      row_major(dx.data() + r0 * d.I, d.I), sum.data(), d.I, nullptr, GemmOut::accumulate);
+                      row_major(dx.data() + r0 * d.I, d.I), sum.data(), d.I, nullptr, GemmOut::chain_on_c);
     dW_ref = to_host(sum);
   }
   {

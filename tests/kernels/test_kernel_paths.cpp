@@ -99,7 +99,7 @@ void gemm_case(int M, int N, int K, bool ta, bool tb, int epi) {
   both_paths([&](bool dev) {
     Tensor<T>& c = dev ? c_dev : c_host;
     gemm_det<T>(ws, M, N, K, a, b, c.d.data(), N, epi == 1 ? bias.d.data() : nullptr,
-                epi == 2 ? GemmOut::accumulate : GemmOut::overwrite);
+                epi == 2 ? GemmOut::accumulate : epi == 3 ? GemmOut::chain_on_c : GemmOut::overwrite);
   });
   EXPECT_SAME_BITS(c_dev, c_host, what);
 }
@@ -108,7 +108,7 @@ TEST(KernelPath, GemmDeviceEqualsHost) {
   const int shapes[][3] = {{1, 1, 1}, {1, 1, 0}, {3, 5, 1}, {7, 5, 3}, {1, 70, 33}, {65, 63, 17}, {130, 97, 40}};
   for (const auto& s : shapes)
     for (int t = 0; t < 4; ++t)
-      for (int epi = 0; epi < 3; ++epi) {
+      for (int epi = 0; epi < 4; ++epi) {  // plain, bias, accumulate, chain_on_c
         gemm_case<float>(s[0], s[1], s[2], t & 1, t & 2, epi);
         gemm_case<double>(s[0], s[1], s[2], t & 1, t & 2, epi);
       }
