@@ -23,6 +23,7 @@
 // tiled team kernels whose scratch does not grow with T.
 #include "attention.hpp"
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -169,6 +170,47 @@ KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
       n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
 }
 
+#ifdef MINIPIPE_HOST_AVX512
+// row_max's value, and whether every a[i] - max (rounded, as det::exp_array forms it) lies in
+// det::exp_normal_range: the row's minimum, tracked beside the maximum in the same pass, is the
+// lowest of them (rounding is monotone; the highest, max - max, is 0), and a NaN anywhere (which
+// the max ignores) says no. The softmax's exp pass then skips its own compare pass over the row.
+inline float row_max_in_range(const float* a, int n, bool& in_range) {
+  static_assert(rowred::kLanes == 32, "row_max's lanes");
+  const __m512 id = _mm512_set1_ps(rowred::Max::identity<float>());
+  __m512 p0 = id, p1 = id;  // row_max's lanes 0..15 and 16..31
+  __m512 lo = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  __mmask16 nan = 0;
+  int c0 = 0;
+  for (; c0 + 32 <= n; c0 += 32) {
+    const __m512 x0 = _mm512_loadu_ps(a + c0), x1 = _mm512_loadu_ps(a + c0 + 16);
+    p0 = _mm512_max_ps(x0, p0);
+    p1 = _mm512_max_ps(x1, p1);
+    lo = _mm512_min_ps(_mm512_min_ps(x0, x1), lo);
+    nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);  // x0 or x1 is NaN
+  }
+  if (c0 < n) {  // lanes l < n - c0 take one more
+    __mmask16 k0, k1;
+    tail_masks(n - c0, k0, k1);
+    const __m512 x0 = _mm512_maskz_loadu_ps(k0, a + c0), x1 = _mm512_maskz_loadu_ps(k1, a + c0 + 16);
+    p0 = _mm512_mask_max_ps(p0, k0, x0, p0);
+    p1 = _mm512_mask_max_ps(p1, k1, x1, p1);
+    lo = _mm512_mask_min_ps(lo, k0, x0, lo);
+    lo = _mm512_mask_min_ps(lo, k1, x1, lo);
+    nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);  // the lanes past n hold zeros
+  }
+  p0 = _mm512_max_ps(p1, p0);  // row_max's tree
+  p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);
+  p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);
+  p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);
+  p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);
+  const float mx = _mm512_cvtss_f32(p0);
+  const float d = _mm512_reduce_min_ps(lo) - mx;  // NaN when mx is infinite and so is the minimum
+  in_range = nan == 0 && det::exp_normal_range(d);
+  return mx;
+}
+#endif
+
 // rowred::reduce<Sum> over a[0..n): lane l adds a[l], a[l + 32], ... to +0, then the pairwise tree.
 // The host AVX-512 body keeps the 32 lanes in two registers and adds the last partial block under a
 // mask (lanes past n are left as they are, as reduce's tail leaves them); the generic form keeps the
@@ -236,11 +278,25 @@ KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int 
   constexpr int QT = Tile<Real>::kQueries;
   constexpr int E = int(64 / sizeof(Real));  // det::exp_array's block
   Real v[QT];                                // each row's max, then its sum
-  for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
-  for (int q = 0; q < nq; ++q) {
-    const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
-    Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
-    det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0);
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value) {
+    bool in_range[QT];
+    for (int q = 0; q < nq; ++q)
+      v[q] = row_max_in_range(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1, in_range[q]);
+    for (int q = 0; q < nq; ++q) {
+      const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
+      Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
+      det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0, in_range[q]);
+    }
+  } else
+#endif
+  {
+    for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
+    for (int q = 0; q < nq; ++q) {
+      const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
+      Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
+      det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0);
+    }
   }
   for (int q = 0; q < nq; ++q) v[q] = row_sum(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
   for (int q = 0; q < nq; ++q) {

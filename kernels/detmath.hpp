@@ -380,12 +380,17 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
 // vector, so no scalar exp runs (one costs as much as a vector): up to n_pad when the caller has room
 // there (n_pad >= n a multiple of the block; y[n..n_pad) then holds values the caller must not use,
 // and arg(i) must be readable), else the last partial block is padded with zeros.
-// arg is evaluated once per pass (it is an element, or an element minus a shift).
+// arg is evaluated once per pass (it is an element, or an element minus a shift). in_range: -1 runs
+// the compare pass; 1 says the caller knows that every arg(i), i < n, is in exp_normal_range (0 that
+// one may not be), so the pass is skipped.
 template <class T, class Arg>
-KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n, int n_pad) {
+KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n, int n_pad, int in_range = -1) {
   constexpr int E = int(64 / sizeof(T));
-  int normal = 1;
-  for (int i = 0; i < n; ++i) normal &= static_cast<int>(exp_normal_range(arg(i)));
+  int normal = in_range;
+  if (normal < 0) {
+    normal = 1;
+    for (int i = 0; i < n; ++i) normal &= static_cast<int>(exp_normal_range(arg(i)));
+  }
   const int whole = n_pad >= n ? n_pad : n / E * E;  // blocks computed whole
   int c0 = 0;
   if (normal) {
@@ -417,6 +422,11 @@ KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T* y, int n) {
 template <class T>
 KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n, int n_pad) {
   exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n, n_pad);
+}
+// The same where the caller has checked the arguments' range (in_range as exp_array_of's).
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n, int n_pad, bool in_range) {
+  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n, n_pad, in_range ? 1 : 0);
 }
 
 }  // namespace det

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -41,7 +42,7 @@ void expect_same_bits(Tensor<T>& got, Tensor<T>& ref, const std::string& what) {
 // One shape, one mode: forward of both implementations, then backward of both from the same att.
 // amp scales qkv so that large logits (exp underflow to 0 and subnormals) are covered too.
 template <class T>
-void check_shape(Mode mode, int B, int Tn, int C, int H, double amp, std::uint64_t seed) {
+void check_shape(Mode mode, int B, int Tn, int C, int H, double amp, std::uint64_t seed, int nan_key = -1) {
   const int N = B * Tn;
   const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " " + to_string(mode) + " B" +
                            std::to_string(B) + " T" + std::to_string(Tn) + " C" + std::to_string(C) + " H" +
@@ -49,6 +50,11 @@ void check_shape(Mode mode, int B, int Tn, int C, int H, double amp, std::uint64
   Tensor<T> qkv("qkv", N, 3 * C), dout("dout", N, C);
   test::fill_uniform(qkv, seed, -amp, amp);
   test::fill_uniform(dout, seed + 1);
+  if (nan_key >= 0) {  // one channel of one key of head 0, sample 0: the scores of the queries t >= it
+    qkv.pull();
+    qkv.h(static_cast<std::size_t>(nan_key) * 3 * C + C + 1) = std::numeric_limits<T>::quiet_NaN();
+    qkv.push();
+  }
   Tensor<T> att("att", B * H * Tn, Tn), att_ref("att_ref", B * H * Tn, Tn), out("out", N, C), out_ref("out_ref", N, C),
       dqkv("dqkv", N, 3 * C), dqkv_ref("dqkv_ref", N, 3 * C);
   // Garbage in every output: the kernels must overwrite all of it (masked att entries included).
@@ -89,6 +95,9 @@ void check_all_shapes() {
         }
   // Large logits: many exp results underflow or are subnormal.
   for (Mode mode : {Mode::deterministic, Mode::fast}) check_shape<T>(mode, 2, 37, 64, 4, 12.0, seed + 7);
+  // A NaN key: the rows of the queries that see it are NaN with the reference's bits, the others
+  // are unchanged.
+  check_shape<T>(Mode::deterministic, 2, 70, 64, 4, 2.0, seed + 8, 33);
 }
 
 // Kernel names launched while a RecordKernels is alive (Kokkos Tools begin_parallel_for hook).
