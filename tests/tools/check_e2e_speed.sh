@@ -18,6 +18,12 @@ for row in "deterministic +sequential +1 +1" "fast +sequential +1 +1" "determini
     { echo "FAIL: no row /$row/ with tokens/s > 0"; exit 1; }
 done
 grep -q "fast/deterministic at p=1 m=1: [0-9.]*$" "$out/e2e.log" || { echo "FAIL: no fast/deterministic ratio"; exit 1; }
+grep -qE "^fastest timed step of each row, against the fastest sgemm round \([0-9.]+ GFLOP/s" "$out/e2e.log" ||
+  { echo "FAIL: no fastest-step table"; exit 1; }
+# its rows come after the header: tokens/s there is at least the median row's
+awk '/^fastest timed step/ {t = 1; next} /^ratios/ {t = 0} t && /^fast +sequential +1 +1 / {f = $5}
+     !t && /^fast +sequential +1 +1 / && !m {m = $5} END {exit !(f > 0 && m > 0 && f >= m)}' "$out/e2e.log" ||
+  { echo "FAIL: the fastest step of fast p=1 m=1 is missing or slower than its median"; exit 1; }
 grep -qE "^fast rows' GEMM: (miniPipe gemm_det|KokkosBlas)" "$out/e2e.log" || { echo "FAIL: no GEMM named for the fast rows"; exit 1; }
 flops=$(grep -oE '\(([0-9]+) FLOP\)' "$out/e2e.log" | grep -oE '[0-9]+')
 [ -n "$flops" ] || { echo "FAIL: no FLOP count per step"; exit 1; }
