@@ -163,21 +163,16 @@ TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
       EXPECT_EQ(0, dw.pending.count) << shape << split.name;
       expect_same_bits(want, grad_bits(dw), "Linear dW held back", (shape + split.name).c_str());
     }
-  }
 
-  // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
-  const int I = 16, O = 24;
-  Tensor<float> x("x", N, I), dy("dy", N, O);
-  test::fill_uniform(x, 31, -2.0, 2.0);
-  test::fill_uniform(dy, 32);
-  KernelWorkspace ws;
-  GradAccum<float> dw("w", std::size_t(O) * I, kDet);
-  dw.zero();
-  dw.defer_weight_samples(true);
-  Linear<float>::backward_weight(kDet, x.rows_cmat(0, R), dy.rows_cmat(0, R), R, dw, nullptr, ws);
-  EXPECT_EQ(1, dw.pending.count);
-  View1<float> g("g", dw.size());
-  EXPECT_THROW(dw.finalize(g), std::logic_error);
+    // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
+    GradAccum<float> dw("w", std::size_t(O) * I, kDet);
+    dw.zero();
+    dw.defer_weight_samples(true);
+    Linear<float>::backward_weight(kDet, x.rows_cmat(0, R), dy.rows_cmat(0, R), R, dw, nullptr, ws);
+    EXPECT_EQ(1, dw.pending.count) << shape;
+    View1<float> g("g", dw.size());
+    EXPECT_THROW(dw.finalize(g), std::logic_error) << shape;
+  }
 }
 
 TEST(Determinism, EmbeddingWeightGradSplitAndOrderInvariant) {
