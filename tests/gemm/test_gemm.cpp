@@ -21,11 +21,16 @@ enum class Epilogue { plain, bias, accumulate, chain_on_c };
 constexpr Epilogue kEpilogues[] = {Epilogue::plain, Epilogue::bias, Epilogue::accumulate, Epilogue::chain_on_c};
 
 const char* name(Epilogue e) {
-  return e == Epilogue::plain ? "plain" : e == Epilogue::bias ? "bias" : e == Epilogue::accumulate ? "accumulate" : "chain_on_c";
+  return e == Epilogue::plain        ? "plain"
+         : e == Epilogue::bias       ? "bias"
+         : e == Epilogue::accumulate ? "accumulate"
+                                     : "chain_on_c";
 }
 
 GemmOut gemm_out(Epilogue e) {
-  return e == Epilogue::accumulate ? GemmOut::accumulate : e == Epilogue::chain_on_c ? GemmOut::chain_on_c : GemmOut::overwrite;
+  return e == Epilogue::accumulate   ? GemmOut::accumulate
+         : e == Epilogue::chain_on_c ? GemmOut::chain_on_c
+                                     : GemmOut::overwrite;
 }
 
 // One problem with operands stored in padded buffers (leading dims larger than needed).
@@ -153,8 +158,7 @@ TYPED_TEST(GemmDet, ModelShapePackedEqualsGenericBitwise) {
 TYPED_TEST(GemmDet, EmptyK) {
   using T = TypeParam;
   const Problem<T> p(5, 9, 0, false, false, 5);
-  for (Epilogue epi : kEpilogues)
-    EXPECT_TRUE(bitwise_equal(p.run(GemmOptions{}, epi), p.reference(epi))) << name(epi);
+  for (Epilogue epi : kEpilogues) EXPECT_TRUE(bitwise_equal(p.run(GemmOptions{}, epi), p.reference(epi))) << name(epi);
 }
 
 // The bitwise comparison above has teeth: on the same data a multiply-then-add chain (what an

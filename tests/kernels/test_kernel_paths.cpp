@@ -99,7 +99,9 @@ void gemm_case(int M, int N, int K, bool ta, bool tb, int epi) {
   both_paths([&](bool dev) {
     Tensor<T>& c = dev ? c_dev : c_host;
     gemm_det<T>(ws, M, N, K, a, b, c.d.data(), N, epi == 1 ? bias.d.data() : nullptr,
-                epi == 2 ? GemmOut::accumulate : epi == 3 ? GemmOut::chain_on_c : GemmOut::overwrite);
+                epi == 2   ? GemmOut::accumulate
+                : epi == 3 ? GemmOut::chain_on_c
+                           : GemmOut::overwrite);
   });
   EXPECT_SAME_BITS(c_dev, c_host, what);
 }
