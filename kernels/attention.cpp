@@ -137,79 +137,56 @@ inline void tail_masks(int rem, __mmask16& k0, __mmask16& k1) {
 }
 #endif
 
-// max over a[0..n) in the canonical lane order of row_reduce.hpp (ties and NaNs as Max::combine).
+// max over a[0..n) in the canonical lane order of row_reduce.hpp (ties and NaNs as Max::combine),
+// and in_range for det::exp_array's a - max: 1 when every a[i] - max (rounded, as exp_array forms
+// it) lies in det::exp_normal_range, 0 when one may not, -1 when not known (exp_array checks).
 // The host AVX-512 body keeps the 32 lanes in two registers: MAXPS(x, m) is x > m ? x : m, which is
 // Max::combine(m, x) for every input, NaN and signed zeros included, and the tree halves the lanes
-// with the same pairs (l, l + w); the generic loop kept the lanes in memory, with a scalar tail.
+// with the same pairs (l, l + w); the generic loop keeps the lanes in memory, with a scalar tail.
+// Beside the maximum it tracks the row's minimum, whose a - max is the lowest (rounding is
+// monotone; the highest, max - max, is 0), and any NaN (which the max ignores): the softmax's exp
+// pass then needs no compare pass of its own over the row.
 template <class Real>
-KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n) {
+KOKKOS_INLINE_FUNCTION Real row_max(const Real* a, int n, int& in_range) {
 #ifdef MINIPIPE_HOST_AVX512
   if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
     const __m512 id = _mm512_set1_ps(rowred::Max::identity<float>());
     __m512 p0 = id, p1 = id;  // lanes 0..15 and 16..31
+    __m512 lo = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+    __mmask16 nan = 0;
     int c0 = 0;
     for (; c0 + 32 <= n; c0 += 32) {
-      p0 = _mm512_max_ps(_mm512_loadu_ps(a + c0), p0);
-      p1 = _mm512_max_ps(_mm512_loadu_ps(a + c0 + 16), p1);
+      const __m512 x0 = _mm512_loadu_ps(a + c0), x1 = _mm512_loadu_ps(a + c0 + 16);
+      p0 = _mm512_max_ps(x0, p0);
+      p1 = _mm512_max_ps(x1, p1);
+      lo = _mm512_min_ps(_mm512_min_ps(x0, x1), lo);
+      nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);  // x0 or x1 is NaN
     }
     if (c0 < n) {  // lanes l < n - c0 take one more
       __mmask16 k0, k1;
       tail_masks(n - c0, k0, k1);
-      p0 = _mm512_mask_max_ps(p0, k0, _mm512_maskz_loadu_ps(k0, a + c0), p0);
-      p1 = _mm512_mask_max_ps(p1, k1, _mm512_maskz_loadu_ps(k1, a + c0 + 16), p1);
+      const __m512 x0 = _mm512_maskz_loadu_ps(k0, a + c0), x1 = _mm512_maskz_loadu_ps(k1, a + c0 + 16);
+      p0 = _mm512_mask_max_ps(p0, k0, x0, p0);
+      p1 = _mm512_mask_max_ps(p1, k1, x1, p1);
+      lo = _mm512_mask_min_ps(lo, k0, x0, lo);
+      lo = _mm512_mask_min_ps(lo, k1, x1, lo);
+      nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);  // the lanes past n hold zeros
     }
     p0 = _mm512_max_ps(p1, p0);                                  // w = 16
     p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);  // w = 8: lanes 8..15 onto 0..7
     p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);  // w = 4: lanes 4..7 onto 0..3
     p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);         // w = 2: lanes 2, 3 onto 0, 1
     p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);         // w = 1: lane 1 onto 0
-    return _mm512_cvtss_f32(p0);
+    const float mx = _mm512_cvtss_f32(p0);
+    const float d = _mm512_reduce_min_ps(lo) - mx;  // NaN when mx is infinite and so is the minimum
+    in_range = nan == 0 && det::exp_normal_range(d) ? 1 : 0;
+    return mx;
   }
 #endif
+  in_range = -1;
   return rowred::reduce<rowred::Max, Real>(
       n, [&](const int t2, const Real m) { return rowred::Max::combine<Real>(m, a[t2]); });
 }
-
-#ifdef MINIPIPE_HOST_AVX512
-// row_max's value, and whether every a[i] - max (rounded, as det::exp_array forms it) lies in
-// det::exp_normal_range: the row's minimum, tracked beside the maximum in the same pass, is the
-// lowest of them (rounding is monotone; the highest, max - max, is 0), and a NaN anywhere (which
-// the max ignores) says no. The softmax's exp pass then skips its own compare pass over the row.
-inline float row_max_in_range(const float* a, int n, bool& in_range) {
-  static_assert(rowred::kLanes == 32, "row_max's lanes");
-  const __m512 id = _mm512_set1_ps(rowred::Max::identity<float>());
-  __m512 p0 = id, p1 = id;  // row_max's lanes 0..15 and 16..31
-  __m512 lo = _mm512_set1_ps(std::numeric_limits<float>::infinity());
-  __mmask16 nan = 0;
-  int c0 = 0;
-  for (; c0 + 32 <= n; c0 += 32) {
-    const __m512 x0 = _mm512_loadu_ps(a + c0), x1 = _mm512_loadu_ps(a + c0 + 16);
-    p0 = _mm512_max_ps(x0, p0);
-    p1 = _mm512_max_ps(x1, p1);
-    lo = _mm512_min_ps(_mm512_min_ps(x0, x1), lo);
-    nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);  // x0 or x1 is NaN
-  }
-  if (c0 < n) {  // lanes l < n - c0 take one more
-    __mmask16 k0, k1;
-    tail_masks(n - c0, k0, k1);
-    const __m512 x0 = _mm512_maskz_loadu_ps(k0, a + c0), x1 = _mm512_maskz_loadu_ps(k1, a + c0 + 16);
-    p0 = _mm512_mask_max_ps(p0, k0, x0, p0);
-    p1 = _mm512_mask_max_ps(p1, k1, x1, p1);
-    lo = _mm512_mask_min_ps(lo, k0, x0, lo);
-    lo = _mm512_mask_min_ps(lo, k1, x1, lo);
-    nan |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q);  // the lanes past n hold zeros
-  }
-  p0 = _mm512_max_ps(p1, p0);  // row_max's tree
-  p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0xEE), p0);
-  p0 = _mm512_max_ps(_mm512_shuffle_f32x4(p0, p0, 0x55), p0);
-  p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0xEE), p0);
-  p0 = _mm512_max_ps(_mm512_permute_ps(p0, 0x55), p0);
-  const float mx = _mm512_cvtss_f32(p0);
-  const float d = _mm512_reduce_min_ps(lo) - mx;  // NaN when mx is infinite and so is the minimum
-  in_range = nan == 0 && det::exp_normal_range(d);
-  return mx;
-}
-#endif
 
 // rowred::reduce<Sum> over a[0..n): lane l adds a[l], a[l + 32], ... to +0, then the pairwise tree.
 // The host AVX-512 body keeps the 32 lanes in two registers and adds the last partial block under a
@@ -278,25 +255,12 @@ KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int 
   constexpr int QT = Tile<Real>::kQueries;
   constexpr int E = int(64 / sizeof(Real));  // det::exp_array's block
   Real v[QT];                                // each row's max, then its sum
-#ifdef MINIPIPE_HOST_AVX512
-  if constexpr (std::is_same<Real, float>::value) {
-    bool in_range[QT];
-    for (int q = 0; q < nq; ++q)
-      v[q] = row_max_in_range(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1, in_range[q]);
-    for (int q = 0; q < nq; ++q) {
-      const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
-      Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
-      det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0, in_range[q]);
-    }
-  } else
-#endif
-  {
-    for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
-    for (int q = 0; q < nq; ++q) {
-      const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
-      Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
-      det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0);
-    }
+  int in_range[QT];                          // row_max's word on the exps' range
+  for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1, in_range[q]);
+  for (int q = 0; q < nq; ++q) {
+    const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
+    Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
+    det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0, in_range[q]);
   }
   for (int q = 0; q < nq; ++q) v[q] = row_sum(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
   for (int q = 0; q < nq; ++q) {

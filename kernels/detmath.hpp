@@ -418,15 +418,10 @@ KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T* y, int n) {
 }
 
 // y[i] = det::exp(x[i] - s) for i < n (y may be x): a softmax row's exps without a pass that
-// stores x - s first; n_pad as exp_array_of's.
+// stores x - s first; n_pad and in_range as exp_array_of's.
 template <class T>
-KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n, int n_pad) {
-  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n, n_pad);
-}
-// The same where the caller has checked the arguments' range (in_range as exp_array_of's).
-template <class T>
-KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n, int n_pad, bool in_range) {
-  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n, n_pad, in_range ? 1 : 0);
+KOKKOS_FORCEINLINE_FUNCTION void exp_array(const T* x, T s, T* y, int n, int n_pad, int in_range = -1) {
+  exp_array_of<T>([&](const int i) { return x[i] - s; }, y, n, n_pad, in_range);
 }
 
 }  // namespace det
