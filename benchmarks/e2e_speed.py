@@ -314,13 +314,17 @@ def main():
     hdr = f"{'run':<26}{'schedule':>11}{'p':>3}{'m':>4}{'tokens/s':>11}{'GFLOP/s':>10}{'/sgemm':>8}"
     print(hdr + (f"{'/best':>8}" if gb else "") + (f"{'/torch':>8}" if ref else "") +
           (f"{'/torch-best':>12}" if ref_best else ""))
+    def rate_row(name, p, m, t, g, gb):
+        """A row's run, schedule, p, m, tokens/s, GFLOP/s and its ratios to the sgemm rates g and gb."""
+        line = f"{name:<26}{schedule_of(a, p, m):>11}{p:>3}{m:>4}{tokens / t:>11.0f}{flops / t / 1e9:>10.1f}"
+        return line + f"{flops / t / 1e9 / g:>8.2f}" + (f"{flops / t / 1e9 / gb:>8.2f}" if gb else "")
+
     med = {k: statistics.median(v) for k, v in steps.items()}
     for label, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
                 t = med[(label, mode, p, m)]
-                line = f"{label + mode:<26}{schedule_of(a, p, m):>11}{p:>3}{m:>4}{tokens / t:>11.0f}{flops / t / 1e9:>10.1f}{flops / t / 1e9 / g:>8.2f}"
-                print(line + (f"{flops / t / 1e9 / gb:>8.2f}" if gb else "") + (f"{ref / t:>8.2f}" if ref else "") +
+                print(rate_row(label + mode, p, m, t, g, gb) + (f"{ref / t:>8.2f}" if ref else "") +
                       (f"{ref_best / t:>12.2f}" if ref_best else ""))
     # On a shared host other tenants only ever slow a step down: the fastest step of a row (pooled
     # over its rounds) against the fastest sgemm round is the nearest this run gets to the code's
@@ -334,9 +338,7 @@ def main():
     for label, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
-                t = min(steps[(label, mode, p, m)])
-                print(f"{label + mode:<26}{schedule_of(a, p, m):>11}{p:>3}{m:>4}{tokens / t:>11.0f}{flops / t / 1e9:>10.1f}"
-                      f"{flops / t / 1e9 / g_max:>8.2f}" + (f"{flops / t / 1e9 / gb_max:>8.2f}" if gb_max else ""))
+                print(rate_row(label + mode, p, m, min(steps[(label, mode, p, m)]), g_max, gb_max))
     print("ratios (medians of this run):")
     for label, _ in builds:
         for mode in ("deterministic", "fast"):
