@@ -515,62 +515,63 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
 
 // ---- Exact accumulation of microkernel tiles (gemm_det_exact) ----------------------------
 // Limbs of one tile: a_j[l] += the limb-j word of ct[l] (ExactSum::float_limb), bad |= overflow.
-// The AVX-512 version is the same integer arithmetic on 8 lanes at a time (tests compare it with
-// ExactSum's scalar functions through the scalar GemmPath): it computes, per value, the word
-// (m << (q - 70) % 32 for q >= 70, the rounded |v| 2^80 below), its limb index and its sign.
+// The AVX-512 version forms the same words another way (tests compare it with ExactSum's scalar
+// functions through the scalar GemmPath). A finite float with biased exponent q < 173 sits at limb
+// j = (q - 70) / 32 (0 below q = 70), and its word is the integer v 2^(80 - 32 j): exact for
+// q >= 70 (|v 2^(80 - 32 j)| < 2^55, an integer-valued float), and below 2^23 for q < 70, where
+// it is the one rounding to nearest even that from_double's rint makes. So the word is one
+// multiply by a power of two and a float-to-int64 conversion with that rounding (AVX512DQ).
 template <int TS>
 void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int64_t* a2, std::int64_t* a3,
                    std::int64_t& bad) {
-#ifdef MINIPIPE_GEMM_AVX512
+#if defined(MINIPIPE_GEMM_AVX512) && defined(__AVX512DQ__)
   static_assert(TS % 16 == 0, "whole vectors");
-  // Exponent fields, shift counts, limb indices and masks are formed on 16 32-bit lanes; only the
-  // shifted words and the limb sums need 64-bit lanes (two halves of 8).
-  const __m512i low8 = _mm512_set1_epi32(0xFF), mant = _mm512_set1_epi32(0x7FFFFF),
-                hidden = _mm512_set1_epi32(0x800000), c26 = _mm512_set1_epi32(26), c31 = _mm512_set1_epi32(31),
-                c70 = _mm512_set1_epi32(70), c127 = _mm512_set1_epi32(127), c173 = _mm512_set1_epi32(173);
-  const __m512i zero = _mm512_setzero_si512();
-  const __m512 scale = _mm512_set1_ps(1208925819614629174706176.0f);  // 2^80
-  const __m512 two23 = _mm512_set1_ps(8388608.0f);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), two23_bits = _mm512_set1_epi32(0x4B000000);
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  // Exponents, limb indices, scales and masks are formed on 16 32-bit lanes; the words and the
+  // limb sums on two halves of 8 64-bit lanes.
+  const __m512i low8 = _mm512_set1_epi32(0xFF), abs_mask = _mm512_set1_epi32(0x7FFFFFFF), c32 = _mm512_set1_epi32(32),
+                c70 = _mm512_set1_epi32(70), c102 = _mm512_set1_epi32(102), c127 = _mm512_set1_epi32(127),
+                c173 = _mm512_set1_epi32(173), c207 = _mm512_set1_epi32(207);
+  const __m512 two48 = _mm512_set1_ps(281474976710656.0f);  // 2^(80 - 32), limb 1's scale
+  std::int64_t* const limb[4] = {a0, a1, a2, a3};
   __mmask16 bad_any = 0;
   for (int l = 0; l < TS; l += 16) {
-    const __m512i bits = _mm512_load_si512(reinterpret_cast<const void*>(ct + l));
-    // |v| 2^80 rounded to an integer (exact product, then + 2^23 rounds to nearest even); only
-    // taken where q < 70, i.e. where it is below 2^23.
-    const __m512 a = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask)), scale);
-    const __m512i small = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(a, two23)), two23_bits);
+    const __m512 v = _mm512_load_ps(ct + l);
+    const __m512i bits = _mm512_castps_si512(v);
     const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bits, 23), low8);
-    const __mmask16 pos = _mm512_cmpge_epu32_mask(q, c70);
-    const __mmask16 ok = _mm512_cmplt_epu32_mask(q, c173);
-    const __mmask16 neg = _mm512_cmplt_epi32_mask(bits, zero);  // sign bit
+    const __mmask16 nz = _mm512_test_epi32_mask(bits, abs_mask);
+    // Mostly every nonzero value of the 16 lies in limb 1 (102 <= q < 134: 2^-25 <= |v| < 2^7; a
+    // zero adds 0 to any limb): then the words are v 2^48 and only limb 1 is read and written.
+    const __mmask16 in1 = _mm512_mask_cmplt_epu32_mask(nz, _mm512_sub_epi32(q, c102), c32);
+    if (in1 == nz) {
+      const __m512 x = _mm512_mul_ps(v, two48);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i w =
+            _mm512_cvt_roundps_epi64(h == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1), kRound);
+        std::int64_t* const dst = a1 + l + 8 * h;
+        _mm512_store_si512(reinterpret_cast<void*>(dst),
+                           _mm512_add_epi64(_mm512_load_si512(reinterpret_cast<const void*>(dst)), w));
+      }
+      continue;
+    }
+    const __mmask16 ok = _mm512_cmplt_epu32_mask(q, c173);  // |v| < 2^46 and finite
     bad_any |= static_cast<__mmask16>(~ok);
-    const __m512i m = _mm512_or_si512(_mm512_and_si512(bits, mant), hidden);
-    const __m512i sh = _mm512_and_si512(_mm512_add_epi32(q, c26), c31);
+    const __mmask16 pos = _mm512_cmpge_epu32_mask(q, c70);
     const __m512i j = _mm512_maskz_srli_epi32(pos, _mm512_and_si512(_mm512_sub_epi32(q, c70), c127), 5);
+    // 2^(80 - 32 j): biased exponent 207 - 32 j.
+    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(c207, _mm512_slli_epi32(j, 5)), 23));
+    const __m512 x = _mm512_mul_ps(v, scale);
     __mmask16 sel[4];
     for (int k = 0; k < 4; ++k) sel[k] = _mm512_mask_cmpeq_epi32_mask(ok, j, _mm512_set1_epi32(k));
-    // Mostly every nonzero value of the 16 falls in one limb (limb 1 holds 2^-25 <= |v| < 2^7 and
-    // a zero adds 0 to any): then only that limb's words are read and written, not all four.
-    const __mmask16 nz = _mm512_test_epi32_mask(bits, abs_mask);
-    int one = -1;
-    for (int k = 0; k < 4 && one < 0; ++k)
-      if (static_cast<__mmask16>(sel[k] & nz) == nz) one = k;
     for (int h = 0; h < 2; ++h) {
-      const auto half = [h](__m512i v) { return h == 0 ? _mm512_castsi512_si256(v) : _mm512_extracti64x4_epi64(v, 1); };
-      const __mmask8 p8 = static_cast<__mmask8>(pos >> (8 * h)), n8 = static_cast<__mmask8>(neg >> (8 * h));
-      const __m512i wpos = _mm512_sllv_epi64(_mm512_cvtepu32_epi64(half(m)), _mm512_cvtepu32_epi64(half(sh)));
-      const __m512i mag = _mm512_mask_blend_epi64(p8, _mm512_cvtepu32_epi64(half(small)), wpos);
-      const __m512i w = _mm512_mask_sub_epi64(mag, n8, zero, mag);
-      std::int64_t* const dst[4] = {a0 + l + 8 * h, a1 + l + 8 * h, a2 + l + 8 * h, a3 + l + 8 * h};
-      if (one >= 0) {  // w is 0 in the zero lanes
-        const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst[one]));
-        _mm512_store_si512(reinterpret_cast<void*>(dst[one]), _mm512_add_epi64(cur, w));
-        continue;
-      }
+      const __m512i w =
+          _mm512_cvt_roundps_epi64(h == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1), kRound);
       for (int k = 0; k < 4; ++k) {
         const __mmask8 s8 = static_cast<__mmask8>(sel[k] >> (8 * h));
-        const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst[k]));
-        _mm512_store_si512(reinterpret_cast<void*>(dst[k]), _mm512_mask_add_epi64(cur, s8, cur, w));
+        if (s8 == 0) continue;
+        std::int64_t* const dst = limb[k] + l + 8 * h;
+        const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst));
+        _mm512_store_si512(reinterpret_cast<void*>(dst), _mm512_mask_add_epi64(cur, s8, cur, w));
       }
     }
   }

@@ -28,10 +28,13 @@ struct ExactProblem {
     // Rows of the output at very different scales, so the partials cover all four 32-bit limbs
     // of the 2^-80 grid and the rounded path below it (|p| < 2^-57); the rows scaled by 2^-26 and
     // 2^5 straddle the limb boundaries 2^-25 and 2^7, so the 16 values of one vector fall in two
-    // limbs (the SIMD conversion's general path) where the other rows' mostly fall in one.
-    const int exps[] = {-70, -45, -26, -20, 0, 5, 12, 25};
+    // limbs (the SIMD conversion's general path) where the other rows' mostly fall in one. The
+    // row at 2^-58 gives partials near 2^-58, where p 2^80 has one fractional bit (a tie, rounded
+    // to even, about half the time), and the row at 2^-140 subnormal ones (0 on the grid).
+    const int exps[] = {-70, -45, -26, -20, 0, 5, 12, 25, -58, -140};
+    constexpr int kScales = sizeof(exps) / sizeof(exps[0]);
     for (int r = 0; r < S * K; ++r)
-      for (int c = 0; c < M; ++c) dy[static_cast<std::size_t>(r) * M + c] *= std::ldexp(1.0f, exps[c % 8]);
+      for (int c = 0; c < M; ++c) dy[static_cast<std::size_t>(r) * M + c] *= std::ldexp(1.0f, exps[c % kScales]);
   }
 
   float partial(int s, int m, int n) const {
@@ -103,13 +106,20 @@ TEST(GemmDetExact, EqualsPerSampleReferenceBitwise) {
     int ref_ov = 0;
     const auto ref = p.reference(ref_ov);
     ASSERT_EQ(ref_ov, 0);
-    // The limb-3 and the rounded path are really taken (else the test would not cover them).
-    bool hi_limb = false, tiny = false;
-    for (int m = 0; m < p.M; ++m) {
-      hi_limb |= std::fabs(p.partial(0, m, 0)) >= 65536.0f;                         // >= 2^16: limb 3 of the 2^-80 grid
-      tiny |= std::fabs(p.partial(0, m, 0)) < 6.9e-18f && p.partial(0, m, 0) != 0;  // < 2^-57
-    }
-    EXPECT_TRUE(hi_limb && tiny) << "M=" << p.M;
+    // The limb-3 and the rounded path, ties and subnormal partials are really taken (else the
+    // test would not cover them).
+    bool hi_limb = false, tiny = false, tie = false, subnormal = false;
+    for (int m = 0; m < p.M; ++m)
+      for (int n = 0; n < p.N; ++n) {
+        const float v = p.partial(0, m, n);
+        const double scaled = std::fabs(static_cast<double>(v)) * std::ldexp(1.0, 80);
+        hi_limb |= std::fabs(v) >= 65536.0f;                              // >= 2^16: limb 3 of the 2^-80 grid
+        tiny |= std::fabs(v) < 6.9e-18f && v != 0;                        // < 2^-57
+        tie |= scaled < 8388608.0 && scaled - std::floor(scaled) == 0.5;  // below 2^23, half-way
+        subnormal |= std::fpclassify(v) == FP_SUBNORMAL;
+      }
+    EXPECT_TRUE(hi_limb && tiny && tie && subnormal) << "M=" << p.M << ": limb 3 " << hi_limb << ", below 2^-57 "
+                                                     << tiny << ", ties " << tie << ", subnormal " << subnormal;
     KernelWorkspace ws;
     for (const auto& [name, opt] : exact_configs())
       for (const auto& calls :
