@@ -643,7 +643,7 @@ inline std::size_t exact_group_tuned(int K, int mc) {
 
 void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOptions& opt, int M, int N, int K, int S,
                        StridedMat<float> A, std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step,
-                       const ExactTarget& target) {
+                       const ExactTarget& target, const ExactTarget* row_target) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Policy = Kokkos::RangePolicy<Host>;
   constexpr int kMR = Tile<float>::MR, NR = Tile<float>::NR, TS = kMR * NR;
@@ -662,12 +662,16 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   float* Bp = ws.get<float>(KernelWorkspace::dw_b, static_cast<std::size_t>(g) * b_sample);
   Fixed128* const acc = target.exact.data();
   const FlagView flag = target.overflow;
+  // Row sums of a group's samples (row_target): r[s * M + m], formed while A is packed.
+  float* const rows_all =
+      row_target ? ws.get<float>(KernelWorkspace::dw_row_sums, static_cast<std::size_t>(g) * M) : nullptr;
 
   for (int jc = 0; jc < N; jc += nc) {
     const int nb = std::min(nc, N - jc);
     const int npan = ceil_div(nb, NR);
     for (int s0 = 0; s0 < S; s0 += g) {
       const int gs = std::min(g, S - s0);
+      float* const rsum = jc == 0 ? rows_all : nullptr;  // A is packed once per column block: sum once
       Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
         const int s = u / npan, p = u % npan;
         const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
@@ -679,7 +683,15 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
         Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs * mpan), [=](const int u) {
           const int s = u / mpan, q = u % mpan;
           const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
-          pack_a(As, M, ic + q * kMR, 0, K, Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR);
+          float* const pa = Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
+          pack_a(As, M, ic + q * kMR, 0, K, pa);
+          if (rsum) {  // this sample's chains over k, in order, from the panel in L1
+            float r[kMR] = {};
+            for (int k = 0; k < K; ++k)
+              for (int i = 0; i < kMR; ++i) r[i] = r[i] + pa[k * kMR + i];
+            const int m0 = ic + q * kMR;
+            for (int i = 0; i < std::min(kMR, M - m0); ++i) rsum[static_cast<std::size_t>(s) * M + m0 + i] = r[i];
+          }
         });
         // Units of one B panel x kUnitPanelsA A panels, the A panels fastest: a unit's B panels (g
         // samples) stay in L1/L2 while the block's A (g samples x MC rows) is read from L2.
@@ -707,6 +719,12 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                        a3 + i * NR, nr, ov);
           }
           if (ov) flag() = 1;
+        });
+      }
+      if (rsum) {
+        const ExactTarget rt = *row_target;
+        Kokkos::parallel_for("Gemm::exact_row_sums", Policy(0, M), [=](const int m) {
+          for (int s = 0; s < gs; ++s) rt.add(m, static_cast<double>(rsum[static_cast<std::size_t>(s) * M + m]));
         });
       }
     }
@@ -918,7 +936,8 @@ template std::size_t gemm_det_device_scratch_bytes<float>();
 template std::size_t gemm_det_device_scratch_bytes<double>();
 
 void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
-                    std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target) {
+                    std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target,
+                    const ExactTarget* row_target) {
   using namespace gemm_detail;
   if (M < 0 || N < 0 || K < 0 || S < 0)
     throw std::invalid_argument("gemm_det_exact: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
@@ -926,6 +945,10 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
   if (target.exact.extent(0) != static_cast<std::size_t>(M) * static_cast<std::size_t>(N))
     throw std::invalid_argument("gemm_det_exact: the target holds " + std::to_string(target.exact.extent(0)) +
                                 " accumulators, expected M*N = " + std::to_string(std::size_t(M) * N));
+  if (row_target && row_target->exact.extent(0) != static_cast<std::size_t>(M))
+    throw std::invalid_argument("gemm_det_exact: the row-sum target holds " +
+                                std::to_string(row_target->exact.extent(0)) +
+                                " accumulators, expected M = " + std::to_string(M));
   // Host-only kernel: automatic means the packed path whatever kernel_path() says (the device
   // path of the backward-weight is Linear's batched gemm_det_batched + exact add).
   const GemmPath path = resolve_path(opt.path == GemmPath::automatic && kHostAccessible
@@ -936,11 +959,13 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
     throw std::invalid_argument(
         "gemm_det_exact: there is no generic path (device backends add per-sample gemm_det "
         "partials instead)");
+  if (row_target && N == 0 && M > 0 && K > 0 && S > 0)
+    throw std::invalid_argument("gemm_det_exact: row sums need N > 0 (they are formed while A is packed for B)");
   if (M == 0 || N == 0 || K == 0 || S == 0) return;  // every partial is 0: nothing to add
   if (!A.data || !B.data) throw std::invalid_argument("gemm_det_exact: null operand");
   ProfileRegion region("Gemm::det_exact");
   gemm_exact_packed(ws, path == GemmPath::packed_simd ? simd_microkernel<float>() : &ukernel_scalar<float>, opt, M, N,
-                    K, S, A, a_step, B, b_step, target);
+                    K, S, A, a_step, B, b_step, target, row_target);
 }
 
 int gemm_det_exact_group(int K) {

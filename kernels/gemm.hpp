@@ -104,10 +104,14 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
 // their order, on opt or on the thread count). Each partial goes from the microkernel's tile to
 // carry-save limbs while the tile is in L1 and is folded into the 128-bit accumulators once per
 // group of samples, so no per-sample partial is ever written to memory. Host-accessible memory
-// only (packed paths); buffers come from ws (slots dw_a, dw_b). opt.mc / opt.nc / opt.group set
-// the blocking (opt.kc is unused: one sample's K is one k-block).
+// only (packed paths); buffers come from ws (slots dw_a, dw_b, dw_row_sums). opt.mc / opt.nc /
+// opt.group set the blocking (opt.kc is unused: one sample's K is one k-block).
+// With row_target (the bias gradient of a backward-weight, M accumulators), also for every m and s
+//   r = 0; for k = 0..K-1: r = r + A_s(m,k);   then row_target(m) += r exactly,
+// each chain formed from the packed A panel while it is in L1, so A is not read once more.
 void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
-                    std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target);
+                    std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target,
+                    const ExactTarget* row_target = nullptr);
 
 // Samples that gemm_det_exact with default options sums in limbs before each fold, for a sample
 // depth K (a caller that holds samples back, e.g. Linear's deferral, groups this many).

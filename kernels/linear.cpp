@@ -87,9 +87,10 @@ struct DwAddExact<float> {
 // gemm_det_exact exists for float only; the double instantiation never takes that branch.
 template <class T>
 void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, StridedMat<T> A, std::ptrdiff_t a_step,
-                        StridedMat<T> B, std::ptrdiff_t b_step, const ExactTarget& target) {
+                        StridedMat<T> B, std::ptrdiff_t b_step, const ExactTarget& target,
+                        const ExactTarget* row_target = nullptr) {
   if constexpr (std::is_same<T, float>::value)
-    gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, target);
+    gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, target, row_target);
   else
     throw std::logic_error("gemm_det_exact_any: float only");
 }
@@ -106,10 +107,17 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
                      static_cast<std::ptrdiff_t>(p.rows) * p.in, dW.exact_target());
 }
 
+// A column block of db: db(o) += sum over samples of [sum over the sample's rows in order], o in
+// [o0, o0 + kBiasLanes). Rows are read contiguously (the lane loop vectorizes) and each lane keeps
+// the per-element order of the one-thread-per-column loop it replaces.
+constexpr int kBiasLanes = 64;
+
 // Copies the S samples (Tr rows each) of x (N,I) and dy (N,O) behind those held in dW.pending,
-// adding the held ones first when they would not fit and when the group is full.
+// adding the held ones first when they would not fit and when the group is full. With bt, adds
+// the bias sums of the samples (db_add_exact's chains) from the dy values as they are copied.
 template <class T>
-void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int group, KernelWorkspace& ws) {
+void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int group, KernelWorkspace& ws,
+                  const ExactTarget* bt) {
   PendingSamples<T>& p = dW.pending;
   const int I = static_cast<int>(x.extent(1)), O = static_cast<int>(dy.extent(1));
   if (p.count > 0 && (p.rows != Tr || p.in != I || p.out != O))
@@ -133,7 +141,28 @@ void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int gr
   Kokkos::parallel_for(
       "Linear::dW_hold", Kokkos::RangePolicy<ExecSpace>(0, S * Tr), KOKKOS_LAMBDA(const int r) {
         for (int i = 0; i < I; ++i) hx[static_cast<std::ptrdiff_t>(r) * I + i] = xs[r * ldx + i];
-        for (int o = 0; o < O; ++o) hdy[static_cast<std::ptrdiff_t>(r) * O + o] = dys[r * ldy + o];
+      });
+  // dy by column blocks, each sample's rows in order: the bias chains run on the values copied.
+  const ExactTarget b = bt ? *bt : ExactTarget{};
+  const bool sums = bt != nullptr;
+  Kokkos::parallel_for(
+      "Linear::dW_hold_dy", Kokkos::RangePolicy<ExecSpace>(0, (O + kBiasLanes - 1) / kBiasLanes),
+      KOKKOS_LAMBDA(const int blk) {
+        const int o0 = blk * kBiasLanes;
+        const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
+        for (int s = 0; s < S; ++s) {
+          T acc[kBiasLanes] = {};  // this sample's bias partial, t in order
+          for (int t = 0; t < Tr; ++t) {
+            const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(s) * Tr + t;
+            for (int l = 0; l < no; ++l) {
+              const T v = dys[r * ldy + o0 + l];
+              hdy[r * O + o0 + l] = v;
+              acc[l] = acc[l] + v;
+            }
+          }
+          if (sums)
+            for (int l = 0; l < no; ++l) b.add(o0 + l, static_cast<double>(acc[l]));
+        }
       });
   fence_space(ExecSpace(), "Linear::dW_hold");
   p.count += S;
@@ -151,11 +180,6 @@ void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t
 }
 
 }  // namespace
-
-// A column block of db: db(o) += sum over samples of [sum over the sample's rows in order], o in
-// [o0, o0 + kBiasLanes). Rows are read contiguously (the lane loop vectorizes) and each lane keeps
-// the per-element order of the one-thread-per-column loop it replaces.
-constexpr int kBiasLanes = 64;
 
 template <class T>
 void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, KernelWorkspace& ws, PackedB<T>* packed) {
@@ -250,13 +274,19 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   if (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value && !device) {
     PendingSamples<T>& pend = dW.pending;
     const int group = pend.enabled ? gemm_det_exact_group(Tr) : 0;
+    // The bias sums (the same per-sample chains over t as db_add_exact's below) are formed from
+    // values this path reads anyway: the dy copied into held samples, or the packed dy panels.
+    const ExactTarget bt = db ? db->exact_target() : ExactTarget{};
     if (S < group) {
-      hold_samples(dW, x, dy, Tr, S, group, ws);
-    } else {
-      // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
-      // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
-      gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, wt);
+      hold_samples(dW, x, dy, Tr, S, group, ws, db ? &bt : nullptr);
+      return;
     }
+    // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
+    // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
+    const bool fused_db = db && I > 0;
+    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, wt,
+                       fused_db ? &bt : nullptr);
+    if (fused_db || !db) return;
   } else {
     // Device path (and double): the partials of a batch of samples are formed in one batched GEMM
     // launch and then added in one pass over the 16-byte exact accumulators; integer addition is

@@ -16,7 +16,7 @@ namespace minipipe {
 // calling kernels concurrently need one each.
 class KernelWorkspace {
  public:
-  enum Slot : int { gemm_a, gemm_b, gemm_c, dw_a, dw_b, dw_partial, kSlots };
+  enum Slot : int { gemm_a, gemm_b, gemm_c, dw_a, dw_b, dw_partial, dw_row_sums, kSlots };
 
   KernelWorkspace() = default;
   KernelWorkspace(const KernelWorkspace&) = delete;
@@ -50,7 +50,8 @@ class KernelWorkspace {
   }
 
   static const char* name(Slot s) {
-    static const char* const names[kSlots] = {"gemm_a", "gemm_b", "gemm_c", "dw_a", "dw_b", "dw_partial"};
+    static const char* const names[kSlots] = {"gemm_a", "gemm_b",     "gemm_c",     "dw_a",
+                                              "dw_b",   "dw_partial", "dw_row_sums"};
     return names[s];
   }
 

@@ -56,20 +56,45 @@ struct ExactProblem {
     return acc;
   }
 
-  // gemm_det_exact over the sample ranges `calls`, one fresh accumulator.
+  // Exact row sums of the reference: each sample's chain r = r + A_s(m,k) over k in order (A_s(m,k)
+  // = dy(s*K + k, m): a bias gradient), added with ExactSum::from_double + add.
+  std::vector<Fixed128> row_reference() const {
+    std::vector<Fixed128> acc(static_cast<std::size_t>(M));
+    int overflow = 0;
+    for (int s = 0; s < S; ++s)
+      for (int m = 0; m < M; ++m) {
+        float r = 0;
+        for (int k = 0; k < K; ++k) r = r + dy[(static_cast<std::size_t>(s) * K + k) * M + m];
+        ExactSum::add(acc[static_cast<std::size_t>(m)], r, overflow);
+      }
+    return acc;
+  }
+
+  // gemm_det_exact over the sample ranges `calls`, one fresh accumulator; with rows, also the row
+  // sums into a fresh accumulator of M.
   std::vector<Fixed128> run(const GemmOptions& opt, const std::vector<std::pair<int, int>>& calls, int& overflow,
-                            KernelWorkspace& ws) const {
+                            KernelWorkspace& ws, std::vector<Fixed128>* rows = nullptr) const {
     GradAccum<float> g("exact_test", static_cast<std::size_t>(M) * N, Mode::deterministic);
+    GradAccum<float> r("exact_test_rows", static_cast<std::size_t>(M), Mode::deterministic);
     g.zero();
+    r.zero();
+    const ExactTarget rt = r.exact_target();
     const auto ddy = to_device(dy), dx = to_device(x);
     for (const auto& [s0, s1] : calls) {
       const float* a = ddy.data() + static_cast<std::size_t>(s0) * K * M;
       const float* b = dx.data() + static_cast<std::size_t>(s0) * K * N;
       gemm_det_exact(ws, opt, M, N, K, s1 - s0, transposed(a, M), static_cast<std::ptrdiff_t>(K) * M, row_major(b, N),
-                     static_cast<std::ptrdiff_t>(K) * N, g.exact_target());
+                     static_cast<std::ptrdiff_t>(K) * N, g.exact_target(), rows ? &rt : nullptr);
     }
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact);
     Kokkos::deep_copy(overflow, g.overflow);
+    if (rows) {
+      auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.exact);
+      rows->assign(hr.data(), hr.data() + hr.extent(0));
+      int row_overflow = 0;
+      Kokkos::deep_copy(row_overflow, r.overflow);
+      overflow |= row_overflow;
+    }
     return std::vector<Fixed128>(h.data(), h.data() + h.extent(0));
   }
 };
@@ -131,6 +156,47 @@ TEST(GemmDetExact, EqualsPerSampleReferenceBitwise) {
         EXPECT_EQ(ov, 0) << name;
       }
   }
+}
+
+// The row sums (a backward-weight's bias gradient, formed from the packed A panels) against the
+// per-sample chains added exactly: every blocking, samples split across calls and groups, and row
+// blocks that leave the first MC block (M = 50 with mc 12 and 24).
+TEST(GemmDetExact, RowSumsEqualPerSampleChainsBitwise) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  const ExactProblem shapes[] = {{29, 45, 13, 5, 31}, {50, 70, 7, 9, 32}, {12, 1100, 40, 3, 33}};
+  for (const auto& p : shapes) {
+    int ref_ov = 0;
+    const auto ref = p.reference(ref_ov);
+    const auto row_ref = p.row_reference();
+    KernelWorkspace ws;
+    for (const auto& [name, opt] : exact_configs())
+      for (const auto& calls :
+           std::vector<std::vector<std::pair<int, int>>>{{{0, p.S}}, {{p.S - 1, p.S}, {0, 1}, {1, p.S - 1}}}) {
+        int ov = 0;
+        std::vector<Fixed128> rows;
+        std::string where;
+        EXPECT_TRUE(same_bits(p.run(opt, calls, ov, ws, &rows), ref, where)) << name << ", M=" << p.M << ": " << where;
+        EXPECT_TRUE(same_bits(rows, row_ref, where))
+            << name << ", M=" << p.M << " N=" << p.N << " K=" << p.K << ", " << calls.size() << " calls: row " << where;
+        EXPECT_EQ(ov, 0) << name;
+      }
+  }
+  // No columns: the sums are formed while A is packed for B, so the call is refused, not silently
+  // short of its row sums.
+  KernelWorkspace ws;
+  GradAccum<float> g("exact_test", 0, Mode::deterministic), r("exact_test_rows", 4, Mode::deterministic);
+  const ExactTarget rt = r.exact_target();
+  const auto a = to_device(test::random_values<float>(8, 1));
+  EXPECT_THROW(gemm_det_exact(ws, GemmOptions{}, 4, 0, 2, 1, transposed(a.data(), 4), 8, row_major(a.data(), 1), 0,
+                              g.exact_target(), &rt),
+               std::invalid_argument);
+  GradAccum<float> short_rows("exact_test_rows", 3, Mode::deterministic);
+  const ExactTarget st = short_rows.exact_target();
+  GradAccum<float> g4("exact_test", 4, Mode::deterministic);
+  EXPECT_THROW(gemm_det_exact(ws, GemmOptions{}, 4, 1, 2, 1, transposed(a.data(), 4), 8, row_major(a.data(), 1), 2,
+                              g4.exact_target(), &st),
+               std::invalid_argument);
 }
 
 TEST(GemmDetExact, OverflowIsFlagged) {

@@ -131,6 +131,8 @@ TEST(Determinism, LayerNormWeightGradSplitAndOrderInvariant) {
 // per sample makes the group 4 samples, so the splits hit a full group, an overfull call and a
 // remainder left for flush_weight. The second shape has partial micro-panels and more than one
 // row block (O > 192) and column block (I > 1024) of the exact GEMM that adds the held samples.
+// db, formed from the copied dy (held) or the packed dy panels (direct), equals per-sample float
+// chains over t added exactly here.
 TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
   const int S = 6, R = 256, N = S * R;
   ASSERT_EQ(4, gemm_det_exact_group(R));
@@ -144,24 +146,41 @@ TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
     test::fill_uniform(x, 31, -2.0, 2.0);
     test::fill_uniform(dy, 32);
     KernelWorkspace ws;
-    GradAccum<float> ref("w", std::size_t(O) * I, kDet);
+    GradAccum<float> ref("w", std::size_t(O) * I, kDet), ref_db("b", O, kDet);
     ref.zero();
-    Linear<float>::backward_weight(kDet, x.cmat(), dy.cmat(), R, ref, nullptr, ws);
+    ref_db.zero();
+    Linear<float>::backward_weight(kDet, x.cmat(), dy.cmat(), R, ref, &ref_db, ws);
     const GradBits want = grad_bits(ref);
+    const GradBits want_db = grad_bits(ref_db);
+    const std::vector<double> dyh = dy.host_values();
+    std::size_t db_differ = 0;
+    for (int o = 0; o < O; ++o) {
+      Fixed128 acc;
+      int ov = 0;
+      for (int s = 0; s < S; ++s) {
+        float chain = 0;
+        for (int t = 0; t < R; ++t)
+          chain = chain + static_cast<float>(dyh[(static_cast<std::size_t>(s) * R + t) * O + o]);
+        ExactSum::add(acc, chain, ov);
+      }
+      db_differ += acc.lo != want_db.exact[o].lo || acc.hi != want_db.exact[o].hi ? 1 : 0;
+    }
+    EXPECT_EQ(0u, db_differ) << shape << "direct db against per-sample chains added exactly";
 
     std::vector<Split> splits = kSplits;
     splits.push_back({"6 single-sample calls", {1, 1, 1, 1, 1, 1}, false});
     for (const Split& split : splits) {
-      GradAccum<float> dw("w", std::size_t(O) * I, kDet);
+      GradAccum<float> dw("w", std::size_t(O) * I, kDet), db("b", O, kDet);
       dw.zero();
+      db.zero();
       dw.defer_weight_samples(true);
       for_each_call(split, [&](int s0, int k) {
-        Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, nullptr,
-                                       ws);
+        Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, &db, ws);
       });
       Linear<float>::flush_weight(dw, ws);
       EXPECT_EQ(0, dw.pending.count) << shape << split.name;
       expect_same_bits(want, grad_bits(dw), "Linear dW held back", (shape + split.name).c_str());
+      expect_same_bits(want_db, grad_bits(db), "Linear db beside held-back dW", (shape + split.name).c_str());
     }
 
     // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
