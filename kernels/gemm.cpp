@@ -585,8 +585,11 @@ void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int
 
 // acc[j] += limbs j (j < n) exactly: ExactSum::fold_limbs per element; the AVX-512 version folds
 // 8 contiguous accumulators at a time (lo and hi words deinterleaved, the same integer steps).
-inline void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, const std::int64_t* a2,
-                     const std::int64_t* a3, int n, std::int64_t& ov) {
+// kZero: the accumulators are known to be zero, so they are stored without being read (the same
+// integer steps from 0: same bits and the same overflow rule).
+template <bool kZero>
+void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, const std::int64_t* a2,
+              const std::int64_t* a3, int n, std::int64_t& ov) {
   int j = 0;
 #ifdef MINIPIPE_GEMM_AVX512
   static_assert(sizeof(Fixed128) == 16, "lo, hi");
@@ -597,7 +600,8 @@ inline void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* 
   __mmask8 ovm = 0;
   for (; j + 8 <= n; j += 8) {
     auto* p = reinterpret_cast<std::int64_t*>(acc + j);
-    const __m512i v0 = _mm512_loadu_si512(p), v1 = _mm512_loadu_si512(p + 8);
+    const __m512i v0 = kZero ? _mm512_setzero_si512() : _mm512_loadu_si512(p);
+    const __m512i v1 = kZero ? _mm512_setzero_si512() : _mm512_loadu_si512(p + 8);
     const __m512i lo = _mm512_permutex2var_epi64(v0, even, v1);
     const __m512i hi = _mm512_permutex2var_epi64(v0, odd, v1);
     __m512i l0 = _mm512_loadu_si512(a0 + j), l1 = _mm512_loadu_si512(a1 + j), l2 = _mm512_loadu_si512(a2 + j),
@@ -626,7 +630,10 @@ inline void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* 
   }
   ov |= ovm != 0 ? 1 : 0;
 #endif
-  for (; j < n; ++j) ExactSum::fold_limbs(acc[j], a0[j], a1[j], a2[j], a3[j], ov);
+  for (; j < n; ++j) {
+    if (kZero) acc[j] = Fixed128{};
+    ExactSum::fold_limbs(acc[j], a0[j], a1[j], a2[j], a3[j], ov);
+  }
 }
 
 // Fused exact accumulation (gemm_det_exact). Loop nest: jc (NC columns of the output) > sample
@@ -672,6 +679,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
     for (int s0 = 0; s0 < S; s0 += g) {
       const int gs = std::min(g, S - s0);
       float* const rsum = jc == 0 ? rows_all : nullptr;  // A is packed once per column block: sum once
+      const bool first_fold = target.known_zero && s0 == 0;
       Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
         const int s = u / npan, p = u % npan;
         const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
@@ -713,10 +721,15 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                  Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR, ct, NR, false, nullptr, 0);
               tile_to_limbs<TS>(ct, a0, a1, a2, a3, ov);
             }
-            // Rows past M and columns past N hold zero partials of the padding: not folded.
-            for (int i = 0; i < mr; ++i)
-              fold_row(acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0, a0 + i * NR, a1 + i * NR, a2 + i * NR,
-                       a3 + i * NR, nr, ov);
+            // Rows past M and columns past N hold zero partials of the padding: not folded. The
+            // first group's fold into accumulators known to be zero stores without reading them.
+            for (int i = 0; i < mr; ++i) {
+              Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
+              if (first_fold)
+                fold_row<true>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov);
+              else
+                fold_row<false>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov);
+            }
           }
           if (ov) flag() = 1;
         });

@@ -109,6 +109,9 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
 // With row_target (the bias gradient of a backward-weight, M accumulators), also for every m and s
 //   r = 0; for k = 0..K-1: r = r + A_s(m,k);   then row_target(m) += r exactly,
 // each chain formed from the packed A panel while it is in L1, so A is not read once more.
+// target.known_zero (GradAccum::exact_target sets it when nothing was added since zero): the
+// first fold stores the sums without reading the zeros. It describes the accumulators when the
+// target was taken, so a target is good for one call (take a fresh one for the next).
 void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target,
                     const ExactTarget* row_target = nullptr);

@@ -15,6 +15,10 @@ namespace minipipe {
 struct ExactTarget {
   ExactView exact;
   FlagView overflow;
+  // Every accumulator is zero (nothing added since GradAccum::zero): a kernel that writes each
+  // element once may store its exact sum instead of reading the zeros back (gemm_det_exact's
+  // first fold). False is always safe.
+  bool known_zero = false;
   // Adds one sample's partial gradient value v to element e. Called inside kernels where the
   // calling thread owns element e (no two threads touch the same e concurrently).
   KOKKOS_INLINE_FUNCTION void add(std::size_t e, double v) const {
@@ -51,6 +55,10 @@ struct GradAccum {
   View1<T> sum;      // fast mode, one per element
   FlagView overflow;
   PendingSamples<T> pending;  // deterministic Linear weights with deferral on; else unused
+  // The exact accumulators are zero: set by zero_values(), cleared when exact_target() hands them
+  // to a kernel (every kernel that adds gets them that way) or by mark_written() after a direct
+  // write (the data-parallel all-reduce's unpack).
+  mutable bool exact_zero = false;
 
   GradAccum() = default;
   GradAccum(const std::string& param_name, std::size_t n, Mode m)
@@ -78,14 +86,22 @@ struct GradAccum {
   // The accumulated values only; the owner of a shared flag array clears the flags itself.
   void zero_values() {
     pending.count = 0;
-    if (mode == Mode::deterministic)
+    if (mode == Mode::deterministic) {
       Kokkos::deep_copy(exact, Fixed128{});
-    else
+      exact_zero = true;
+    } else {
       Kokkos::deep_copy(sum, T(0));
+    }
   }
 
-  // What deterministic-mode kernels capture to add per-sample partials exactly.
-  ExactTarget exact_target() const { return ExactTarget{exact, overflow}; }
+  // What deterministic-mode kernels capture to add per-sample partials exactly. After this call
+  // the accumulators are no longer known to be zero (the caller may add to them).
+  ExactTarget exact_target() const {
+    const ExactTarget t{exact, overflow, exact_zero};
+    exact_zero = false;
+    return t;
+  }
+  void mark_written() const { exact_zero = false; }
 
   // Writes the accumulated gradient into g (length size()) and returns g's first non-finite
   // element: fast mode's float sum can overflow and is checked in the same pass; the exact sum is

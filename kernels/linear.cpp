@@ -269,7 +269,6 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     return;
   }
 
-  const ExactTarget wt = dW.exact_target();
   const bool device = use_device_path();
   if (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value && !device) {
     PendingSamples<T>& pend = dW.pending;
@@ -284,8 +283,8 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
     // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
     const bool fused_db = db && I > 0;
-    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, wt,
-                       fused_db ? &bt : nullptr);
+    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx,
+                       dW.exact_target(), fused_db ? &bt : nullptr);
     if (fused_db || !db) return;
   } else {
     // Device path (and double): the partials of a batch of samples are formed in one batched GEMM
@@ -295,6 +294,7 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     const int batch = static_cast<int>(
         std::min<std::size_t>(static_cast<std::size_t>(S), std::max<std::size_t>(1, kPartialBytes / (OI * sizeof(T)))));
     T* const part = ws.get<T>(KernelWorkspace::dw_partial, static_cast<std::size_t>(batch) * OI);
+    const ExactTarget wt = dW.exact_target();
     for (int s0 = 0; s0 < S; s0 += batch) {
       const int nb = std::min(batch, S - s0);
       const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0) * Tr;

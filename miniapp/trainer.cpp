@@ -225,6 +225,7 @@ void Trainer<T>::reduce_over_replicas() {
             Kokkos::deep_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
                               Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
           ExactLimbs::unpack(limbs_, first, len, acc.exact, acc.overflow);
+          acc.mark_written();
         } else {
           fence_space(ExecSpace(), "Trainer::allreduce::fence");
           auto part = Kokkos::subview(acc.sum, std::make_pair(first, first + len));
