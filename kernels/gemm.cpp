@@ -396,7 +396,8 @@ void pack_b(const StridedMat<T>& B, int N, int n0, int k0, int kb, T* dst) {
 // no element is ever split across threads, so the thread count cannot change any bit.
 template <class T>
 void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A,
-                 StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed) {
+                 StridedMat<T> B, T* C, std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed,
+                 T* row_sums) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Policy = Kokkos::RangePolicy<Host>;
   constexpr int kMR = Tile<T>::MR, NR = Tile<T>::NR;
@@ -457,9 +458,15 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
     E = bias;
   }
 
+  // Row sums of A (row_sums): chains r(m) over k in order, continued from k-block to k-block in
+  // the panels A is packed into for the first column block.
+  T* const rsum = row_sums ? ws.get<T>(KernelWorkspace::dw_row_sums, static_cast<std::size_t>(M)) : nullptr;
+  if (rsum) std::fill(rsum, rsum + M, T(0));
+
   for (int jc = 0; jc < N; jc += nc) {
     const int nb = std::min(nc, N - jc);
     const int npan = ceil_div(nb, NR);
+    T* const rs = jc == 0 ? rsum : nullptr;
     for (int pc = 0; pc < K; pc += kc) {
       const int kb = std::min(kc, K - pc);
       const bool first = pc == 0 && !chain_c;  // the tiles start from 0, not from C
@@ -475,7 +482,16 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
         const int mb = std::min(mchunk, M - ic);
         const int mpan = ceil_div(mb, kMR);
         Kokkos::parallel_for("Gemm::pack_a", Policy(0, mpan), [=](const int q) {
-          pack_a(A, M, ic + q * kMR, pc, kb, Ap + static_cast<std::ptrdiff_t>(q) * kb * kMR);
+          T* const pa = Ap + static_cast<std::ptrdiff_t>(q) * kb * kMR;
+          pack_a(A, M, ic + q * kMR, pc, kb, pa);
+          if (rs) {
+            const int m0 = ic + q * kMR;
+            T r[kMR];
+            for (int i = 0; i < kMR; ++i) r[i] = i < M - m0 ? rs[m0 + i] : T(0);
+            for (int k = 0; k < kb; ++k)
+              for (int i = 0; i < kMR; ++i) r[i] = r[i] + pa[k * kMR + i];
+            for (int i = 0; i < std::min(kMR, M - m0); ++i) rs[m0 + i] = r[i];
+          }
         });
         const int n_jb = ceil_div(npan, unit_panels);
         // Row blocks of at most mq panels, as many as a multiple of the thread count, block ib the
@@ -510,7 +526,21 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
       }
     }
   }
+  if (rsum) Kokkos::parallel_for("Gemm::row_sums_add", Policy(0, M), [=](const int m) { row_sums[m] += rsum[m]; });
   fence_space(Host(), "Gemm::det packed");
+}
+
+// row_sums[m] += the chain r = 0; r = r + A(m,k) over k in order: one thread per row (on a GPU
+// consecutive rows, consecutive addresses when A is a transpose such as dy^T).
+template <class T>
+void row_sums_generic(int M, int K, StridedMat<T> A, T* row_sums) {
+  Kokkos::parallel_for(
+      "Gemm::row_sums", Kokkos::RangePolicy<ExecSpace>(0, M), KOKKOS_LAMBDA(const int m) {
+        T r = T(0);
+        for (int k = 0; k < K; ++k) r = r + A.data[m * A.rs + k * A.cs];
+        row_sums[m] += r;
+      });
+  fence_space(ExecSpace(), "Gemm::row_sums");
 }
 
 // ---- Exact accumulation of microkernel tiles (gemm_det_exact) ----------------------------
@@ -875,9 +905,10 @@ GemmPath resolve_path(GemmPath path, const char* where) {
 }
 }  // namespace
 
+namespace {
 template <class T>
-void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
-              std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed) {
+void gemm_det_run(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B,
+                  T* C, std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed, T* row_sums) {
   using namespace gemm_detail;
   if (M < 0 || N < 0 || K < 0)
     throw std::invalid_argument("gemm_det: negative shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
@@ -885,7 +916,12 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
   if (out != GemmOut::overwrite && bias)
     throw std::invalid_argument(std::string("gemm_det: a bias cannot be combined with GemmOut::") +
                                 (out == GemmOut::accumulate ? "accumulate" : "chain_on_c"));
-  if (M == 0 || N == 0) return;
+  if (row_sums && K > 0 && !A.data) throw std::invalid_argument("gemm_det_row_sums: null operand");
+  if (M == 0) return;
+  if (N == 0) {  // no product, but the rows still have their sums
+    if (row_sums && K > 0) row_sums_generic(M, K, A, row_sums);
+    return;
+  }
   if (M > 1 && ldc < N)
     throw std::invalid_argument("gemm_det: ldc=" + std::to_string(ldc) + " is smaller than N=" + std::to_string(N));
   if (!C || (K > 0 && (!A.data || !B.data))) throw std::invalid_argument("gemm_det: null operand");
@@ -894,21 +930,36 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
   const GemmPath path = resolve_path(opt.path, "gemm_det");
   switch (K == 0 ? GemmPath::generic : path) {  // K = 0: nothing to pack, only the epilogue runs
     case GemmPath::packed_simd:
-      gemm_packed<T>(ws, simd_microkernel<T>(), opt, M, N, K, A, B, C, ldc, bias, out, packed);
+      gemm_packed<T>(ws, simd_microkernel<T>(), opt, M, N, K, A, B, C, ldc, bias, out, packed, row_sums);
       break;
     case GemmPath::packed_scalar:
-      gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out, packed);
+      gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out, packed, row_sums);
       break;
     default:
       gemm_team<T>(1, M, N, K, A, 0, B, 0, C, 0, ldc, bias, out);
+      if (row_sums && K > 0) row_sums_generic(M, K, A, row_sums);
       break;
   }
+}
+}  // namespace
+
+template <class T>
+void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C,
+              std::ptrdiff_t ldc, const T* bias, GemmOut out, PackedB<T>* packed) {
+  gemm_det_run<T>(ws, opt, M, N, K, A, B, C, ldc, bias, out, packed, nullptr);
 }
 
 template <class T>
 void gemm_det(KernelWorkspace& ws, int M, int N, int K, StridedMat<T> A, StridedMat<T> B, T* C, std::ptrdiff_t ldc,
               const T* bias, GemmOut out, PackedB<T>* packed) {
-  gemm_det<T>(ws, GemmOptions{}, M, N, K, A, B, C, ldc, bias, out, packed);
+  gemm_det_run<T>(ws, GemmOptions{}, M, N, K, A, B, C, ldc, bias, out, packed, nullptr);
+}
+
+template <class T>
+void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A,
+                       StridedMat<T> B, T* C, std::ptrdiff_t ldc, GemmOut out, T* row_sums) {
+  if (!row_sums && M > 0) throw std::invalid_argument("gemm_det_row_sums: null row_sums");
+  gemm_det_run<T>(ws, opt, M, N, K, A, B, C, ldc, nullptr, out, nullptr, row_sums);
 }
 
 template <class T>
@@ -987,6 +1038,10 @@ int gemm_det_exact_group(int K) {
   return static_cast<int>(std::min<std::size_t>(g, static_cast<std::size_t>(ExactSum::kMaxLimbAdds)));
 }
 
+template void gemm_det_row_sums<float>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<float>,
+                                       StridedMat<float>, float*, std::ptrdiff_t, GemmOut, float*);
+template void gemm_det_row_sums<double>(KernelWorkspace&, const GemmOptions&, int, int, int, StridedMat<double>,
+                                        StridedMat<double>, double*, std::ptrdiff_t, GemmOut, double*);
 template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,
                               std::ptrdiff_t, const float*, GemmOut, PackedB<float>*);
 template void gemm_det<double>(KernelWorkspace&, int, int, int, StridedMat<double>, StridedMat<double>, double*,

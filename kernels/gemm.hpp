@@ -96,6 +96,15 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
               std::ptrdiff_t ldc, const T* bias = nullptr, GemmOut out = GemmOut::overwrite,
               PackedB<T>* packed = nullptr);
 
+// gemm_det without a bias that also adds every row's sum of A into row_sums (M values in MemSpace):
+//   r = 0; for k = 0..K-1: r = r + A(m,k);   then row_sums[m] += r
+// (fast mode's bias gradient beside its backward-weight, A = dy^T). The packed paths form each
+// chain from the packed A panels while they are in L1, so A is not read once more; the device
+// path runs one more kernel, one thread per row.
+template <class T>
+void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A,
+                       StridedMat<T> B, T* C, std::ptrdiff_t ldc, GemmOut out, T* row_sums);
+
 // Exact accumulation of per-sample products (the deterministic backward-weight), fused into the
 // GEMM: for every (m, n) and every sample s = 0..S-1,
 //   p = 0; for k = 0..K-1: p = fma_exact(A_s(m,k), B_s(k,n), p);   then target(m*N + n) += p exactly,

@@ -248,6 +248,12 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     if (fast_gemm_on_gemm_det()) {
       // dW(o,i) += sum_n dy(n,o) x(n,i) as one chain over all N rows that starts from the sum
       // (chain_on_c: no copy of the old sum, which accumulate needs when N spans several k-blocks).
+      // db(o) += the chain over n of dy(n,o), db_fast's below, formed from the packed dy^T panels.
+      if (db) {
+        gemm_det_row_sums<T>(ws, GemmOptions{}, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx),
+                             dW.sum.data(), I, GemmOut::chain_on_c, db->sum.data());
+        return;
+      }
       gemm_det<T>(ws, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx), dW.sum.data(), I, nullptr,
                   GemmOut::chain_on_c);
     } else {

@@ -164,6 +164,41 @@ TYPED_TEST(GemmDet, EmptyK) {
 // The bitwise comparison above has teeth: on the same data a multiply-then-add chain (what an
 // implementation without explicit FMA would give) differs from the FMA chain, and gemm_det
 // reproduces the FMA chain, not the other one.
+// gemm_det_row_sums: C as gemm_det gives it, and row_sums[m] += (r = 0; r = r + A(m,k), k in order)
+// on every path and blocking (kc = 7 continues each chain across k-blocks, nc = 32 packs A once per
+// column block but must sum it once); N = 0 still sums the rows, K = 0 adds nothing.
+TYPED_TEST(GemmDet, RowSumsBesideTheProductBitwise) {
+  using T = TypeParam;
+  struct Shape {
+    int M, N, K;
+  };
+  const std::vector<Shape> shapes = {{7, 5, 3}, {37, 45, 29}, {61, 70, 300}, {150, 37, 20}, {13, 0, 9}, {9, 11, 0}};
+  std::uint64_t seed = 500;
+  for (const Shape& s : shapes)
+    for (bool at : {true, false}) {
+      const Problem<T> p(s.M, s.N, s.K, at, false, seed += 10);
+      const std::vector<T> sums0 = random_values<T>(static_cast<std::size_t>(s.M), seed + 5);
+      std::vector<T> want_sums = sums0;
+      for (int m = 0; m < s.M; ++m) {
+        T r = T(0);
+        for (int k = 0; k < s.K; ++k) r = r + p.A(m, k);
+        want_sums[m] += r;
+      }
+      const std::vector<T> want_c = p.reference(Epilogue::chain_on_c);
+      for (const auto& [cfg_name, opt] : configurations()) {
+        auto da = to_device(p.a), db = to_device(p.b), dc = to_device(p.c0), ds = to_device(sums0);
+        KernelWorkspace ws;
+        gemm_det_row_sums<T>(ws, opt, s.M, s.N, s.K, p.A_of(da.data()), p.B_of(db.data()), dc.data(), p.ldc,
+                             GemmOut::chain_on_c, ds.data());
+        const std::string where = "M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
+                                  " K=" + std::to_string(s.K) + " A^T=" + std::to_string(at) + " path=" + cfg_name;
+        const std::vector<T> got_c = to_host(dc), got_sums = to_host(ds);
+        EXPECT_EQ(first_difference(got_c, want_c), want_c.size()) << where;
+        EXPECT_EQ(first_difference(got_sums, want_sums), want_sums.size()) << where << ": row sums";
+      }
+    }
+}
+
 TEST(GemmDetSensitivity, FmaChainDiffersFromMultiplyAdd) {
   const Problem<float> p(24, 40, 300, false, false, 1234);
   const auto ref = p.reference(Epilogue::plain);
