@@ -38,6 +38,9 @@ mutants=(
   "csv_parse_swapped_fields | schedules | return Action::make(op, stage, mb); | return Action::make(op, mb, stage); | ^Csv|^bitwise_csv"
   "dp_limb_carry | kernels | l2 += l1 >> 32; | l2 += 0 * (l1 >> 32); | ^bitwise_dp"
   "restart_skips_restore | miniapp | if (su.restart) trainer.restore(*su.restart); | if (su.restart && su.first_step < 0) trainer.restore(*su.restart); | ^checkpoint_restart\$"
+  "held_bias_chain_last_row | kernels | acc[l] = acc[l] + v; | acc[l] = v; | ^Determinism.LinearWeightGradHeldBack|^bitwise_p2_1f1b\$"
+  "row_sums_restart_per_kblock | kernels | r[i] = i < M - m0 ? rs[m0 + i] : T(0); | r[i] = T(0); | ^GemmDet\\.RowSums|^LinearFastMode"
+  "exact_known_zero_every_group | kernels | const bool first_fold = target.known_zero && s0 == 0; | const bool first_fold = target.known_zero; | ^GemmDetExact|^Determinism.LinearWeightGradHeldBack"
 )
 
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work} CCACHE_DIR=${CCACHE_DIR:-/work/.ccache}
