@@ -390,6 +390,15 @@ void pack_b(const StridedMat<T>& B, int N, int n0, int k0, int kb, T* dst) {
   }
 }
 
+// r[i] = r[i] + A(m0 + i, k) for k = 0..kb-1 in order, read from A's packed panel of kMR rows
+// (dst of pack_a) while it is in L1: the rows' sums that a backward-weight's bias needs.
+template <class T>
+void panel_row_chains(const T* pa, int kb, T* r) {
+  constexpr int kMR = Tile<T>::MR;
+  for (int k = 0; k < kb; ++k)
+    for (int i = 0; i < kMR; ++i) r[i] = r[i] + pa[k * kMR + i];
+}
+
 // Host path. Loop nest (BLIS order): jc (NC columns) > pc (KC depth, sequential, so each acc
 // continues in C in k order) > ic (chunk of rows) > parallel units of MC rows x kUnitCols columns
 // > jr (B micro-panel in L1) > ir (A micro-panels from L2). Threads only split (ic, jr) tiles;
@@ -488,8 +497,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
             const int m0 = ic + q * kMR;
             T r[kMR];
             for (int i = 0; i < kMR; ++i) r[i] = i < M - m0 ? rs[m0 + i] : T(0);
-            for (int k = 0; k < kb; ++k)
-              for (int i = 0; i < kMR; ++i) r[i] = r[i] + pa[k * kMR + i];
+            panel_row_chains(pa, kb, r);
             for (int i = 0; i < std::min(kMR, M - m0); ++i) rs[m0 + i] = r[i];
           }
         });
@@ -725,8 +733,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
           pack_a(As, M, ic + q * kMR, 0, K, pa);
           if (rsum) {  // this sample's chains over k, in order, from the panel in L1
             float r[kMR] = {};
-            for (int k = 0; k < K; ++k)
-              for (int i = 0; i < kMR; ++i) r[i] = r[i] + pa[k * kMR + i];
+            panel_row_chains(pa, K, r);
             const int m0 = ic + q * kMR;
             for (int i = 0; i < std::min(kMR, M - m0); ++i) rsum[static_cast<std::size_t>(s) * M + m0 + i] = r[i];
           }
