@@ -1,5 +1,6 @@
 // LayerNorm and GELU (GB/s) and causal attention (GFLOP/s) forward/backward benchmarks on the model
-// shape, both modes. LayerNorm and attention are compiled in only once their headers exist.
+// shape, both modes, and the memory bandwidth (a triad, GB/s). LayerNorm and attention are compiled in only once their
+// headers exist.
 #include <string>
 
 #include "bench_common.hpp"
@@ -64,6 +65,25 @@ void bench_gelu(benchmark::State& st, Mode mode, bool backward, std::size_t n) {
   set_rates(st, 0, (backward ? 3.0 : 2.0) * n * sizeof(T));
 }
 
+// The machine's memory bandwidth on the Kokkos backend's threads, the rate that a memory-bound
+// kernel (packs, GELU, AdamW) can reach: a STREAM-style triad c = a + s b over three arrays of n
+// floats, each larger than any cache. Bytes: STREAM's count, two reads and one write per element
+// (the write-allocate read of c is not counted). e2e_speed.py --threads compares 1 and N threads.
+void bench_stream_triad(benchmark::State& st, std::size_t n) {
+  const auto a = filled<float>(n, 7);
+  const auto b = filled<float>(n, 8);
+  View1<float> c("triad_c", n);
+  const float s = 1.5f;
+  fence("bench::triad");
+  for (auto _ : st) {
+    Kokkos::parallel_for(
+        "bench::triad", Kokkos::RangePolicy<ExecSpace>(0, n),
+        KOKKOS_LAMBDA(const std::size_t i) { c(i) = a(i) + s * b(i); });
+    fence("bench::triad");
+  }
+  set_rates(st, 0, 3.0 * n * sizeof(float));
+}
+
 #ifdef MINIPIPE_BENCH_ATTENTION
 // Causal FLOPs: per (sample, head) the T(T+1)/2 allowed pairs each cost hd multiply-adds in
 // q·k and hd in att·v, i.e. 2·hd·T(T+1) flops forward; backward has four such products
@@ -115,6 +135,11 @@ void register_layer_benchmarks(const ModelShape& s) {
           [=](benchmark::State& st) { bench_gelu<float>(st, m, bwd, hidden); })
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
+  constexpr std::size_t kTriad = std::size_t(1) << 24;  // 64 MiB per array
+  benchmark::RegisterBenchmark(("stream_f32/triad/" + std::to_string(kTriad)).c_str(),
+                               [=](benchmark::State& st) { bench_stream_triad(st, kTriad); })
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 #ifdef MINIPIPE_BENCH_ATTENTION
   for (Mode m : kModes)
     for (bool bwd : {false, true})

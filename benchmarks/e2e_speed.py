@@ -20,7 +20,7 @@ Usage: benchmarks/e2e_speed.py [--build build] [--baseline-build DIR] [--repeats
 --baseline-build adds the same miniPipe rows from another build (e.g. an older commit) to the
 same interleaved rounds, for before/after ratios. --threads N adds p=1 m=1 rows at N host threads
 (a build against an OpenMP Kokkos; fast mode's BLAS gets N threads too) and their speed-up over
-the 1-thread rows of the same rounds.
+the 1-thread rows of the same rounds, beside the memory bandwidth (a triad) at 1 and N threads.
 """
 import argparse
 import json
@@ -84,6 +84,14 @@ def sgemm_rate(build, a, e):
     ctx = d["context"]
     b = d["benchmarks"][0]
     return b["GFLOP/s"], ctx  # the counter is already in GFLOP/s
+
+
+def triad_rate(build, e):
+    """GB/s of minipipe_bench_kernels' stream triad (3 arrays of 64 MiB) on the backend's threads in e."""
+    exe = os.path.join(build, "benchmarks", "minipipe_bench_kernels")
+    r = subprocess.run([exe, "--benchmark_filter=stream_f32/triad", "--benchmark_min_time=0.3",
+                        "--benchmark_format=json"], env=e, check=True, capture_output=True, text=True)
+    return json.loads(r.stdout)["benchmarks"][0]["GB/s"]  # the counter is already in GB/s
 
 
 def best_core_env(e, ctx):
@@ -251,6 +259,7 @@ def main():
     with open(deck, "w") as f:
         f.write(deck_text(a))
     steps = {}  # (build label, mode, p, m) -> step seconds pooled over rounds
+    triad = {1: [], a.threads: []}  # threads -> stream triad GB/s per round (--threads only)
     backends = {}  # build label -> its Kokkos backend
     fast_gemm_used = {}  # build label -> the GEMM its fast rows ran
     sgemm, sgemm_best, torch_steps, torch_best_steps, ctx, best_ctx, info, torch_info = [], [], [], [], None, None, {}, {}
@@ -275,6 +284,9 @@ def main():
                     for mode in ("deterministic", "fast"):
                         s, _ = minipipe_run(build, deck, mode, 1, 1, a, threaded_env(e, a.threads), tmp)
                         steps.setdefault((label, mode, "threads"), []).extend(s)
+                    if not label:  # the machine's memory bandwidth at 1 and N threads, same round
+                        triad[1].append(triad_rate(build, threaded_env(e, 1)))
+                        triad[a.threads].append(triad_rate(build, threaded_env(e, a.threads)))
             if py:
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
@@ -373,6 +385,11 @@ def main():
                 t = med[(label, mode, "threads")]
                 print(f"  {label + mode} ({backends[label]}): {tokens / t:.0f} tokens/s, {flops / t / 1e9:.1f} GFLOP/s, "
                       f"speed-up {med[(label, mode, 1, 1)] / t:.2f}")
+        if triad[1]:
+            t1, tn = statistics.median(triad[1]), statistics.median(triad[a.threads])
+            print(f"  memory bandwidth (stream_f32 triad, 3 x 64 MiB, same rounds): 1 thread {t1:.1f} GB/s, "
+                  f"{a.threads} threads {tn:.1f} GB/s, ratio {tn / t1:.2f} (rounds: "
+                  f"{', '.join(f'{y / x:.2f}' for x, y in zip(triad[1], triad[a.threads]))})")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # (no PyTorch column, one round): it must print a row with positive tokens/s for each mode and
 # p:m pair, the ratio lines, and a model FLOP count per step equal to the FOM's F_token x B x T
 # that the miniapp itself reports (model_tflops x 1e12 / tokens per second, from its JSON): two
-# independent implementations of docs/benchmarking.md's formula. Bad --threads is refused.
+# independent implementations of docs/benchmarking.md's formula. The triad benchmark (memory
+# bandwidth, printed beside --threads' scaling) gives a rate. Bad --threads is refused.
 set -u
 src=$1 build=$2 bin=$3 out=$4
 rm -rf "$out" && mkdir -p "$out" || exit 1
@@ -48,6 +49,12 @@ awk -v f="$flops" -v v="$value" -v t="$tflops" 'BEGIN {
   app = t * 1e12 / v * 4 * 16  # F_token x B x T
   d = app - f; if (d < 0) d = -d
   exit !(v > 0 && d <= 1e-9 * f) }' || { echo "FAIL: e2e_speed.py's FLOP count differs from the FOM's"; exit 1; }
+
+# the memory-bandwidth triad that --threads prints beside the thread scaling runs and gives a rate
+"$build/benchmarks/minipipe_bench_kernels" --benchmark_filter=stream_f32/triad --benchmark_min_time=0.01 \
+  > "$out/triad.log" 2>&1 || { cat "$out/triad.log"; echo "FAIL: the triad benchmark exited non-zero"; exit 1; }
+grep -qE "^stream_f32/triad/16777216/real_time .* GB/s=[1-9][0-9.]*/s" "$out/triad.log" ||
+  { cat "$out/triad.log"; echo "FAIL: no triad GB/s"; exit 1; }
 
 python3 "$src/benchmarks/e2e_speed.py" --build "$build" --no-torch --threads 1 > "$out/bad.log" 2>&1
 rc=$?
