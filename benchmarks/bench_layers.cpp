@@ -1,6 +1,6 @@
 // LayerNorm and GELU (GB/s) and causal attention (GFLOP/s) forward/backward benchmarks on the model
-// shape, both modes, and the memory bandwidth (a triad, GB/s). LayerNorm and attention are compiled in only once their
-// headers exist.
+// shape, both modes, and the memory bandwidth (a triad, GB/s). LayerNorm and attention are
+// compiled in only once their headers exist.
 #include <string>
 
 #include "bench_common.hpp"
