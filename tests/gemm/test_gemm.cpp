@@ -161,9 +161,6 @@ TYPED_TEST(GemmDet, EmptyK) {
   for (Epilogue epi : kEpilogues) EXPECT_TRUE(bitwise_equal(p.run(GemmOptions{}, epi), p.reference(epi))) << name(epi);
 }
 
-// The bitwise comparison above has teeth: on the same data a multiply-then-add chain (what an
-// implementation without explicit FMA would give) differs from the FMA chain, and gemm_det
-// reproduces the FMA chain, not the other one.
 // gemm_det_row_sums: C as gemm_det gives it, and row_sums[m] += (r = 0; r = r + A(m,k), k in order)
 // on every path and blocking (kc = 7 continues each chain across k-blocks, nc = 32 packs A once per
 // column block but must sum it once); N = 0 still sums the rows, K = 0 adds nothing.
@@ -199,6 +196,9 @@ TYPED_TEST(GemmDet, RowSumsBesideTheProductBitwise) {
     }
 }
 
+// The bitwise comparisons of this file have teeth: on the same data a multiply-then-add chain
+// (what an implementation without explicit FMA would give) differs from the FMA chain, and
+// gemm_det reproduces the FMA chain, not the other one.
 TEST(GemmDetSensitivity, FmaChainDiffersFromMultiplyAdd) {
   const Problem<float> p(24, 40, 300, false, false, 1234);
   const auto ref = p.reference(Epilogue::plain);
