@@ -1,7 +1,9 @@
 // LayerNorm and GELU (GB/s) and causal attention (GFLOP/s) forward/backward benchmarks on the model
-// shape, both modes, and the memory bandwidth (a triad, GB/s). LayerNorm and attention are
-// compiled in only once their headers exist.
+// shape, both modes, the memory bandwidth (a triad, GB/s) and the fixed cost of a kernel. LayerNorm
+// and attention are compiled in only once their headers exist.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "bench_common.hpp"
 #include "kernels/gelu.hpp"
@@ -84,6 +86,47 @@ void bench_stream_triad(benchmark::State& st, std::size_t n) {
   set_rates(st, 0, 3.0 * n * sizeof(float));
 }
 
+// The fixed cost of one kernel on the backend: a parallel_for with one item per thread (each
+// writes one float) and its fence, the time per iteration. Host kernels split into several
+// parallel_fors (a GEMM block's B pack, A pack and tiles) pay it once each; on the OpenMP backend
+// it is a parallel region's start and end.
+void bench_dispatch(benchmark::State& st) {
+  const int n = std::max(1, ExecSpace().concurrency());
+  View1<float> out("dispatch_out", static_cast<std::size_t>(n) * 16);
+  for (auto _ : st) {
+    Kokkos::parallel_for(
+        "bench::dispatch", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const int i) { out(i * 16) += 1.0f; });
+    fence("bench::dispatch");
+  }
+}
+
+// What the same phases cost inside one host parallel region: a team of all the host threads runs
+// kPhases phases of one item per thread, each ended by a team barrier; the counter s/phase is the
+// time of one phase (compare bench_dispatch's time per iteration at the same thread count).
+void bench_team_phases(benchmark::State& st) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Team = Kokkos::TeamPolicy<Host>;
+  constexpr int kPhases = 1000;
+  std::vector<float> out(static_cast<std::size_t>(std::max(1, Host().concurrency())) * 16);
+  float* const o = out.data();
+  int n = 1;  // the team's size, set below: every host thread up to the backend's team limit
+  const auto body = [=, &n](const Team::member_type& team) {
+    for (int ph = 0; ph < kPhases; ++ph) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const int i) { o[i * 16] += 1.0f; });
+      team.team_barrier();
+    }
+  };
+  n = std::max(1, std::min(Host().concurrency(), Team(1, 1).team_size_max(body, Kokkos::ParallelForTag())));
+  st.counters["threads"] = n;
+  for (auto _ : st) {
+    Kokkos::parallel_for("bench::team_phases", Team(1, n), body);
+    Host().fence();
+  }
+  st.counters["s/phase"] =
+      benchmark::Counter(kPhases, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  benchmark::DoNotOptimize(out.data());
+}
+
 #ifdef MINIPIPE_BENCH_ATTENTION
 // Causal FLOPs: per (sample, head) the T(T+1)/2 allowed pairs each cost hd multiply-adds in
 // q·k and hd in att·v, i.e. 2·hd·T(T+1) flops forward; backward has four such products
@@ -140,6 +183,8 @@ void register_layer_benchmarks(const ModelShape& s) {
                                [=](benchmark::State& st) { bench_stream_triad(st, kTriad); })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("dispatch/parallel_for", bench_dispatch)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("dispatch/team_phases", bench_team_phases)->UseRealTime()->Unit(benchmark::kMicrosecond);
 #ifdef MINIPIPE_BENCH_ATTENTION
   for (Mode m : kModes)
     for (bool bwd : {false, true})

@@ -20,7 +20,8 @@ Usage: benchmarks/e2e_speed.py [--build build] [--baseline-build DIR] [--repeats
 --baseline-build adds the same miniPipe rows from another build (e.g. an older commit) to the
 same interleaved rounds, for before/after ratios. --threads N adds p=1 m=1 rows at N host threads
 (a build against an OpenMP Kokkos; fast mode's BLAS gets N threads too) and their speed-up over
-the 1-thread rows of the same rounds, beside the memory bandwidth (a triad) at 1 and N threads.
+the 1-thread rows of the same rounds, beside the memory bandwidth (a triad) and the cost of one
+kernel dispatch at 1 and N threads.
 """
 import argparse
 import json
@@ -92,6 +93,18 @@ def triad_rate(build, e):
     r = subprocess.run([exe, "--benchmark_filter=stream_f32/triad", "--benchmark_min_time=0.3",
                         "--benchmark_format=json"], env=e, check=True, capture_output=True, text=True)
     return json.loads(r.stdout)["benchmarks"][0]["GB/s"]  # the counter is already in GB/s
+
+
+def dispatch_costs(build, e):
+    """Microseconds of one kernel (minipipe_bench_kernels' dispatch/parallel_for: a parallel_for with one
+    item per thread and its fence) and of one phase of a team region (dispatch/team_phases: a team
+    barrier) on the backend's threads in e."""
+    exe = os.path.join(build, "benchmarks", "minipipe_bench_kernels")
+    r = subprocess.run([exe, "--benchmark_filter=dispatch/", "--benchmark_min_time=0.2", "--benchmark_format=json"],
+                       env=e, check=True, capture_output=True, text=True)
+    b = {x["name"].split("/")[1]: x for x in json.loads(r.stdout)["benchmarks"]}
+    us = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["parallel_for"]["time_unit"]]
+    return b["parallel_for"]["real_time"] * us, b["team_phases"]["s/phase"] * 1e6
 
 
 def best_core_env(e, ctx):
@@ -260,6 +273,7 @@ def main():
         f.write(deck_text(a))
     steps = {}  # (build label, mode, p, m) -> step seconds pooled over rounds
     triad = {1: [], a.threads: []}  # threads -> stream triad GB/s per round (--threads only)
+    dispatch = {1: [], a.threads: []}  # threads -> (kernel us, team phase us) per round (--threads only)
     backends = {}  # build label -> its Kokkos backend
     fast_gemm_used = {}  # build label -> the GEMM its fast rows ran
     sgemm, sgemm_best, torch_steps, torch_best_steps, ctx, best_ctx, info, torch_info = [], [], [], [], None, None, {}, {}
@@ -287,6 +301,8 @@ def main():
                     if not label:  # the machine's memory bandwidth at 1 and N threads, same round
                         triad[1].append(triad_rate(build, threaded_env(e, 1)))
                         triad[a.threads].append(triad_rate(build, threaded_env(e, a.threads)))
+                        for n in dispatch:
+                            dispatch[n].append(dispatch_costs(build, threaded_env(e, n)))
             if py:
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
@@ -390,6 +406,12 @@ def main():
             print(f"  memory bandwidth (stream_f32 triad, 3 x 64 MiB, same rounds): 1 thread {t1:.1f} GB/s, "
                   f"{a.threads} threads {tn:.1f} GB/s, ratio {tn / t1:.2f} (rounds: "
                   f"{', '.join(f'{y / x:.2f}' for x, y in zip(triad[1], triad[a.threads]))})")
+        if dispatch[1]:
+            k1, kn = (statistics.median(x[0] for x in dispatch[n]) for n in (1, a.threads))
+            ph = statistics.median(x[1] for x in dispatch[a.threads])
+            print(f"  kernel dispatch (dispatch/parallel_for, one item per thread + fence, same rounds): 1 thread "
+                  f"{k1:.2f} us, {a.threads} threads {kn:.2f} us; one phase of a {a.threads}-thread team region "
+                  f"(a team barrier) {ph:.2f} us")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,13 @@ awk -v f="$flops" -v v="$value" -v t="$tflops" 'BEGIN {
 grep -qE "^stream_f32/triad/16777216/real_time .* GB/s=[1-9][0-9.]*/s" "$out/triad.log" ||
   { cat "$out/triad.log"; echo "FAIL: no triad GB/s"; exit 1; }
 
+# and so do the kernel-dispatch benchmarks it prints beside them (a time per kernel, per team phase)
+"$build/benchmarks/minipipe_bench_kernels" --benchmark_filter=dispatch/ --benchmark_min_time=0.01 \
+  > "$out/dispatch.log" 2>&1 || { cat "$out/dispatch.log"; echo "FAIL: the dispatch benchmarks exited non-zero"; exit 1; }
+grep -qE "^dispatch/parallel_for/real_time +[0-9.]+ [nu]s" "$out/dispatch.log" &&
+  grep -qE "^dispatch/team_phases/real_time .* s/phase=[0-9.]+[pnum]?s" "$out/dispatch.log" ||
+  { cat "$out/dispatch.log"; echo "FAIL: no dispatch times"; exit 1; }
+
 python3 "$src/benchmarks/e2e_speed.py" --build "$build" --no-torch --threads 1 > "$out/bad.log" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q -- "--threads must be at least 2" "$out/bad.log" ||
