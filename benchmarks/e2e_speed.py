@@ -72,39 +72,30 @@ def model_flops(a):
     return 6 * n_matmul * B * T + attn
 
 
-def sgemm_rate(build, a, e):
-    """GFLOP/s of cblas_sgemm on the model's fc forward shape (B*T x 4C x C), one thread."""
+def run_bench(build, e, bench_filter, *args):
+    """minipipe_bench_kernels' JSON output for the benchmarks matching bench_filter, with env e."""
     exe = os.path.join(build, "benchmarks", "minipipe_bench_kernels")
     if not os.path.exists(exe):
         sys.exit(f"e2e_speed: {exe} is missing: configure {build} with -DMINIPIPE_BUILD_BENCHMARKS=ON")
-    r = subprocess.run([exe, f"--tokens={a.batch * a.seq_len}", f"--channels={a.channels}",
-                        f"--seq-len={a.seq_len}", f"--heads={a.heads}",
-                        "--benchmark_filter=gemm_f32/fc_fwd/.*/cblas", "--benchmark_min_time=0.3",
+    r = subprocess.run([exe, *args, f"--benchmark_filter={bench_filter}", "--benchmark_min_time=0.3",
                         "--benchmark_format=json"], env=e, check=True, capture_output=True, text=True)
-    d = json.loads(r.stdout)
-    ctx = d["context"]
-    b = d["benchmarks"][0]
-    return b["GFLOP/s"], ctx  # the counter is already in GFLOP/s
+    return json.loads(r.stdout)
 
 
-def triad_rate(build, e):
-    """GB/s of minipipe_bench_kernels' stream triad (3 arrays of 64 MiB) on the backend's threads in e."""
-    exe = os.path.join(build, "benchmarks", "minipipe_bench_kernels")
-    r = subprocess.run([exe, "--benchmark_filter=stream_f32/triad", "--benchmark_min_time=0.3",
-                        "--benchmark_format=json"], env=e, check=True, capture_output=True, text=True)
-    return json.loads(r.stdout)["benchmarks"][0]["GB/s"]  # the counter is already in GB/s
+def sgemm_rate(build, a, e):
+    """GFLOP/s of cblas_sgemm on the model's fc forward shape (B*T x 4C x C), one thread."""
+    d = run_bench(build, e, "gemm_f32/fc_fwd/.*/cblas", f"--tokens={a.batch * a.seq_len}",
+                  f"--channels={a.channels}", f"--seq-len={a.seq_len}", f"--heads={a.heads}")
+    return d["benchmarks"][0]["GFLOP/s"], d["context"]  # the counter is already in GFLOP/s
 
 
-def dispatch_costs(build, e):
-    """Microseconds of one kernel (minipipe_bench_kernels' dispatch/parallel_for: a parallel_for with one
-    item per thread and its fence) and of one phase of a team region (dispatch/team_phases: a team
-    barrier) on the backend's threads in e."""
-    exe = os.path.join(build, "benchmarks", "minipipe_bench_kernels")
-    r = subprocess.run([exe, "--benchmark_filter=dispatch/", "--benchmark_min_time=0.2", "--benchmark_format=json"],
-                       env=e, check=True, capture_output=True, text=True)
-    b = {x["name"].split("/")[1]: x for x in json.loads(r.stdout)["benchmarks"]}
+def host_probes(build, e):
+    """On the backend's threads in e: GB/s of the stream triad (3 arrays of 64 MiB), microseconds of one
+    kernel (dispatch/parallel_for: one item per thread and its fence) and of one phase of a team region
+    (dispatch/team_phases: a team barrier)."""
+    b = {x["name"].split("/")[1]: x for x in run_bench(build, e, "stream_f32/triad|dispatch/")["benchmarks"]}
     us = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["parallel_for"]["time_unit"]]
-    return b["parallel_for"]["real_time"] * us, b["team_phases"]["s/phase"] * 1e6
+    return b["triad"]["GB/s"], b["parallel_for"]["real_time"] * us, b["team_phases"]["s/phase"] * 1e6
 
 
 def best_core_env(e, ctx):
@@ -272,8 +263,7 @@ def main():
     with open(deck, "w") as f:
         f.write(deck_text(a))
     steps = {}  # (build label, mode, p, m) -> step seconds pooled over rounds
-    triad = {1: [], a.threads: []}  # threads -> stream triad GB/s per round (--threads only)
-    dispatch = {1: [], a.threads: []}  # threads -> (kernel us, team phase us) per round (--threads only)
+    probes = {1: [], a.threads: []}  # threads -> (triad GB/s, kernel us, team phase us) per round (--threads only)
     backends = {}  # build label -> its Kokkos backend
     fast_gemm_used = {}  # build label -> the GEMM its fast rows ran
     sgemm, sgemm_best, torch_steps, torch_best_steps, ctx, best_ctx, info, torch_info = [], [], [], [], None, None, {}, {}
@@ -298,11 +288,9 @@ def main():
                     for mode in ("deterministic", "fast"):
                         s, _ = minipipe_run(build, deck, mode, 1, 1, a, threaded_env(e, a.threads), tmp)
                         steps.setdefault((label, mode, "threads"), []).extend(s)
-                    if not label:  # the machine's memory bandwidth at 1 and N threads, same round
-                        triad[1].append(triad_rate(build, threaded_env(e, 1)))
-                        triad[a.threads].append(triad_rate(build, threaded_env(e, a.threads)))
-                        for n in dispatch:
-                            dispatch[n].append(dispatch_costs(build, threaded_env(e, n)))
+                    if not label:  # memory bandwidth and dispatch costs at 1 and N threads, same round
+                        for n in probes:
+                            probes[n].append(host_probes(build, threaded_env(e, n)))
             if py:
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
@@ -401,14 +389,13 @@ def main():
                 t = med[(label, mode, "threads")]
                 print(f"  {label + mode} ({backends[label]}): {tokens / t:.0f} tokens/s, {flops / t / 1e9:.1f} GFLOP/s, "
                       f"speed-up {med[(label, mode, 1, 1)] / t:.2f}")
-        if triad[1]:
-            t1, tn = statistics.median(triad[1]), statistics.median(triad[a.threads])
+        if probes[1]:
+            t1, tn = (statistics.median(x[0] for x in probes[n]) for n in (1, a.threads))
             print(f"  memory bandwidth (stream_f32 triad, 3 x 64 MiB, same rounds): 1 thread {t1:.1f} GB/s, "
                   f"{a.threads} threads {tn:.1f} GB/s, ratio {tn / t1:.2f} (rounds: "
-                  f"{', '.join(f'{y / x:.2f}' for x, y in zip(triad[1], triad[a.threads]))})")
-        if dispatch[1]:
-            k1, kn = (statistics.median(x[0] for x in dispatch[n]) for n in (1, a.threads))
-            ph = statistics.median(x[1] for x in dispatch[a.threads])
+                  f"{', '.join(f'{y[0] / x[0]:.2f}' for x, y in zip(probes[1], probes[a.threads]))})")
+            k1, kn = (statistics.median(x[1] for x in probes[n]) for n in (1, a.threads))
+            ph = statistics.median(x[2] for x in probes[a.threads])
             print(f"  kernel dispatch (dispatch/parallel_for, one item per thread + fence, same rounds): 1 thread "
                   f"{k1:.2f} us, {a.threads} threads {kn:.2f} us; one phase of a {a.threads}-thread team region "
                   f"(a team barrier) {ph:.2f} us")
