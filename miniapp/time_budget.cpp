@@ -84,6 +84,7 @@ TimeBudget time_budget(const sched::Schedule& plan, const sched::CostModel& cost
   TimeBudget b;
   b.makespan = ns_of_seconds(makespan_s);
   b.link_ms = linked.comm;
+  b.costs = measured;
   for (int k = 0; k < 3; ++k) b.sim_makespan[k] = ns_of_ms(sim[k].makespan);
   for (int r = 0; r < plan.p; ++r) {
     const auto i = static_cast<std::size_t>(r);
@@ -133,7 +134,10 @@ std::string budget_json(const TimeBudget& b) {
       "{\"unit\": \"ms\", \"makespan\": " + json_number(ms_of(b.makespan)) +
       ", \"simulated_makespan\": {\"ideal\": " + json_number(ms_of(b.sim_makespan[0])) +
       ", \"imbalance\": " + json_number(ms_of(b.sim_makespan[1])) +
-      ", \"comm\": " + json_number(ms_of(b.sim_makespan[2])) + "}, \"link_latency\": " + json_number(b.link_ms) +
+      ", \"comm\": " + json_number(ms_of(b.sim_makespan[2])) +
+      "}, \"stage_costs\": {\"F\": " + sched::json_array(b.costs.F) + ", \"B\": " + sched::json_array(b.costs.B) +
+      ", \"I\": " + sched::json_array(b.costs.I) + ", \"W\": " + sched::json_array(b.costs.W) +
+      ", \"W_tail\": " + sched::json_array(b.costs.W_tail) + "}, \"link_latency\": " + json_number(b.link_ms) +
       ", \"link_samples\": " + std::to_string(b.link_samples) + ", \"total\": " + line(b.total) + ", \"ranks\": [";
   for (std::size_t r = 0; r < b.ranks.size(); ++r) out += (r ? ", " : "") + line(b.ranks[r]);
   // Beside the pipeline, per rank (ms).

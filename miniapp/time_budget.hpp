@@ -41,6 +41,7 @@ struct TimeBudget {
   std::int64_t sim_makespan[3] = {0, 0, 0};  // ns: ideal, + imbalance, + communication
   double link_ms = 0;                        // the link model: latency of one transfer
   int link_samples = 0;                      // receives it was measured on (0: none waited)
+  sched::CostModel costs;                    // per-stage costs of the simulations (ms, resolved)
   std::vector<BudgetLine> ranks;             // index = pipeline rank
   BudgetLine total;                          // the sum over ranks
   std::vector<double> allreduce, optimizer;  // per rank, seconds, after the pipeline (beside it)
