@@ -131,7 +131,7 @@ std::string budget_json(const TimeBudget& b) {
            ", \"overhead\": " + json_number(ms_of(l.overhead)) + "}";
   };
   std::string out =
-      "{\"unit\": \"ms\", \"makespan\": " + json_number(ms_of(b.makespan)) +
+      "{\"unit\": \"ms\", \"measured_makespan\": " + json_number(ms_of(b.makespan)) +
       ", \"simulated_makespan\": {\"ideal\": " + json_number(ms_of(b.sim_makespan[0])) +
       ", \"imbalance\": " + json_number(ms_of(b.sim_makespan[1])) +
       ", \"comm\": " + json_number(ms_of(b.sim_makespan[2])) +

@@ -40,9 +40,9 @@ def run(tag, env_extra):
     b = json.load(open(path))["runs"][0]["time_budget"]
     tot = b["total"]
     s = sum(tot[k] for k in ["compute"] + KINDS)
-    if abs(s - 2 * b["makespan"]) > 1e-6 * b["makespan"] or min(tot.values()) < 0:
-        failures.append("%s: kinds %s do not sum to p x makespan %.6f or one is negative" % (tag, tot, 2 * b["makespan"]))
-    print("%-10s makespan %7.2f ms  " % (tag, b["makespan"]) +
+    if abs(s - 2 * b["measured_makespan"]) > 1e-6 * b["measured_makespan"] or min(tot.values()) < 0:
+        failures.append("%s: kinds %s do not sum to p x makespan %.6f or one is negative" % (tag, tot, 2 * b["measured_makespan"]))
+    print("%-10s makespan %7.2f ms  " % (tag, b["measured_makespan"]) +
           "  ".join("%s %7.2f" % (k, tot[k]) for k in ["compute"] + KINDS) + "  link %.3f ms" % b["link_latency"])
     return b
 
