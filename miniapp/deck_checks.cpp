@@ -112,6 +112,10 @@ std::string sweep_file_name(const std::string& path, const std::string& tag, con
   return stem + "_" + tag + (dot == std::string::npos ? ext : path.substr(dot));
 }
 
+std::string budget_svg_path(const std::string& svg_path) {
+  return sweep_file_name(svg_path, "budget", ".svg");
+}
+
 std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
   const bool force = deck.get_bool("output.force");
   const auto& names = deck.get_string_list("pipeline.schedule");
@@ -124,6 +128,7 @@ std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
   if (!sweep) {
     if (dumping) out.push_back({"output.dump", dump, force, true});
     out.push_back({"output.svg", svg, force, false});
+    out.push_back({"output.svg", budget_svg_path(svg), force, false});
     out.push_back({"output.trace", trace, force, false});
   } else {
     for (const auto& name : names) {
@@ -131,6 +136,7 @@ std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
         const std::string tag = name + "_m" + std::to_string(m);
         if (dumping) out.push_back({"output.dump", sweep_dump_name(dump, name, m), force, true});
         out.push_back({"output.svg", sweep_file_name(svg, tag, ".svg"), force, false});
+        out.push_back({"output.svg", budget_svg_path(sweep_file_name(svg, tag, ".svg")), force, false});
         out.push_back({"output.trace", sweep_file_name(trace, tag, ".json"), force, false});
       }
     }

@@ -23,6 +23,8 @@ void check_effective_keys(const Deck& deck);
 // SVG and trace files "_<schedule>_m<M>" before their extension (`ext` when they have none).
 std::string sweep_dump_name(const std::string& path, const std::string& schedule, long long m);
 std::string sweep_file_name(const std::string& path, const std::string& tag, const std::string& ext);
+// The time budget's picture beside an SVG timeline: "_budget" before the extension.
+std::string budget_svg_path(const std::string& svg_path);
 
 // Every file the run will write, with its key, under the names the sweep gives it.
 std::vector<io::OutputSpec> planned_outputs(const Deck& deck);

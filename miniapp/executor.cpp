@@ -5,6 +5,7 @@
 
 #include "kernels/finite_check.hpp"
 #include "peer_wait.hpp"
+#include "test_delays.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -191,6 +192,7 @@ void Executor<T>::post_send(Dir dir, const sched::Action& a) {
     Kokkos::deep_copy(p.host, p.dev);
     buf = p.host.data();
   }
+  delay_send_for_test();
   MPI_Isend(buf, count_of(p.dev, a), mpi_type<T>(), peer, tag(dir, peer_stage, a.microbatch), comm_, &p.req);
   sends_.push_back(p);
 }
@@ -241,8 +243,10 @@ void Executor<T>::compute(const sched::Action& a) {
   ProfileRegion region(std::string("Pipeline::") + sched::to_string(a));
   // Inputs first: waiting for a boundary tensor is exposed communication, not compute.
   View2<T> input;
+  const double waited0 = stats_->comm_wait;
   if (fwd && !s.is_first()) input = input_of(kFwd, a);
   if (bwd && !s.is_last()) input = input_of(kBwd, a);
+  const double waited = stats_->comm_wait - waited0;
   const double c0 = now();
   watch_->stage = a.stage;
   const double observed0 = watch_->seconds;
@@ -259,11 +263,13 @@ void Executor<T>::compute(const sched::Action& a) {
     s.backward_weight(mb, *in_);
   }
   fence_space(ExecSpace(), "Pipeline::compute::fence");
+  if (fwd) delay_forward_for_test(a.stage);
   give(input);
   // Observers (device-to-host copies, HDF5 writes) ran inside the action: not compute.
   const double observed = watch_->seconds - observed0;
   stats_->observer_io += observed;
   record(a, c0, now() - observed, (a.op == sched::Op::B || a.op == sched::Op::W) && s.last_w_added_held());
+  stats_->actions.back().wait = waited;  // the time budget's link model reads it
   note_memory(s);
 }
 

@@ -46,6 +46,7 @@ void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch,
         << ", \"bubble_analytic\": " << (r.bubble_analytic ? json_number(*r.bubble_analytic) : "null")
         << ", \"imbalance\": " << json_number(r.imbalance) << ",\n";
     out << "      \"stage_compute_seconds\": " << arr(r.stage_compute) << ",\n";
+    out << "      \"time_budget\": " << budget_json(r.budget) << ",\n";
     out << "      \"ranks\": [\n";
     for (std::size_t k = 0; k < r.ranks.size(); ++k) {
       const auto& q = r.ranks[k];
@@ -89,6 +90,7 @@ void print_table(const std::vector<RunReport>& runs, std::ostream& out) {
   out << "(bubble: idle / (p x makespan) of the last step; sim = event simulator fed with this run's measured\n"
          " per-stage F/I/W/B costs; analytic = the schedule's closed form for equal stages (stage-mean measured\n"
          " costs, or F = I = W where the formula needs it); peak act = stored micro-batches and MiB on rank 0)\n";
+  print_budget_table(runs, out);
 }
 
 }  // namespace minipipe

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "time_budget.hpp"
+
 namespace minipipe {
 
 struct RankReport {
@@ -40,6 +42,7 @@ struct RunReport {
   double action_cv = 0;
   std::vector<double> stage_compute;  // per stage: F + I + W + B seconds in the timed step
   std::vector<RankReport> ranks;
+  TimeBudget budget;  // the last step's pipeline time in five kinds (time_budget.hpp)
   std::string dump_path;
   std::string dump_vs_reference;  // "reference", "identical", "DIFFERS", "error", "-" (no dump)
 };

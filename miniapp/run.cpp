@@ -27,6 +27,8 @@
 #include "schedules/timeline.hpp"
 #include "schedules/validator.hpp"
 #include "summary.hpp"
+#include "test_delays.hpp"
+#include "time_budget.hpp"
 #include "trainer.hpp"
 #include "verdict.hpp"
 #include "version.hpp"
@@ -203,6 +205,13 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
       su.plans.push_back(std::move(pl));
     }
   }
+  // The delay test hooks: a malformed value, or a stage that a plan does not have, is bad input.
+  const TestDelays& delays = test_delays();
+  for (const auto& pl : su.plans)
+    if (delays.forward_stage >= pl.lowered.num_stages())
+      throw InputError("environment: variable MINIPIPE_TEST_DELAY_FORWARD names stage " +
+                       std::to_string(delays.forward_stage) + " but schedule " + pl.schedule + " has stages 0 .. " +
+                       std::to_string(pl.lowered.num_stages() - 1) + "; allowed: one of those");
   if (su.costs) choose_splits(su, nullptr);
   return su;
 }
@@ -374,7 +383,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
   RankStepStats totals = rec.last;
   totals.actions.clear();
   struct Totals {
-    double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step;
+    double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step, optimizer;
     long long peak_mb, peak_bytes, workspace_bytes;
   } mine{totals.makespan,
          totals.time_F,
@@ -386,6 +395,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
          totals.allreduce,
          totals.allreduce_start,
          totals.step,
+         totals.optimizer,
          totals.peak_stored_mb,
          static_cast<long long>(totals.peak_stored_bytes),
          static_cast<long long>(totals.workspace_bytes)};
@@ -415,7 +425,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
     RankStepStats st;
     st.makespan = t.makespan, st.time_F = t.F, st.time_I = t.I, st.time_W = t.W, st.time_B = t.B;
     st.comm_wait = t.comm_wait, st.observer_io = t.observer_io, st.allreduce = t.allreduce, st.step = t.step;
-    st.allreduce_start = t.allreduce_start;
+    st.allreduce_start = t.allreduce_start, st.optimizer = t.optimizer;
     st.peak_stored_mb = static_cast<int>(t.peak_mb);
     st.peak_stored_bytes = static_cast<std::size_t>(t.peak_bytes);
     st.workspace_bytes = static_cast<std::size_t>(t.workspace_bytes);
@@ -430,7 +440,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
 
 // Phase 5 (rank 0): the measured timeline as SVG and Chrome trace, where asked for.
 void write_pictures(const Deck& deck, const RunSetup& su, const Plan& pl, const RunContext& ctx,
-                    const RunMeasurements& meas) {
+                    const RunMeasurements& meas, const RunReport& rep) {
   const std::string svg = deck.get_string("output.svg"), trace = deck.get_string("output.trace");
   if (svg.empty() && trace.empty()) return;
   const bool sweep = su.plans.size() > 1;
@@ -438,6 +448,11 @@ void write_pictures(const Deck& deck, const RunSetup& su, const Plan& pl, const 
   if (!svg.empty())
     io::write_output_file(picture_path(svg, pl, sweep, ".svg"), su.force,
                           [&](std::ostream& f) { sched::write_svg(tl, f); });
+  // The time budget's stacked bars beside the timeline: <svg stem>_budget.svg.
+  if (!svg.empty())
+    io::write_output_file(budget_svg_path(picture_path(svg, pl, sweep, ".svg")), su.force, [&](std::ostream& f) {
+      write_budget_svg(rep.budget, pl.schedule + " p=" + std::to_string(su.p) + " m=" + std::to_string(pl.m), f);
+    });
   if (!trace.empty())
     io::write_output_file(picture_path(trace, pl, sweep, ".json"), su.force,
                           [&](std::ostream& f) { sched::write_chrome_trace(tl, f); });
@@ -474,6 +489,7 @@ void print_run(const RunReport& rep, std::ostream& out) {
                   rr.workspace_bytes / 1048576.0);
     out << line;
   }
+  out << budget_rank_text(rep.budget);
 }
 
 // Phase 6 (rank 0): the launch's table, JSON report, figure of merit and verdict; false when
@@ -560,7 +576,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
       ctx.seq_len = su.shape.seq_len;
       RunReport rep = summarize(ctx, pl.lowered, meas);
       rep.dump_vs_reference = compare_to_reference(pl, reference_dump);
-      write_pictures(deck, su, pl, ctx, meas);
+      write_pictures(deck, su, pl, ctx, meas, rep);
       print_run(rep, out);
       reports.push_back(std::move(rep));
     }

@@ -16,6 +16,7 @@ struct ActionTiming {
   int stage = -1, microbatch = -1;
   double start = 0, end = 0;
   bool adds_held = false;  // the stage's last W of the step, which added the held-back dW samples
+  double wait = 0;         // blocked on its input's receive just before `start` (s; 0: no wait)
 };
 
 // The first NaN or infinity this rank saw in a step, on the step's clock so that ranks can agree
@@ -33,6 +34,7 @@ struct RankStepStats {
   double observer_io = 0;      // inside actions but spent in observers (dumps): neither compute nor idle
   double allreduce = 0;        // exact gradient all-reduce over the data-parallel replicas (exposed)
   double allreduce_start = 0;  // when it began, on the clock of `actions`
+  double optimizer = 0;        // after the all-reduce: finalize the gradients and update the parameters
   double step = 0;             // the whole step on this rank: actions, loss, all-reduce, optimizer
   int peak_stored_mb = 0;      // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;

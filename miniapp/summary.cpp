@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "schedules/simulator.hpp"
+#include "time_budget.hpp"
 
 namespace minipipe {
 
@@ -151,6 +152,16 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   sched::CostModel cost;
   cost.F = c.F, cost.I = c.I, cost.W = c.W_rest, cost.B = c.B_rest, cost.W_tail = c.W_tail;
   rep.bubble_simulated = sched::simulate(plan, cost).bubble_fraction;
+  // The same costs, the stage means of them and the link measured in this run: the time budget.
+  {
+    std::vector<double> compute;
+    for (const auto& rr : rep.ranks) compute.push_back(rr.busy);
+    const LinkEstimate link = measured_link(meas.ranks);
+    rep.budget = time_budget(plan, cost, link.latency_ms, compute, makespan);
+    rep.budget.link_samples = link.samples;
+    for (const auto& st : meas.ranks)
+      rep.budget.allreduce.push_back(st.allreduce), rep.budget.optimizer.push_back(st.optimizer);
+  }
   // The closed form assumes every stage costs the same: feed it the stage-mean of the measured
   // costs, or, where the formula also needs F = I = W (ZB-H2, ZB-V, DualPipeV), unit costs.
   rep.bubble_analytic = sched::analytic_bubble(

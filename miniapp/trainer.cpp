@@ -91,9 +91,11 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
     res.stats.allreduce = MPI_Wtime() - a0;
     res.stats.allreduce_start = a0 - clock0_;
   }
+  const double o0 = MPI_Wtime();
   finalize(step, res.stats);
   agree_finite(step, res.stats);
   update(step, res.stats, observer);
+  res.stats.optimizer = MPI_Wtime() - o0;
   agree_finite(step, res.stats);
   res.stats.step = MPI_Wtime() - t0;
   return res;

@@ -106,6 +106,13 @@ TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule,
   c.step_ms = c.makespan_ms + c.fixed_ms;
   for (double b : sim.busy) c.busy_ms += b;
   c.peak_bytes = *std::max_element(sim.activation_mem.begin(), sim.activation_mem.end());
+  // The predicted budget: compute as simulated without the per-action overhead and spread, which
+  // with the slower ranks' waits they cause are the predicted overhead.
+  sched::CostModel pure = cm;
+  pure.action_overhead = 0, pure.jitter_cv = 0, pure.comm = 0;
+  std::vector<double> compute_s;
+  for (double b : sched::simulate(s, pure).busy) compute_s.push_back(1e-3 * b);
+  c.budget = time_budget(s, cm, cm.comm, compute_s, 1e-3 * c.makespan_ms);
   return c;
 }
 
@@ -347,6 +354,7 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   // measured = the median whole-step time over every round's steps after the first.
   const std::size_t n_runs = best.size() + 1;
   std::vector<std::vector<double>> samples(n_runs), round_medians(n_runs);
+  std::vector<TimeBudget> measured_budget(n_runs);  // of each configuration's last verify run
   int k_runs = std::min<int>(verify, static_cast<int>(best.size()));
   MPI_Bcast(&k_runs, 1, MPI_INT, 0, comm);
   for (int round = 0; round < rounds && verify > 0; ++round)
@@ -358,6 +366,7 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
       if (rank != 0) continue;
       const std::vector<double> t = steps_after_first(rep);
       samples[slot].insert(samples[slot].end(), t.begin(), t.end());
+      measured_budget[slot] = rep.budget;
       round_medians[slot].push_back(median(t));
     }
   if (rank != 0) return 0;
@@ -384,6 +393,27 @@ int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
                            std::to_string(rounds) + " alternating round(s)"
                      : "")
       << ")\n";
+  // Where each configuration's makespan goes, predicted (and measured by --verify).
+  out << "time budget, fraction of p x makespan: compute / ideal bubble / imbalance wait / exposed comm / overhead\n";
+  auto fractions = [&](const TimeBudget& b) {
+    const double all = static_cast<double>(b.total.total());
+    auto f = [&](std::int64_t x) { return all > 0 ? static_cast<double>(x) / all : 0.0; };
+    std::snprintf(line, sizeof(line), "%.3f / %.3f / %.3f / %.3f / %.3f", f(b.total.compute), f(b.total.ideal_bubble),
+                  f(b.total.imbalance_wait), f(b.total.exposed_comm), f(b.total.overhead));
+    return std::string(line);
+  };
+  auto budget_row = [&](const std::string& label, const TuneCandidate& c, const TimeBudget* meas) {
+    const std::string pred = fractions(c.budget), got = meas && !meas->empty() ? fractions(*meas) : "";
+    std::snprintf(line, sizeof(line), "budget %-5s %-17s v=%d m=%-3d pred %s%s%s", label.c_str(), c.schedule.c_str(),
+                  c.v, c.m, pred.c_str(), got.empty() ? "" : "  | meas ", got.c_str());
+    out << line << "\n";
+  };
+  for (std::size_t k = 0; k < best.size(); ++k)
+    budget_row("#" + std::to_string(k + 1), best[k], static_cast<int>(k) < k_runs ? &measured_budget[k] : nullptr);
+  if (error.empty()) budget_row("base", base, verify > 0 ? &measured_budget[n_runs - 1] : nullptr);
+  out << "(pred: the simulated makespan split like a run's (docs/time-budget.md): overhead = the calibrated\n"
+         " per-action overhead and the waits of the measured action spread"
+      << (verify > 0 ? "; meas: the last step of the configuration's last --verify run" : "") << ")\n";
   if (verify > 0 && rounds > 1) {
     // The noise of this machine, from this run: how far one round's median of a configuration is
     // from another's (the largest such spread over the measured configurations).

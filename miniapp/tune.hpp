@@ -10,6 +10,7 @@
 
 #include "config.hpp"
 #include "cost_file.hpp"
+#include "time_budget.hpp"
 
 namespace CLI {
 class App;
@@ -30,6 +31,7 @@ struct TuneCandidate {
   double busy_ms = 0;      // simulated compute time summed over ranks
   double bubble = 0;       // simulated bubble fraction
   double peak_bytes = 0;   // predicted peak stored activations of the worst rank
+  TimeBudget budget;       // the predicted makespan in five kinds (the simulated compute as compute)
 };
 
 // Every configuration for p ranks that the deck's batch allows (m divides train.batch, v the

@@ -11,4 +11,4 @@ mkdir -p "$out"
 mpiexec -n 2 "$build/miniapp/minipipe" run --deck "$here/inputs/demo.toml" \
   --output.dump "$out/dump.h5" --output.json "$out/report.json" \
   --output.svg "$out/timeline.svg" --output.trace "$out/trace.json" --force
-echo "demo: dumps, report.json, timelines (SVG) and Chrome traces are in $out"
+echo "demo: dumps, report.json, timelines (SVG), time budgets (*_budget.svg) and Chrome traces are in $out"

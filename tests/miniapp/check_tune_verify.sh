@@ -36,6 +36,19 @@ awk '
   }
   END { if (rows != 4) { print "FAIL: " rows " rows, expected 3 configurations and the baseline"; bad = 1 }; exit bad }
 ' "$out/tune.log" || exit 1
+# The time budget of every printed configuration: predicted, and measured beside it on exactly the
+# verified rows; each five fractions of p x makespan sum to 1 (to the printed 3 decimals).
+awk '
+  $1 == "budget" {
+    verified = ($2 == "base" || $2 == "#1" || $2 == "#2"); has = index($0, "| meas ") > 0
+    if (verified != has) { print "FAIL: budget row " $2 (has ? " shows" : " lacks") " a measured budget"; bad = 1 }
+    line = $0; gsub(/[|\/]/, " ", line); n = split(line, f, " "); k = 0; sum = 0; sets = 0
+    for (j = 1; j <= n; j++) if (f[j] ~ /^[0-9]+\.[0-9]+$/) { sum += f[j]; if (++k == 5) { sets++; if (sum < 0.995 || sum > 1.005) { print "FAIL: budget row " $2 " sums to " sum; bad = 1 }; k = 0; sum = 0 } }
+    if (sets != (has ? 2 : 1)) { print "FAIL: budget row " $2 " has " sets " sets of five fractions"; bad = 1 }
+    rows++
+  }
+  END { if (rows != 4) { print "FAIL: " rows " budget rows, expected 4"; bad = 1 }; exit bad }
+' "$out/tune.log" || exit 1
 grep -Eq '^noise: round medians of base [0-9.]+ [0-9.]+ [0-9.]+ ms; base spread [0-9.]+; largest round-to-round spread [0-9.]+' \
   "$out/tune.log" || fail "no noise line with three round medians of the baseline"
 grep -Eq '^round-to-round spread of each: #1 [0-9.]+ #2 [0-9.]+ base [0-9.]+$' "$out/tune.log" \

@@ -119,8 +119,9 @@ TEST(DeckChecks, SweepOutputNamesAndCollisionsWithInputs) {
     if (!o.path.empty()) names.push_back(o.key + "=" + o.path + (o.mpi_io ? " (mpi-io)" : ""));
   EXPECT_EQ(names,
             (std::vector<std::string>{"output.dump=out/d_gpipe_m2.h5 (mpi-io)", "output.svg=out/t_gpipe_m2.svg",
-                                      "output.trace=out/tr_gpipe_m2.json", "output.dump=out/d_1f1b_m2.h5 (mpi-io)",
-                                      "output.svg=out/t_1f1b_m2.svg", "output.trace=out/tr_1f1b_m2.json"}));
+                                      "output.svg=out/t_gpipe_m2_budget.svg", "output.trace=out/tr_gpipe_m2.json",
+                                      "output.dump=out/d_1f1b_m2.h5 (mpi-io)", "output.svg=out/t_1f1b_m2.svg",
+                                      "output.svg=out/t_1f1b_m2_budget.svg", "output.trace=out/tr_1f1b_m2.json"}));
 
   const fs::path dir = scratch("collide");
   const std::string deck_path = (dir / "deck.toml").string();

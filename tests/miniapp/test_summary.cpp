@@ -148,4 +148,29 @@ TEST(Summary, RefusesIncompleteMeasurements) {
   EXPECT_THROW(summarize(context(2, 2), plan, meas), std::logic_error);
 }
 
+TEST(Summary, TimeBudgetCoversPTimesTheMakespanWithTheAllReduceAndOptimizerBeside) {
+  // 1F1B p = 2, m = 2, F = 0.25 s, B = 0.5 s on both stages: the simulations (every stage equal, no
+  // receive waited so no link) give makespan 3 x 0.75 = 2.25 s and 0.75 s idle a rank, all ideal.
+  // Measured makespan 3 s (the last step): 0.75 s more idle a rank is overhead, dump time included.
+  const ms::Schedule plan = ms::post_receives_early(ms::lower_communication(ms::make_schedule("1f1b", 2, 2)));
+  RunMeasurements meas = measured(plan, 0.25, 0.5);
+  meas.ranks[0].observer_io = 0.5;
+  meas.ranks[0].allreduce = 0.125, meas.ranks[1].optimizer = 0.0625;
+  const TimeBudget b = summarize(context(2, 2), plan, meas).budget;
+  const std::int64_t s = 1000000000;
+  EXPECT_EQ(b.makespan, 3 * s);
+  EXPECT_EQ(b.sim_makespan[0], 9 * s / 4);
+  EXPECT_EQ(b.link_samples, 0);
+  ASSERT_EQ(b.ranks.size(), 2u);
+  for (const auto& r : b.ranks) {
+    EXPECT_EQ(r.compute, 3 * s / 2);
+    EXPECT_EQ(r.ideal_bubble, 3 * s / 4);
+    EXPECT_EQ(r.imbalance_wait + r.exposed_comm, 0);
+    EXPECT_EQ(r.overhead, 3 * s / 4);
+  }
+  EXPECT_EQ(b.total.total(), 2 * b.makespan);
+  EXPECT_EQ(b.allreduce, (std::vector<double>{0.125, 0}));
+  EXPECT_EQ(b.optimizer, (std::vector<double>{0, 0.0625}));
+}
+
 }  // namespace
