@@ -149,7 +149,7 @@ Link read_link(const Reader& r, const std::string& sec, bool needed, bool& from_
   }
   if (!needed && !r.has(sec + ".latency_us") && !r.has(sec + ".bandwidth_gbs")) return l;
   l.latency_ms = r.number(sec + ".latency_us", true, true) / 1e3;
-  l.bytes_per_ms = r.number(sec + ".bandwidth_gbs", false, true) * 1e6;  // GB/s = 1e9 B/s = 1e6 B/ms
+  l.ms_per_byte = 1 / (r.number(sec + ".bandwidth_gbs", false, true) * 1e6);  // GB/s = 1e9 B/s = 1e6 B/ms
   return l;
 }
 
@@ -171,7 +171,7 @@ const Link& Cluster::link(int rank_a, int rank_b) const {
 }
 
 void Cluster::use_measured_link(double latency_ms, double ms_per_byte) {
-  const Link measured{latency_ms, ms_per_byte > 0 ? 1 / ms_per_byte : 0.0};
+  const Link measured{latency_ms, ms_per_byte};
   if (intra_from_costs) intra = measured;
   if (inter_from_costs) inter = measured;
 }

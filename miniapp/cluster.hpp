@@ -7,10 +7,12 @@
 
 namespace minipipe {
 
-// One kind of link: a transfer of `bytes` takes latency_ms + bytes / bytes_per_ms.
+// One kind of link: a transfer of `bytes` takes latency_ms + bytes * ms_per_byte (the form of the
+// cost file's ping-pong fit, so a measured link gives CostFile::transfer_ms to the bit).
 struct Link {
-  double latency_ms = 0, bytes_per_ms = 0;  // bytes_per_ms = 0: infinitely fast
-  double transfer_ms(double bytes) const { return latency_ms + (bytes_per_ms > 0 ? bytes / bytes_per_ms : 0.0); }
+  double latency_ms = 0, ms_per_byte = 0;
+  double transfer_ms(double bytes) const { return latency_ms + bytes * ms_per_byte; }
+  double gb_per_s() const { return ms_per_byte > 0 ? 1e-6 / ms_per_byte : 0.0; }
 };
 
 // Which ranks fill a node first. dp-major: rank = dp * p + pp, a replica's pipeline is

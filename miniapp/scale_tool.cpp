@@ -42,11 +42,6 @@ std::vector<double> part_elements(const ModelShape& s) {
 double state_bytes_per_element(bool deterministic) {
   return 4 + 8 + (deterministic ? 16 + 4 : 4 + 4);
 }
-// What the gradient all-reduce moves per element: 4 int64 limbs (ExactLimbs, trainer.cpp) or
-// one float.
-double allreduce_bytes_per_element(bool deterministic) {
-  return deterministic ? 32 : 4;
-}
 
 CostFile scaled(CostFile c, double speedup) {
   if (speedup == 1) return c;
@@ -62,22 +57,22 @@ StageLayout layout_of(int n_layer, const std::vector<int>& split) {
   return make_stage_layout(n_layer, static_cast<int>(split.size()), std::vector<long long>(split.begin(), split.end()));
 }
 
-// Link kind of each boundary for each replica (0 same rank, 1 inside a node, 2 between nodes),
-// the distinct patterns only: replicas with the same pattern have the same pipeline.
+// Link kind of each boundary of replica d: 0 same rank, 1 inside a node, 2 between nodes.
+std::vector<int> boundary_kinds(const Cluster& cl, const std::vector<int>& stage_to_rank, int p, int dp, int d) {
+  const std::size_t S = stage_to_rank.size();
+  std::vector<int> kind(S > 0 ? S - 1 : 0);
+  for (std::size_t b = 0; b + 1 < S; ++b) {
+    const int ra = cl.rank_of(d, stage_to_rank[b], p, dp), rb = cl.rank_of(d, stage_to_rank[b + 1], p, dp);
+    kind[b] = ra == rb ? 0 : cl.node_of_rank(ra) == cl.node_of_rank(rb) ? 1 : 2;
+  }
+  return kind;
+}
+
+// The distinct patterns over the replicas: replicas with one pattern run the same pipeline.
 std::vector<std::vector<int>> boundary_patterns(const Cluster& cl, const std::vector<int>& stage_to_rank, int p,
                                                 int dp) {
   std::set<std::vector<int>> seen;
-  const std::size_t S = stage_to_rank.size();
-  for (int d = 0; d < dp; ++d) {
-    std::vector<int> kind(S > 0 ? S - 1 : 0);
-    for (std::size_t b = 0; b + 1 < S; ++b) {
-      const int a = stage_to_rank[b], c = stage_to_rank[b + 1];
-      kind[b] = a == c                                                                                 ? 0
-                : cl.node_of_rank(cl.rank_of(d, a, p, dp)) == cl.node_of_rank(cl.rank_of(d, c, p, dp)) ? 1
-                                                                                                       : 2;
-    }
-    seen.insert(kind);
-  }
+  for (int d = 0; d < dp; ++d) seen.insert(boundary_kinds(cl, stage_to_rank, p, dp, d));
   return {seen.begin(), seen.end()};
 }
 
@@ -142,6 +137,18 @@ Evaluated evaluate(const sched::Schedule& s, const sched::CostModel& base, const
 }
 
 }  // namespace
+
+double allreduce_bytes_per_element(bool deterministic) {
+  return deterministic ? 32 : 4;
+}
+
+std::vector<double> boundary_ms(const Cluster& cl, const std::vector<int>& stage_to_rank, int p, int dp, int replica,
+                                double bytes) {
+  std::vector<double> t;
+  for (int k : boundary_kinds(cl, stage_to_rank, p, dp, replica))
+    t.push_back(k == 0 ? 0.0 : (k == 1 ? cl.intra : cl.inter).transfer_ms(bytes));
+  return t;
+}
 
 CostFile analytic_costs(const ModelShape& shape, int batch, bool deterministic, const Cluster& cl) {
   if (!(cl.tflops > 0))
@@ -485,7 +492,7 @@ int ScaleTool::run(std::ostream& out, std::ostream& err) {
   std::snprintf(line, sizeof(line),
                 "links: inside a node %.4f ms + bytes / %.3g GB/s, between nodes %.4f ms + bytes / %.3g GB/s; "
                 "all-reduce %s (%s), %s the pipeline\n",
-                cl.intra.latency_ms, cl.intra.bytes_per_ms / 1e6, cl.inter.latency_ms, cl.inter.bytes_per_ms / 1e6,
+                cl.intra.latency_ms, cl.intra.gb_per_s(), cl.inter.latency_ms, cl.inter.gb_per_s(),
                 to_string(cl.allreduce),
                 costs.mode == "fast" ? "4 B per parameter" : "32 B per parameter: 4 int64 limbs",
                 overlap_allreduce ? "overlapped with the end of" : "after (as the trainer runs it)");

@@ -24,6 +24,16 @@ namespace minipipe {
 // One size (1 sample): CostFile::at scales it linearly. docs/cluster.md lists the formulas.
 CostFile analytic_costs(const ModelShape& shape, int batch, bool deterministic, const Cluster& cluster);
 
+// Time of one transfer of `bytes` across each stage boundary of replica `replica` of a p x dp
+// layout on `cluster` (its rank order): the intra- or inter-node link the boundary crosses; 0
+// where both stages sit on one rank.
+std::vector<double> boundary_ms(const Cluster& cluster, const std::vector<int>& stage_to_rank, int p, int dp,
+                                int replica, double bytes);
+
+// Bytes the gradient all-reduce moves per parameter element: deterministic mode sends each
+// exact accumulator as ExactLimbs::kLimbs int64 limbs (trainer.cpp), fast mode one float.
+double allreduce_bytes_per_element(bool deterministic);
+
 // One configuration on p x dp devices and what the model predicts for it.
 struct ScalePoint {
   std::string schedule;
