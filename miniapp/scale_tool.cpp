@@ -412,7 +412,7 @@ void ScaleTool::attach(CLI::App& parent) {
   sub->add_option("--memory-cap", memory_cap_gib, "GiB per device for model state and activations (0 = the cluster's)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-m", max_m, "largest m tried")->check(CLI::Range(1, 1 << 16));
-  sub->add_option("--top", top, "configurations printed")->check(CLI::Range(1, 1000));
+  sub->add_option("--top", top, "configurations printed")->check(CLI::Range(1, 100000));
   sub->add_option("--schedules", schedules, "comma list of schedules to try (empty = all)");
   sub->add_flag("--overlap-allreduce", overlap_allreduce,
                 "model each rank's all-reduce starting at its last action (the runtime starts it after the "
@@ -439,7 +439,7 @@ int ScaleTool::run(std::ostream& out, std::ostream& err) {
     cl = read_cluster(cluster_path);
     if (devices == 0) devices = cl.devices();
     if (devices > cl.devices())
-      throw InputError("command line: --devices has value " + std::to_string(devices) + "; allowed: 1 .. " +
+      throw InputError("command line: key '--devices' has value " + std::to_string(devices) + "; allowed: 1 .. " +
                        std::to_string(cl.devices()) + " (the devices of " + cluster_path + ")");
     const bool det = deck.get_string("train.mode") != "fast";
     const int batch = static_cast<int>(deck.get_int("train.batch"));
