@@ -196,7 +196,7 @@ CostFile analytic_costs(const ModelShape& shape, int batch, bool deterministic, 
 }
 
 std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cluster_in, int devices,
-                                     const ScaleOptions& opt, int keep, long long* simulated) {
+                                     const ScaleOptions& opt, int keep, SweepCount* count) {
   const CostFile costs = scaled(costs_in, cluster_in.speedup);
   const ModelShape& shape = costs.shape;
   const int L = shape.n_layer;
@@ -212,7 +212,8 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
   };
   // Sorted by time per sample (the step over its global batch): strong and weak points compare.
   auto per_sample = [](const ScalePoint& x) { return x.step_ms / x.global_batch; };
-  long long sims = 0;
+  SweepCount n_run;
+  long long& sims = n_run.simulations;
   for (int p = 1; p <= std::min(devices, L); ++p) {
     if (devices % p) continue;
     const int dp = devices / p;
@@ -267,6 +268,7 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
                   ar[q] = allreduce_ms(cl, dp, el * allreduce_bytes_per_element(det), link);
                 }
                 if (opt.memory_cap > 0 && worst_state > opt.memory_cap) continue;
+                ++n_run.configurations;
                 const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
                 const double fixed_ms = *std::max_element(fixed.begin(), fixed.end());
                 // The loss sums of every sample, agreed over the replicas (trainer.cpp gather_loss).
@@ -281,7 +283,7 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
                 const double lower = *std::max_element(busy.begin(), busy.end()) +
                                      (opt.overlap_allreduce ? 0.0 : *std::max_element(ar.begin(), ar.end())) + loss_ms +
                                      fixed_ms;
-                if (lower / G >= bound()) continue;
+                if (opt.prune && lower / G >= bound()) continue;
                 const Evaluated e = evaluate(s, cm, kinds, cl, boundary_bytes, state, ar, fixed_ms, loss_ms,
                                              opt.overlap_allreduce, opt.memory_cap, false);
                 sims += static_cast<long long>(kinds.size()) * (cm.jitter_cv > 0 ? kJitterSamples + 1 : 1);
@@ -311,7 +313,7 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
         }
     }
   }
-  if (simulated) *simulated = sims;
+  if (count) *count = n_run;
   return best;
 }
 
@@ -417,6 +419,8 @@ void ScaleTool::attach(CLI::App& parent) {
   sub->add_flag("--overlap-allreduce", overlap_allreduce,
                 "model each rank's all-reduce starting at its last action (the runtime starts it after the "
                 "pipeline; this shows what overlapping would gain)");
+  sub->add_flag("--no-prune", no_prune,
+                "simulate every configuration, also those whose lower bound cannot enter the best (to measure)");
   sub->add_option("--strong-svg", strong_svg, "SVG of samples/s over device counts at the fixed global batch");
   sub->add_option("--weak-svg", weak_svg, "SVG of samples/s over device counts at the fixed batch per replica");
   sub->add_flag("--force", force, "overwrite existing SVG files");
@@ -463,6 +467,7 @@ int ScaleTool::run(std::ostream& out, std::ostream& err) {
     opt.memory_cap = memory_cap_gib > 0 ? memory_cap_gib * 1073741824.0 : cl.memory_bytes;
     opt.overlap_allreduce = overlap_allreduce;
     opt.max_m = max_m;
+    opt.prune = !no_prune;
     const auto all = sched::schedule_names();
     std::stringstream ss(schedules);
     for (std::string n; std::getline(ss, n, ',');) {
@@ -499,12 +504,12 @@ int ScaleTool::run(std::ostream& out, std::ostream& err) {
   out << line;
 
   const std::clock_t t0 = std::clock();
-  long long sims = 0;
-  const std::vector<ScalePoint> best = best_layouts(costs, cl, devices, opt, top, &sims);
+  SweepCount count;
+  const std::vector<ScalePoint> best = best_layouts(costs, cl, devices, opt, top, &count);
   const double cpu = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
   out << devices << " devices, global batch " << opt.global_batch << ", memory cap "
-      << num(opt.memory_cap / 1073741824.0, 1) << " GiB: " << sims << " simulations in " << num(cpu, 2)
-      << " s of CPU\n";
+      << num(opt.memory_cap / 1073741824.0, 1) << " GiB: " << count.configurations << " configurations, "
+      << count.simulations << " pipeline simulations, " << num(cpu, 2) << " s of CPU\n";
   std::snprintf(line, sizeof(line), "%3s  %-44s %10s %10s %7s %9s %9s %9s %11s", "#",
                 "p x dp order schedule v m split recompute", "step ms", "makespan", "bubble", "exp comm", "allreduce",
                 "mem GiB", "samples/s");

@@ -59,21 +59,28 @@ struct ScaleOptions {
   bool overlap_allreduce = false;
   int max_m = 1024;
   std::vector<std::string> schedules;  // empty = all
+  bool prune = true;                   // false: simulate every configuration (to measure the pruning)
 };
 
-// Every configuration on `devices` devices (p | devices, p*v <= n_layer), best first; those over
-// the memory cap are left out. Only the `keep` best are simulated to the end: a configuration
-// whose lower bound (its busiest rank's compute + all-reduce + fixed) cannot beat the keep-th
-// best found so far is skipped. `simulated` counts the simulations run.
+// What a sweep did: configurations enumerated (after the model-state memory check) and
+// pipeline simulations run.
+struct SweepCount {
+  long long configurations = 0, simulations = 0;
+};
+
+// The `keep` best configurations on `devices` devices (p | devices, p*v <= n_layer), least time
+// per sample first; those over the memory cap are left out. With opt.prune a configuration whose
+// lower bound (its busiest rank's compute + all-reduce + fixed cost) cannot beat the keep-th best
+// found so far is not simulated.
 std::vector<ScalePoint> best_layouts(const CostFile& costs, const Cluster& cluster, int devices,
-                                     const ScaleOptions& opt, int keep, long long* simulated = nullptr);
+                                     const ScaleOptions& opt, int keep, SweepCount* count = nullptr);
 
 struct ScaleTool {
   CLI::App* sub = nullptr;
   std::string deck_path, cluster_path, costs_path, schedules, strong_svg, weak_svg;
   int devices = 0, top = 10, global_batch = 0, batch_per_replica = 0, max_m = 1024;
   double memory_cap_gib = 0;
-  bool overlap_allreduce = false, force = false;
+  bool overlap_allreduce = false, force = false, no_prune = false;
   void attach(CLI::App& parent);
   // Rank 0 only: prints the table and writes the SVGs. 0 ok, 2 bad input, 3 an output failed.
   int run(std::ostream& out, std::ostream& err);
