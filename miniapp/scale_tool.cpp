@@ -332,6 +332,13 @@ std::string num(double x, int digits) {
   return t;
 }
 
+// Text for an SVG text node: a cluster's name may hold '&' or '<'.
+std::string xml_text(const std::string& t) {
+  std::string o;
+  for (char ch : t) o += ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : std::string(1, ch);
+  return o;
+}
+
 struct Series {
   std::string name, colour;
   std::vector<std::pair<double, double>> points;  // (devices, value)
@@ -356,7 +363,7 @@ void write_curves_svg(const std::string& title, const std::string& y_label, cons
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << Hh
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << left << "\" y=\"22\" font-size=\"14\">" << title << "</text>\n";
+  out << "<text x=\"" << left << "\" y=\"22\" font-size=\"13\">" << xml_text(title) << "</text>\n";
   for (double e = lx0; e <= lx1; ++e) {
     const double x = X(std::pow(2.0, e));
     out << "<line x1=\"" << num(x, 1) << "\" y1=\"" << top << "\" x2=\"" << num(x, 1) << "\" y2=\"" << top + ph
