@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     } else if (compare_tool.sub->parsed()) {
       rc = same_on_all_ranks(world_rank() == 0 ? compare_tool.run(std::cout) : 0);
     } else if (scale_tool.sub->parsed()) {
-      rc = same_on_all_ranks(world_rank() == 0 ? scale_tool.run(std::cout, std::cerr) : 0);
+      rc = same_on_all_ranks(world_rank() == 0 ? scale_tool.run(overrides, std::cout, std::cerr) : 0);
     } else if (tokenize_tool.sub->parsed()) {
       rc = same_on_all_ranks(world_rank() == 0 ? tokenize_tool.run(std::cout) : 0);
     } else if (profile_tool.sub->parsed() || tune_tool.sub->parsed()) {

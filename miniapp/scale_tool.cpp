@@ -433,7 +433,7 @@ void ScaleTool::attach(CLI::App& parent) {
   sub->add_flag("--force", force, "overwrite existing SVG files");
 }
 
-int ScaleTool::run(std::ostream& out, std::ostream& err) {
+int ScaleTool::run(const std::map<std::string, std::string>& overrides, std::ostream& out, std::ostream& err) {
   Deck deck;
   Cluster cl;
   CostFile costs;
@@ -445,6 +445,7 @@ int ScaleTool::run(std::ostream& out, std::ostream& err) {
     io::check_outputs({{"--strong-svg", strong_svg, force, false}, {"--weak-svg", weak_svg, force, false}},
                       {{"--deck", deck_path}, {"--cluster", cluster_path}, {"--costs", costs_path}});
     deck = Deck::from_file(deck_path);
+    for (const auto& [key, value] : overrides) deck.set_from_text(key, value);
     deck.validate();
     const ModelShape shape = model_shape_from_deck(deck);
     cl = read_cluster(cluster_path);

@@ -4,6 +4,7 @@
 // weak-scaling curves over device counts (SVG).
 #pragma once
 
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -82,8 +83,9 @@ struct ScaleTool {
   double memory_cap_gib = 0;
   bool overlap_allreduce = false, force = false, no_prune = false;
   void attach(CLI::App& parent);
-  // Rank 0 only: prints the table and writes the SVGs. 0 ok, 2 bad input, 3 an output failed.
-  int run(std::ostream& out, std::ostream& err);
+  // Rank 0 only: reads the deck with the command line's deck-key `overrides`, prints the table
+  // and writes the SVGs. 0 ok, 2 bad input, 3 an output failed.
+  int run(const std::map<std::string, std::string>& overrides, std::ostream& out, std::ostream& err);
 };
 
 }  // namespace minipipe
