@@ -16,6 +16,7 @@
 #include "message_text.hpp"
 #include "profile.hpp"
 #include "run.hpp"
+#include "scale_tool.hpp"
 #include "schedule_tool.hpp"
 #include "schedules/schedule.hpp"
 #include "signals.hpp"
@@ -107,6 +108,8 @@ int main(int argc, char** argv) {
     profile_tool.attach(app);
     minipipe::TuneTool tune_tool;
     tune_tool.attach(app);
+    minipipe::ScaleTool scale_tool;
+    scale_tool.attach(app);
 
     try {
       app.parse(static_cast<int>(app_args.size()), app_args.data());
@@ -126,6 +129,8 @@ int main(int argc, char** argv) {
       rc = same_on_all_ranks(world_rank() == 0 ? schedule_tool.run(std::cout) : 0);
     } else if (compare_tool.sub->parsed()) {
       rc = same_on_all_ranks(world_rank() == 0 ? compare_tool.run(std::cout) : 0);
+    } else if (scale_tool.sub->parsed()) {
+      rc = same_on_all_ranks(world_rank() == 0 ? scale_tool.run(overrides, std::cout, std::cerr) : 0);
     } else if (tokenize_tool.sub->parsed()) {
       rc = same_on_all_ranks(world_rank() == 0 ? tokenize_tool.run(std::cout) : 0);
     } else if (profile_tool.sub->parsed() || tune_tool.sub->parsed()) {

@@ -70,6 +70,11 @@ bool needs_comm(const Schedule& s, Op op, int stage) {
 }
 
 Execution execute(const Schedule& s, const std::function<double(const Action&)>& duration, double comm_latency) {
+  return execute(s, duration, comm_latency, {});
+}
+
+Execution execute(const Schedule& s, const std::function<double(const Action&)>& duration, double comm_latency,
+                  const std::vector<double>& boundary) {
   const int p = s.p, S = s.num_stages(), m = s.m;
   const auto& rank_of = s.stage_to_rank;
   KeyTable table(S, m);
@@ -102,13 +107,16 @@ Execution execute(const Schedule& s, const std::function<double(const Action&)>&
       missing = Action::make(op, stage, mb);
       return false;
     };
-    auto arrives = [&](double t) { ready = std::max(ready, t + comm_latency); };
+    // Across boundary b (between stages b and b+1): its own time when given, else the one latency.
+    auto arrives = [&](double t, int b) {
+      ready = std::max(ready, t + (boundary.empty() ? comm_latency : boundary[static_cast<std::size_t>(b)]));
+    };
     // A transferred input: its receive was posted earlier on this rank and the peer has posted
     // the matching send; the data lands `comm_latency` after the send (eager: a receive posted
     // late finds it there), so where a RECV sits never changes when its consumer can start.
     auto received = [&](Op recv, int recv_stage, Op send, int send_stage) {
       if (!need(recv, recv_stage) || !need(send, send_stage)) return false;
-      arrives(table.time(send, send_stage, mb));
+      arrives(table.time(send, send_stage, mb), std::min(recv_stage, send_stage));
       return true;
     };
     switch (a.op) {
@@ -117,7 +125,7 @@ Execution execute(const Schedule& s, const std::function<double(const Action&)>&
         if (rank_of[st - 1] == r) return need(Op::F, st - 1);
         if (!implicit_comm) return received(Op::RECV_F, st, Op::SEND_F, st - 1);
         if (!need(Op::F, st - 1)) return false;
-        arrives(table.time(Op::F, st - 1, mb));
+        arrives(table.time(Op::F, st - 1, mb), st - 1);
         return true;
       case Op::B:
       case Op::I:
@@ -128,7 +136,7 @@ Execution execute(const Schedule& s, const std::function<double(const Action&)>&
           missing = backward_action(st + 1, mb);
           return false;
         }
-        if (rank_of[st + 1] != r) arrives(std::max(table.time(Op::B, st + 1, mb), table.time(Op::I, st + 1, mb)));
+        if (rank_of[st + 1] != r) arrives(std::max(table.time(Op::B, st + 1, mb), table.time(Op::I, st + 1, mb)), st);
         return true;
       case Op::W:
         return need(Op::I, st);

@@ -27,6 +27,11 @@ struct Execution {
 // their ranks). A lowered schedule runs its SEND/RECV actions; a compute-only one behaves as
 // its lower_communication() would. duration(action) is the time of one compute action.
 Execution execute(const Schedule& schedule, const std::function<double(const Action&)>& duration, double comm_latency);
+// The same with a time per stage boundary: a transfer between stages s and s+1 (either way)
+// takes boundary[s] (size p*v - 1; a boundary inside one rank is never charged). Empty: every
+// transfer takes comm_latency, exactly as above.
+Execution execute(const Schedule& schedule, const std::function<double(const Action&)>& duration, double comm_latency,
+                  const std::vector<double>& boundary);
 
 // Whether stage s needs a communication action of kind op under the schedule's placement.
 bool needs_comm(const Schedule& s, Op op, int stage);

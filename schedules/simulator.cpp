@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <sstream>
 
 #include "schedules/execute.hpp"
@@ -90,6 +91,14 @@ CostModel CostModel::resolved(int stages, int v) const {
   c.act = act.empty() ? std::vector<double>(stages, 1.0 / v) : expand(act, stages, "act");
   if (!act_work.empty()) c.act_work = expand(act_work, stages, "act_work");
   c.W_tail = W_tail.empty() ? std::vector<double>(stages, 0.0) : expand(W_tail, stages, "W_tail");
+  if (!boundary.empty()) {
+    if (boundary.size() == 1) {
+      c.boundary.assign(static_cast<std::size_t>(std::max(0, stages - 1)), boundary[0]);
+    } else if (static_cast<int>(boundary.size()) != stages - 1) {
+      throw ScheduleError("cost boundary has " + std::to_string(boundary.size()) +
+                          " entries; allowed: 1 (every boundary) or p*v - 1 = " + std::to_string(stages - 1));
+    }
+  }
   auto check = [](const std::vector<double>& list, const char* key) {
     for (double x : list)
       if (!std::isfinite(x) || x < 0) bad_cost(key, std::to_string(x), "costs must be finite and >= 0");
@@ -101,6 +110,7 @@ CostModel CostModel::resolved(int stages, int v) const {
   check(c.act, "act");
   check(c.act_work, "act_work");
   check(c.W_tail, "W_tail");
+  check(c.boundary, "boundary");
   if (!std::isfinite(comm) || comm < 0) bad_cost("comm", std::to_string(comm), "latency must be finite and >= 0");
   if (!std::isfinite(jitter_cv) || jitter_cv < 0)
     bad_cost("jitter_cv", std::to_string(jitter_cv), "coefficient of variation must be finite and >= 0");
@@ -160,41 +170,103 @@ CostModel parse_costs(const std::string& spec, int stages, double comm) {
   return c;
 }
 
-SimResult simulate(const Schedule& s, const CostModel& cost) {
-  validate_structure(s);
-  const CostModel c = cost.resolved(s.num_stages(), s.v);
-  auto spread = [&](const Action& a) { return c.jitter_cv > 0 ? jitter(c.jitter_cv, c.jitter_seed, a) : 1.0; };
-  // Each stage's last W-carrying action (the micro-batch of its W or B): a stage's actions all
-  // run on one rank, so its rank's order is their order.
-  std::vector<int> last_w(static_cast<std::size_t>(s.num_stages()), -1);
-  for (const auto& list : s.ranks)
-    for (const Action& a : list)
-      for (const Action& x : a.op == Op::OVERLAP_F_B ? a.sub : std::vector<Action>{a})
-        if (x.op == Op::W || x.op == Op::B) last_w[static_cast<std::size_t>(x.stage)] = x.microbatch;
-  auto tail = [&](const Action& a) {
-    const bool carries_w = a.op == Op::W || a.op == Op::B;
-    return carries_w && a.microbatch == last_w[static_cast<std::size_t>(a.stage)] ? c.W_tail[a.stage] : 0.0;
-  };
-  std::function<double(const Action&)> duration = [&](const Action& a) -> double {
+namespace {
+
+// The time of each compute action under resolved costs: jitter, the stage's W tail on its last
+// W-carrying action, the per-action overhead and DualPipe's overlap factor.
+class ActionTime {
+ public:
+  ActionTime(const Schedule& s, const CostModel& c) : c_(c), last_w_(static_cast<std::size_t>(s.num_stages()), -1) {
+    // Each stage's last W-carrying action (the micro-batch of its W or B): a stage's actions all
+    // run on one rank, so its rank's order is their order.
+    for (const auto& list : s.ranks)
+      for (const Action& a : list) {
+        if (a.op == Op::OVERLAP_F_B) {
+          for (const Action& x : a.sub) note(x);
+        } else {
+          note(a);
+        }
+      }
+  }
+  double operator()(const Action& a) const {
     switch (a.op) {
       case Op::F:
-        return c.F[a.stage] * spread(a) + c.action_overhead;
+        return c_.F[a.stage] * spread(a) + c_.action_overhead;
       case Op::B:
-        return c.B[a.stage] * spread(a) + tail(a) + c.action_overhead;
+        return c_.B[a.stage] * spread(a) + tail(a) + c_.action_overhead;
       case Op::I:
-        return c.I[a.stage] * spread(a) + c.action_overhead;
+        return c_.I[a.stage] * spread(a) + c_.action_overhead;
       case Op::W:
-        return c.W[a.stage] * spread(a) + tail(a) + c.action_overhead;
+        return c_.W[a.stage] * spread(a) + tail(a) + c_.action_overhead;
       case Op::OVERLAP_F_B: {
         // A tail is serial work after the pair's overlapped part: not scaled by overlap_fb.
         const double tails = tail(a.sub[0]) + tail(a.sub[1]);
-        return c.overlap_fb * (duration(a.sub[0]) + duration(a.sub[1]) - tails) + tails;
+        return c_.overlap_fb * ((*this)(a.sub[0]) + (*this)(a.sub[1]) - tails) + tails;
       }
       default:
         return 0.0;
     }
-  };
-  const Execution ex = execute(s, duration, c.comm);
+  }
+
+ private:
+  void note(const Action& x) {
+    if (x.op == Op::W || x.op == Op::B) last_w_[static_cast<std::size_t>(x.stage)] = x.microbatch;
+  }
+  double spread(const Action& a) const { return c_.jitter_cv > 0 ? jitter(c_.jitter_cv, c_.jitter_seed, a) : 1.0; }
+  double tail(const Action& a) const {
+    const bool carries_w = a.op == Op::W || a.op == Op::B;
+    return carries_w && a.microbatch == last_w_[static_cast<std::size_t>(a.stage)] ? c_.W_tail[a.stage] : 0.0;
+  }
+  const CostModel& c_;
+  std::vector<int> last_w_;
+};
+
+// Held activations of one rank, walked in its order (simulate and simulate_totals share it).
+struct HeldMemory {
+  int inflight = 0, waiting = 0;
+  double held = 0, peak = 0;
+  int peak_inflight = 0, peak_waiting = 0, peak_held = 0;
+  void apply(const CostModel& c, const Action& x) {
+    const double size = c.act[x.stage];
+    const bool has_work = !c.act_work.empty();
+    const double work = has_work ? c.act_work[x.stage] : 0.0;
+    switch (x.op) {
+      case Op::F:
+        ++inflight;
+        held += size;
+        break;
+      case Op::B:
+        --inflight;
+        peak = std::max(peak, held + work);  // inside the action
+        held -= size;
+        break;
+      case Op::I:
+        --inflight;
+        ++waiting;
+        held += has_work ? work : -size * (1 - c.w_act);
+        break;
+      case Op::W:
+        --waiting;
+        held -= has_work ? size + work : size * c.w_act;
+        break;
+      default:
+        break;
+    }
+    peak_inflight = std::max(peak_inflight, inflight);
+    peak_waiting = std::max(peak_waiting, waiting);
+    peak_held = std::max(peak_held, inflight + waiting);
+    peak = std::max(peak, held);
+  }
+};
+
+}  // namespace
+
+SimResult simulate(const Schedule& s, const CostModel& cost) {
+  validate_structure(s);
+  const CostModel c = cost.resolved(s.num_stages(), s.v);
+  const ActionTime time_of(s, c);
+  const std::function<double(const Action&)> duration = [&](const Action& a) { return time_of(a); };
+  const Execution ex = execute(s, duration, c.comm, c.boundary);
   if (!ex.complete) {
     validate(s);  // reports the deadlock with the grid
     throw ScheduleError("internal error: schedule '" + s.name + "' stalls but validates");
@@ -217,8 +289,7 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
 
   for (int r = 0; r < p; ++r) {
     bool seen = false;
-    int inflight = 0, waiting = 0;
-    double held = 0;
+    HeldMemory mem;
     const auto& row = s.ranks[r];
     for (std::size_t k = 0; k < row.size(); ++k) {
       const Action& a = row[k];
@@ -239,37 +310,13 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
         const double d = a.op == Op::OVERLAP_F_B ? (whole > 0 ? (en - st) * duration(x) / whole : 0.0) : en - st;
         res.timeline.events.push_back(TimelineEvent{r, t, t + d, x.op, x.stage, x.microbatch, a.op == Op::OVERLAP_F_B});
         t += d;
-        const double size = c.act[x.stage];
-        const bool has_work = !c.act_work.empty();
-        const double work = has_work ? c.act_work[x.stage] : 0.0;
-        switch (x.op) {
-          case Op::F:
-            ++inflight;
-            held += size;
-            break;
-          case Op::B:
-            --inflight;
-            res.activation_mem[r] = std::max(res.activation_mem[r], held + work);  // inside the action
-            held -= size;
-            break;
-          case Op::I:
-            --inflight;
-            ++waiting;
-            held += has_work ? work : -size * (1 - c.w_act);
-            break;
-          case Op::W:
-            --waiting;
-            held -= has_work ? size + work : size * c.w_act;
-            break;
-          default:
-            break;
-        }
-        res.peak_inflight[r] = std::max(res.peak_inflight[r], inflight);
-        res.peak_waiting_w[r] = std::max(res.peak_waiting_w[r], waiting);
-        res.peak_held[r] = std::max(res.peak_held[r], inflight + waiting);
-        res.activation_mem[r] = std::max(res.activation_mem[r], held);
+        mem.apply(c, x);
       }
     }
+    res.peak_inflight[r] = mem.peak_inflight;
+    res.peak_waiting_w[r] = mem.peak_waiting;
+    res.peak_held[r] = mem.peak_held;
+    res.activation_mem[r] = mem.peak;
     res.makespan = std::max(res.makespan, res.end[r]);
   }
   double idle_sum = 0, interior_sum = 0, span_sum = 0;
@@ -282,6 +329,114 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
   }
   res.bubble_fraction = res.makespan > 0 ? idle_sum / (p * res.makespan) : 0.0;
   res.interior_bubble_fraction = span_sum > 0 ? interior_sum / span_sum : 0.0;
+  return res;
+}
+
+StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
+  if (s.is_lowered()) throw ScheduleError("simulate_totals: schedule '" + s.name + "' holds SEND/RECV actions");
+  const int p = s.p, S = s.num_stages(), m = s.m;
+  const CostModel c = cost.resolved(S, s.v);
+  const ActionTime time_of(s, c);
+  const auto& rank_of = s.stage_to_rank;
+  // Completion of each (stage, micro-batch): its F, and its backward (B or I); -1 = not yet.
+  // W needs only its own I, which its rank ran earlier (a validated order), and nothing waits on W.
+  const std::size_t keys = static_cast<std::size_t>(S) * m;
+  std::vector<double> f_done(keys, -1.0), b_done(keys, -1.0);
+  auto key = [m](int st, int mb) { return static_cast<std::size_t>(st) * m + mb; };
+  auto link = [&](int b) { return c.boundary.empty() ? c.comm : c.boundary[static_cast<std::size_t>(b)]; };
+  // The rank whose progress `a` waits for, or -1 when its inputs are there (ready = arrival).
+  auto waits_on = [&](const Action& a, int r, double& ready) -> int {
+    const int st = a.stage;
+    const std::size_t k = key(st, a.microbatch);
+    switch (a.op) {
+      case Op::F:
+        if (st == 0) return -1;
+        if (f_done[k - m] < 0) return rank_of[st - 1];
+        // Same as execute(): the producer's end, plus the link's time when it is on another rank.
+        if (rank_of[st - 1] != r) ready = std::max(ready, f_done[k - m] + link(st - 1));
+        return -1;
+      case Op::B:
+      case Op::I:
+        if (f_done[k] < 0) return r;
+        if (st + 1 == S) return -1;
+        if (b_done[k + m] < 0) return rank_of[st + 1];
+        if (rank_of[st + 1] != r) ready = std::max(ready, b_done[k + m] + link(st));
+        return -1;
+      case Op::W:
+        return b_done[k] < 0 ? r : -1;
+      default:
+        return -1;
+    }
+  };
+  StepTotals res;
+  res.busy.assign(p, 0.0);
+  res.end.assign(p, 0.0);
+  res.activation_mem.assign(p, 0.0);
+  std::vector<std::size_t> head(p, 0);
+  std::vector<double> clock(p, 0.0);
+  std::vector<HeldMemory> mem(p);
+  std::vector<std::vector<int>> blocked_on(p);
+  std::vector<char> queued(p, 1);
+  std::deque<int> work;
+  for (int r = 0; r < p; ++r) work.push_back(r);
+  while (!work.empty()) {
+    const int r = work.front();
+    work.pop_front();
+    queued[r] = 0;
+    const auto& row = s.ranks[r];
+    bool progressed = false;
+    while (head[r] < row.size()) {
+      const Action& a = row[head[r]];
+      double ready = 0.0;
+      int wait = -1;
+      if (a.op == Op::OVERLAP_F_B) {
+        for (const Action& sub : a.sub)
+          if (wait < 0) wait = waits_on(sub, r, ready);
+      } else {
+        wait = waits_on(a, r, ready);
+      }
+      if (wait == r) throw ScheduleError("simulate_totals: schedule '" + s.name + "' is not a validated order");
+      if (wait >= 0) {
+        blocked_on[wait].push_back(r);
+        break;
+      }
+      const double st = std::max(clock[r], ready);
+      const double en = st + time_of(a);
+      auto finish = [&](const Action& x) {
+        if (x.op == Op::F) f_done[key(x.stage, x.microbatch)] = en;
+        if (x.op == Op::B || x.op == Op::I) b_done[key(x.stage, x.microbatch)] = en;
+        mem[r].apply(c, x);
+      };
+      if (a.op == Op::OVERLAP_F_B) {
+        for (const Action& x : a.sub) finish(x);
+      } else {
+        finish(a);
+      }
+      res.busy[r] += en - st;
+      res.end[r] = std::max(res.end[r], en);
+      clock[r] = en;
+      ++head[r];
+      progressed = true;
+    }
+    if (progressed) {
+      for (int w : blocked_on[r])
+        if (!queued[w]) {
+          queued[w] = 1;
+          work.push_back(w);
+        }
+      blocked_on[r].clear();
+    }
+  }
+  for (int r = 0; r < p; ++r)
+    if (head[r] < s.ranks[r].size())
+      throw ScheduleError("simulate_totals: schedule '" + s.name + "' deadlocks; run validate() for the grid");
+  double idle_sum = 0;
+  for (int r = 0; r < p; ++r) {
+    res.activation_mem[r] = mem[r].peak;
+    res.makespan = std::max(res.makespan, res.end[r]);
+  }
+  for (int r = 0; r < p; ++r) idle_sum += res.makespan - res.busy[r];
+  res.bubble_fraction = res.makespan > 0 ? idle_sum / (p * res.makespan) : 0.0;
   return res;
 }
 
@@ -315,7 +470,9 @@ std::string analytic_formula(const std::string& name) {
 std::optional<double> analytic_bubble(const Schedule& s, const CostModel& cost) {
   const int S = s.num_stages();
   const CostModel c = cost.resolved(S, s.v);
-  if (c.comm != 0 || !all_equal(c.F) || !all_equal(c.B) || !all_equal(c.I) || !all_equal(c.W)) return std::nullopt;
+  const bool links = std::any_of(c.boundary.begin(), c.boundary.end(), [](double x) { return x != 0; });
+  if (c.comm != 0 || links || !all_equal(c.F) || !all_equal(c.B) || !all_equal(c.I) || !all_equal(c.W))
+    return std::nullopt;
   const double p = s.p, m = s.m, v = s.v;
   const double F = c.F[0], I = c.I[0], W = c.W[0];
   const double Bfull = c.B[0];  // the B action's cost
