@@ -4,7 +4,7 @@
 
 #include <iostream>
 
-#include "miniapp/io/compare_tool.hpp"
+#include "miniapp/tools/compare_tool.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"HDF5 dump comparison (test driver)"};

@@ -11,7 +11,7 @@
 
 #include "io_test_support.hpp"
 #include "miniapp/io/compare.hpp"
-#include "miniapp/io/compare_tool.hpp"
+#include "miniapp/tools/compare_tool.hpp"
 
 namespace {
 
