@@ -1,5 +1,5 @@
-// The minipipe driver: parses the command line, initializes MPI and Kokkos, runs a command.
-// Every error becomes one clear message and a non-zero exit on every rank.
+// The minipipe driver: initializes MPI and Kokkos, parses the command line and hands it to the
+// tool of the subcommand (tools/). Every error becomes one clear message and a non-zero exit.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -7,21 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "miniapp/io/dump_writer.hpp"
-#include "miniapp/io/message_text.hpp"
-#include "miniapp/io/output_paths.hpp"
-#include "miniapp/launch/run.hpp"
-#include "miniapp/model/config.hpp"
-#include "miniapp/model/deck_checks.hpp"
 #include "miniapp/mpi/signals.hpp"
 #include "miniapp/runtime/kokkos_session.hpp"
-#include "miniapp/runtime/profile.hpp"
 #include "miniapp/runtime/version.hpp"
+#include "miniapp/tools/command.hpp"
 #include "miniapp/tools/compare_tool.hpp"
+#include "miniapp/tools/profile_tool.hpp"
+#include "miniapp/tools/run_tool.hpp"
 #include "miniapp/tools/schedule_tool.hpp"
 #include "miniapp/tools/tokenize_tool.hpp"
-#include "miniapp/tuning/tuner.hpp"
-#include "schedules/schedule.hpp"
+#include "miniapp/tools/tune_tool.hpp"
 
 namespace {
 
@@ -31,14 +26,52 @@ int world_rank() {
   return r;
 }
 
-// Exit codes, the same for every subcommand (DESIGN.md §7).
-constexpr int kExitUsage = 2;    // bad input or usage: parse errors, bad Kokkos options, bad deck
-constexpr int kExitFailure = 3;  // failure during the run
+constexpr const char* kFooter =
+    "Every deck key can be overridden after the subcommand, e.g.\n"
+    "  mpiexec -n 2 minipipe run --deck inputs/tiny.toml --train.steps 5 --pipeline.schedule 1f1b,gpipe\n"
+    "Kokkos options (--kokkos-...) are read by Kokkos::initialize.\n"
+    "Exit codes (every subcommand): 0 success; 1 `compare` found differences (or a sweep's dumps\n"
+    "differ); 2 bad input or usage (command-line, Kokkos option, deck, path); 3 failure during the run\n"
+    "(I/O error, disk full, peer timeout, divergence); killed by SIGINT/SIGTERM: 128 + signal.";
 
-// Rank 0's exit code on every rank, so that mpiexec reports the same code however it picks.
-int same_on_all_ranks(int rc) {
-  MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return rc;
+// Parses `args` and runs the one subcommand given; returns the exit code.
+int dispatch(std::vector<char*>& args) {
+  using namespace minipipe;
+  CLI::App app{"miniPipe: pipeline-parallel GPT-2 training mini-app (Kokkos + MPI + HDF5)"};
+  app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", [] { return build_report(); },
+      "print miniPipe, Kokkos, MPI, HDF5 and BLAS versions and the determinism flags");
+  app.fallthrough();
+  app.footer(kFooter);
+  DeckOptions deck;
+  deck.attach(app);
+  RunTool run;
+  ScheduleTool schedule;
+  CompareTool compare;
+  TokenizeTool tokenize;
+  ProfileTool profile;
+  TuneTool tune;
+  run.attach(app);
+  schedule.attach(app);
+  compare.attach(app);
+  tokenize.attach(app);
+  profile.attach(app);
+  tune.attach(app);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with code 0; every real parse error is usage (2).
+    const int rc = world_rank() == 0 ? app.exit(e) : e.get_exit_code();
+    return rc != 0 ? kExitUsage : 0;
+  }
+  const MPI_Comm world = MPI_COMM_WORLD;
+  if (schedule.sub->parsed()) return on_rank_zero(world, [&] { return schedule.run(std::cout); });
+  if (compare.sub->parsed()) return on_rank_zero(world, [&] { return compare.run(std::cout); });
+  if (tokenize.sub->parsed()) return on_rank_zero(world, [&] { return tokenize.run(std::cout); });
+  if (profile.sub->parsed()) return profile.run(deck, world, std::cout);
+  if (tune.sub->parsed()) return tune.run(deck, world, std::cout);
+  return run.run(deck, world, std::cout);
 }
 
 }  // namespace
@@ -56,149 +89,9 @@ int main(int argc, char** argv) {
   if (!kokkos_error.empty()) {
     if (world_rank() == 0) std::cerr << "minipipe: error: " << kokkos_error << "\n";
     MPI_Finalize();
-    return kExitUsage;
+    return minipipe::kExitUsage;
   }
-  int rc = 0;
-  {
-    CLI::App app{"miniPipe: pipeline-parallel GPT-2 training mini-app (Kokkos + MPI + HDF5)"};
-    app.require_subcommand(1);
-    app.set_version_flag(
-        "--version", [] { return minipipe::build_report(); },
-        "print miniPipe, Kokkos, MPI, HDF5 and BLAS versions and the determinism flags");
-    app.fallthrough();
-    app.footer(
-        "Every deck key can be overridden after the subcommand, e.g.\n"
-        "  mpiexec -n 2 minipipe run --deck inputs/tiny.toml --train.steps 5 --pipeline.schedule 1f1b,gpipe\n"
-        "Kokkos options (--kokkos-...) are read by Kokkos::initialize.\n"
-        "Exit codes (every subcommand): 0 success; 1 `compare` found differences (or a sweep's dumps\n"
-        "differ); 2 bad input or usage (command-line, Kokkos option, deck, path); 3 failure during the run\n"
-        "(I/O error, disk full, peer timeout, divergence); killed by SIGINT/SIGTERM: 128 + signal.");
-    std::map<std::string, std::string> overrides;
-    for (const auto& k : minipipe::deck_keys()) {
-      auto* o = app.add_option_function<std::string>(
-          "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; },
-          minipipe::help_text(k));
-      o->default_str(minipipe::to_text(k.def));
-      static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
-      o->type_name(kinds[k.def.index()]);
-      o->group("Deck keys (default shown)");
-    }
-    auto* run = app.add_subcommand("run", "train the model with a pipeline schedule (launch with mpiexec -n P)");
-    std::string deck_path, schedule, dump, json, restart, verify;
-    int m = 0, v = -1;
-    bool force = false;
-    run->add_option("--deck", deck_path, "TOML input deck (defaults apply to missing keys)");
-    run->add_option("--schedule", schedule, "schedule name or comma list (= --pipeline.schedule)");
-    run->add_option("-m", m, "micro-batches (= --pipeline.microbatches)");
-    run->add_option("-v", v, "model chunks per rank (= --pipeline.chunks)");
-    run->add_option("--dump", dump, "HDF5 dump file (= --output.dump)");
-    run->add_option("--json", json, "JSON report (= --output.json)");
-    run->add_option("--restart", restart, "continue from a checkpoint (= --checkpoint.restart)");
-    run->add_option("--verify", verify, "reference dump to verify the run against (= --output.verify)");
-    run->add_flag("--force", force, "overwrite existing output files (= --output.force)");
-
-    minipipe::ScheduleTool schedule_tool;
-    schedule_tool.attach(app);
-    minipipe::io::CompareTool compare_tool;
-    compare_tool.attach(app);
-    minipipe::TokenizeTool tokenize_tool;
-    tokenize_tool.attach(app);
-    minipipe::ProfileTool profile_tool;
-    profile_tool.attach(app);
-    minipipe::TuneTool tune_tool;
-    tune_tool.attach(app);
-
-    try {
-      app.parse(static_cast<int>(app_args.size()), app_args.data());
-    } catch (const CLI::ParseError& e) {
-      // --help and --version are "errors" with code 0; every real parse error is usage (2).
-      if (world_rank() == 0)
-        rc = app.exit(e);
-      else
-        rc = e.get_exit_code();
-      if (rc != 0) rc = kExitUsage;
-      minipipe::finalize_kokkos();
-      MPI_Finalize();
-      return rc;
-    }
-
-    if (schedule_tool.sub->parsed()) {
-      rc = same_on_all_ranks(world_rank() == 0 ? schedule_tool.run(std::cout) : 0);
-    } else if (compare_tool.sub->parsed()) {
-      rc = same_on_all_ranks(world_rank() == 0 ? compare_tool.run(std::cout) : 0);
-    } else if (tokenize_tool.sub->parsed()) {
-      rc = same_on_all_ranks(world_rank() == 0 ? tokenize_tool.run(std::cout) : 0);
-    } else if (profile_tool.sub->parsed() || tune_tool.sub->parsed()) {
-      // Deck-driven tools: the deck and its overrides checked on every rank, then collective.
-      const bool profile = profile_tool.sub->parsed();
-      minipipe::Deck deck;
-      std::string message;
-      try {
-        const std::string& path = profile ? profile_tool.deck_path : tune_tool.deck_path;
-        if (!path.empty()) deck = minipipe::Deck::from_file(path);
-        for (const auto& [k, val] : overrides) deck.set_from_text(k, val);
-        deck.validate();
-        (void)minipipe::model_shape_from_deck(deck);
-        if (profile)
-          minipipe::io::check_outputs({{"--out", profile_tool.out_path, profile_tool.force, false}},
-                                      {{"--deck", profile_tool.deck_path}});
-        else if (!tune_tool.costs_path.empty())
-          minipipe::io::check_input_file("--costs", tune_tool.costs_path);
-      } catch (const std::exception& e) {
-        message = e.what();
-      }
-      if (minipipe::any_rank_failed(MPI_COMM_WORLD, message.empty() ? nullptr : &message, std::cerr)) {
-        rc = kExitUsage;
-      } else {
-        try {
-          rc = same_on_all_ranks(profile ? profile_tool.run(deck, MPI_COMM_WORLD, std::cout)
-                                         : tune_tool.run(deck, MPI_COMM_WORLD, std::cout));
-        } catch (const minipipe::InputError& e) {
-          std::cerr << "minipipe: error: " << e.what() << "\n";
-          rc = kExitUsage;
-        } catch (const std::exception& e) {
-          std::cerr << "minipipe: error on rank " << world_rank() << ": " << e.what() << "\n" << std::flush;
-          MPI_Abort(MPI_COMM_WORLD, kExitFailure);
-        }
-      }
-    } else {
-      minipipe::Deck deck;
-      bool failed = false;
-      std::string message;
-      try {
-        if (!deck_path.empty()) deck = minipipe::Deck::from_file(deck_path);
-        for (const auto& [k, val] : overrides) deck.set_from_text(k, val);
-        if (!schedule.empty()) deck.set_from_text("pipeline.schedule", schedule);
-        if (run->count("-m")) deck.set_from_text("pipeline.microbatches", std::to_string(m));
-        if (run->count("-v")) deck.set_from_text("pipeline.chunks", std::to_string(v));
-        if (!dump.empty()) deck.set_from_text("output.dump", dump);
-        if (!json.empty()) deck.set_from_text("output.json", json);
-        if (!restart.empty()) deck.set_from_text("checkpoint.restart", restart);
-        if (!verify.empty()) deck.set_from_text("output.verify", verify);
-        if (force) deck.set_from_text("output.force", "true");
-      } catch (const std::exception& e) {
-        failed = true;
-        message = e.what();
-      }
-      if (minipipe::any_rank_failed(MPI_COMM_WORLD, failed ? &message : nullptr, std::cerr)) {
-        rc = kExitUsage;
-      } else {
-        try {
-          rc = minipipe::run_command(deck, deck_path, MPI_COMM_WORLD, std::cout);
-        } catch (const std::exception& e) {
-          // Input was validated on every rank before anything ran, so this is a failure on one
-          // rank while its peers may be waiting for it: report it and abort them all.
-          std::cerr << "minipipe: error on rank " << world_rank() << ": " << e.what() << "\n" << std::flush;
-          int world = 1;
-          MPI_Comm_size(MPI_COMM_WORLD, &world);
-          // MPI_Abort also skips HDF5's second close of a file whose close failed (full disk),
-          // which crashes inside MPI_Finalize (see io::unclosable_hdf5_files).
-          if (world > 1 || minipipe::io::unclosable_hdf5_files() > 0) MPI_Abort(MPI_COMM_WORLD, kExitFailure);
-          rc = kExitFailure;
-        }
-      }
-    }
-  }
+  const int rc = dispatch(app_args);
   minipipe::finalize_kokkos();
   MPI_Finalize();
   return rc;

@@ -575,19 +575,6 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
 
 }  // namespace
 
-bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  // The lowest failing rank's message is the one reported, by rank 0, whichever rank it was.
-  const EarliestText e = earliest_text(comm, error != nullptr, 0.0, error ? *error : std::string());
-  if (e.root < 0) return false;
-  const int first = e.root;
-  const std::string& text = e.text;
-  if (rank == 0)
-    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
-  return true;
-}
-
 int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out,
                 std::vector<RunReport>* reports) {
   int world = 1;

@@ -20,8 +20,4 @@ namespace minipipe {
 int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out,
                 std::vector<RunReport>* reports = nullptr);
 
-// Collective: true when any rank passes an error. The lowest failing rank's message is printed
-// once, by rank 0, so a problem seen on one rank only (a node-local file) is still named.
-bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err);
-
 }  // namespace minipipe

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cmath>
+#include <ostream>
 #include <sstream>
 
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -73,6 +74,19 @@ EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::strin
   MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE_INT, MPI_MINLOC, comm);
   if (first.rank == INT_MAX) return {};
   return {first.rank, broadcast_text(comm, first.rank, text)};
+}
+
+bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // The lowest failing rank's message is the one reported, by rank 0, whichever rank it was.
+  const EarliestText e = earliest_text(comm, error != nullptr, 0.0, error ? *error : std::string());
+  if (e.root < 0) return false;
+  const int first = e.root;
+  const std::string& text = e.text;
+  if (rank == 0)
+    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
+  return true;
 }
 
 int mpi_tag_ub(MPI_Comm comm) {

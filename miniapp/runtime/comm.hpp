@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <ostream>
 #include <string>
 
 namespace minipipe {
@@ -29,6 +30,10 @@ struct EarliestText {
   std::string text;
 };
 EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::string& text);
+
+// Collective: true when any rank passes an error. The lowest failing rank's message is printed
+// once, by rank 0, so a problem seen on one rank only (a node-local file) is still named.
+bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err);
 
 template <class T>
 MPI_Datatype mpi_type() {

@@ -1,18 +1,11 @@
-// `minipipe profile`: measures each model part's F, I and W time and stored bytes (embedding and
-// head as their own parts) under every recompute mode, and the boundary transfer, into a cost file.
+// Profiling: each model part's F, I and W time and stored bytes (embedding and head as their own
+// parts) under every recompute mode, and the boundary transfer, measured into a cost file.
 #pragma once
 
 #include <mpi.h>
 
-#include <ostream>
-#include <string>
-
 #include "miniapp/model/config.hpp"
 #include "miniapp/model/cost_file.hpp"
-
-namespace CLI {
-class App;
-}
 
 namespace minipipe {
 
@@ -23,17 +16,7 @@ namespace minipipe {
 // held-back dW samples included): per recompute mode, `repeat` rounds after a warm-up, each one
 // step of every size; it keeps the median over rounds of each part's mean time per micro-batch
 // (the least over ranks), the last W's extra (W_tail) and each part's per-step fixed cost. No
-// calibration (see calibrate_costs in tune.hpp). The same result on every rank.
+// calibration (see calibrate_costs in miniapp/tuning/calibrate.hpp). The same result on every rank.
 CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurrent = false);
-
-struct ProfileTool {
-  CLI::App* sub = nullptr;
-  std::string deck_path, out_path;
-  int repeat = 5, calibrate = 3;
-  bool force = false, concurrent = false;
-  void attach(CLI::App& parent);
-  // Rank 0 prints a table and writes the file; returns the exit code (2 bad input, 3 failure).
-  int run(const Deck& deck, MPI_Comm comm, std::ostream& out);
-};
 
 }  // namespace minipipe

@@ -7,7 +7,7 @@
 
 #include "miniapp/io/message_text.hpp"
 
-namespace minipipe::io {
+namespace minipipe {
 
 namespace {
 
@@ -55,7 +55,7 @@ int CompareTool::run(std::ostream& out) {
   if (rtol_opt_ != nullptr && rtol_opt_->count() > 0) options.rtol = rtol_;
   if (atol_opt_ != nullptr && atol_opt_->count() > 0) options.atol = atol_;
   if (norm_opt_ != nullptr && norm_opt_->count() > 0) options.norm_rtol = norm_rtol_;
-  return compare_files(file_a, file_b, options, out);
+  return io::compare_files(file_a, file_b, options, out);
 }
 
-}  // namespace minipipe::io
+}  // namespace minipipe

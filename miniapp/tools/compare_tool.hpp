@@ -9,7 +9,7 @@
 
 #include "miniapp/io/compare.hpp"
 
-namespace minipipe::io {
+namespace minipipe {
 
 struct CompareTool {
   CLI::App* sub = nullptr;
@@ -20,7 +20,7 @@ struct CompareTool {
   int run(std::ostream& out);
 
   std::string file_a, file_b;
-  CompareOptions options;
+  io::CompareOptions options;
 
  private:
   double rtol_ = 0.0, atol_ = 0.0, norm_rtol_ = 0.0;
@@ -29,4 +29,4 @@ struct CompareTool {
   CLI::Option* norm_opt_ = nullptr;
 };
 
-}  // namespace minipipe::io
+}  // namespace minipipe

@@ -1,238 +1,21 @@
-// The tuner: enumerate, simulate with measured per-part costs (recompute's extra I time and its
-// smaller stores included) scaled by the calibration's slowdown, add the step's fixed costs,
-// filter by the memory cap, rank; --verify runs the best in alternating rounds and measures.
-#include "miniapp/tuning/tuner.hpp"
+// `minipipe tune`: checks the command line on every rank, takes or measures the costs, prints the
+// tuner's best configurations and, with --verify, runs them in alternating rounds and measures.
+#include "miniapp/tools/tune_tool.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <sstream>
 
-#include "miniapp/launch/run.hpp"
+#include "miniapp/io/output_paths.hpp"
 #include "miniapp/model/model.hpp"
 #include "miniapp/runtime/profile.hpp"
+#include "miniapp/tuning/calibrate.hpp"
+#include "miniapp/tuning/tuner.hpp"
 #include "schedules/schedules.hpp"
-#include "schedules/split.hpp"
 
 namespace minipipe {
-
-namespace {
-
-std::string split_text(const std::vector<int>& split) {
-  std::string t;
-  for (std::size_t i = 0; i < split.size(); ++i) t += (i ? "/" : "") + std::to_string(split[i]);
-  return t;
-}
-
-std::string list_text(const std::vector<int>& split) {
-  std::string t;
-  for (std::size_t i = 0; i < split.size(); ++i) t += (i ? "," : "") + std::to_string(split[i]);
-  return t;
-}
-
-StageLayout layout_of(int n_layer, const std::vector<int>& split) {
-  return make_stage_layout(n_layer, static_cast<int>(split.size()), std::vector<long long>(split.begin(), split.end()));
-}
-
-// Simulations per prediction when the calibration measured an action spread.
-constexpr int kJitterSamples = 16;
-
-double median(std::vector<double> x) {
-  if (x.empty()) return 0.0;
-  std::sort(x.begin(), x.end());
-  const std::size_t n = x.size();
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
-// The deck keys of a configuration as one line of text (rank 0's choice travels this way).
-std::string config_keys(const TuneCandidate& c) {
-  return c.schedule + ";" + std::to_string(c.m) + ";" + std::to_string(c.v) + ";" + list_text(c.split) + ";" +
-         to_string(c.recompute);
-}
-
-// Collective: runs rank 0's configuration `keys` for `steps` steps with every output off; rank 0
-// gets the run's report. Returns run_command's exit code.
-int run_config(const Deck& deck, MPI_Comm comm, std::string keys, int steps, RunReport& report) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  int len = static_cast<int>(keys.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
-  keys.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(keys.data(), len, MPI_CHAR, 0, comm);
-  std::vector<std::string> f;
-  std::stringstream ks(keys);
-  for (std::string x; std::getline(ks, x, ';');) f.push_back(x);
-  Deck d = deck;
-  d.set_from_text("pipeline.schedule", f.at(0));
-  d.set_from_text("pipeline.microbatches", f.at(1));
-  d.set_from_text("pipeline.chunks", f.at(2));
-  d.set_from_text("pipeline.layers_per_stage", f.at(3));
-  d.set_from_text("train.recompute", f.at(4));
-  d.set_from_text("pipeline.costs", "");
-  d.set_from_text("train.steps", std::to_string(steps));
-  for (const char* key : {"output.dump", "output.json", "output.svg", "output.trace", "output.verify",
-                          "checkpoint.path", "checkpoint.restart"})
-    d.set_from_text(key, "");
-  std::ostream quiet(nullptr);
-  std::vector<RunReport> reports;
-  const int rc = run_command(d, "", comm, quiet, &reports);
-  if (rc == 0 && rank == 0) report = reports.at(0);
-  return rc;
-}
-
-// Whole-step times (ms) of the steps after the first.
-std::vector<double> steps_after_first(const RunReport& r) {
-  std::vector<double> out;
-  for (std::size_t k = 1; k < r.step_seconds.size(); ++k) out.push_back(1e3 * r.step_seconds[k]);
-  return out;
-}
-
-}  // namespace
-
-TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule, int v, int m,
-                      const std::vector<int>& split, Recompute r) {
-  const sched::Schedule s = sched::make_schedule(schedule, p, m, v);
-  const int samples = costs.batch / m;
-  const StageLayout layout = layout_of(costs.shape.n_layer, split);
-  const sched::CostModel cm = stage_costs(costs, layout, samples, r);
-  const sched::SimResult sim = sched::simulate(s, cm);
-  const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
-  TuneCandidate c;
-  c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r;
-  // With a measured action spread: the mean over jittered simulations (uneven actions add waits).
-  c.makespan_ms = sched::mean_makespan(s, cm, kJitterSamples), c.bubble = sim.bubble_fraction;
-  c.fixed_ms = *std::max_element(fixed.begin(), fixed.end());
-  c.step_ms = c.makespan_ms + c.fixed_ms;
-  for (double b : sim.busy) c.busy_ms += b;
-  c.peak_bytes = *std::max_element(sim.activation_mem.begin(), sim.activation_mem.end());
-  return c;
-}
-
-int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs) {
-  int rank = 0, world = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &world);
-  costs.calibration = Calibration{};
-  if (runs <= 0 || world < 2) return 0;
-  const int m = static_cast<int>(deck.get_int_list("pipeline.microbatches").front());
-  const std::vector<int> even = make_stage_layout(costs.shape.n_layer, world, {}).count;
-  TuneCandidate ref;
-  try {
-    ref = predict(costs, world, "1f1b", 1, m, even, Recompute::none);
-  } catch (const std::exception&) {
-    return 0;  // the deck's m makes no 1F1B schedule at this p: left uncalibrated (on every rank)
-  }
-  // Every rank holds the same costs, so `ref` is the same everywhere.
-  const sched::Schedule plan = sched::make_schedule("1f1b", world, m, 1);
-  int rank0_actions = 0;
-  for (const auto& a : plan.ranks.at(0)) rank0_actions += sched::is_compute(a.op) ? 1 : 0;
-  double outside = 0, cv = 0;
-  std::vector<double> busy_ms, step_ms, span_ms, outside_step;
-  for (int k = 0; k < runs; ++k) {
-    RunReport rep;
-    const int rc = run_config(deck, comm, config_keys(ref), 2, rep);
-    if (rc != 0) return rc;
-    if (rank != 0) continue;
-    double busy = 0;
-    for (const auto& q : rep.ranks) busy += 1e3 * (q.time_F + q.time_I + q.time_W + q.time_B);
-    busy_ms.push_back(busy);
-    const RankReport& r0 = rep.ranks.at(0);
-    outside += 1e3 * std::max(0.0, rep.makespan - r0.busy - r0.comm_wait - r0.dump_io);
-    step_ms.push_back(1e3 * rep.step_seconds.back());
-    span_ms.push_back(1e3 * rep.makespans.back());
-    outside_step.push_back(step_ms.back() - span_ms.back());
-    cv += rep.action_cv / runs;
-  }
-  // Medians over the runs, like the step times: one disturbed run does not move the model.
-  double got[6] = {ref.busy_ms > 0 ? median(busy_ms) / ref.busy_ms : 1.0,
-                   median(step_ms),
-                   median(span_ms),
-                   outside / (runs * std::max(1, rank0_actions)),
-                   ref.fixed_ms > 0 ? std::max(0.0, median(outside_step)) / ref.fixed_ms : 1.0,
-                   cv};
-  MPI_Bcast(got, 6, MPI_DOUBLE, 0, comm);
-  Calibration& c = costs.calibration;
-  c.measured = true, c.ranks = world, c.m = m, c.runs = runs;
-  c.config = "1f1b p=" + std::to_string(world) + " v=1 m=" + std::to_string(m) + " split " + split_text(even) +
-             " recompute none";
-  c.slowdown = got[0] > 0 ? got[0] : 1.0;
-  c.measured_step_ms = got[1], c.measured_makespan_ms = got[2], c.action_overhead_ms = got[3];
-  c.fixed_slowdown = got[4] > 0 ? got[4] : 1.0;
-  c.action_cv = got[5];
-  const TuneCandidate cal = predict(costs, world, "1f1b", 1, m, even, Recompute::none);
-  c.predicted_step_ms = cal.step_ms, c.predicted_makespan_ms = cal.makespan_ms;
-  return 0;
-}
-
-std::vector<TuneCandidate> enumerate_configs(const CostFile& costs, int p, int batch, double memory_cap,
-                                             const std::vector<std::string>& names_in) {
-  const std::vector<std::string> names = names_in.empty() ? sched::schedule_names() : names_in;
-  const int L = costs.shape.n_layer;
-  std::vector<TuneCandidate> out;
-  for (const auto& name : names)
-    for (int v = 1; v <= 4; ++v) {
-      const int S = p * v;
-      if (S > L) continue;
-      for (int m = 1; m <= batch; ++m) {
-        if (batch % m != 0) continue;
-        try {
-          (void)sched::make_schedule(name, p, m, v);
-        } catch (const sched::ScheduleError&) {
-          continue;  // this schedule does not take (p, m, v)
-        }
-        for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
-          const StageLayout even = make_stage_layout(L, S, {});
-          const LayerTimes lt = layer_times(costs, batch / m, r);
-          const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
-          std::vector<std::pair<std::vector<int>, bool>> splits{{even.count, false}};
-          if (balanced != even.count) splits.push_back({balanced, true});
-          for (const auto& [split, is_auto] : splits) {
-            TuneCandidate c = predict(costs, p, name, v, m, split, r);
-            c.auto_split = is_auto;
-            if (memory_cap > 0 && c.peak_bytes > memory_cap) continue;
-            out.push_back(std::move(c));
-          }
-        }
-      }
-    }
-  std::stable_sort(out.begin(), out.end(), [](const TuneCandidate& a, const TuneCandidate& b) {
-    return a.step_ms != b.step_ms ? a.step_ms < b.step_ms : a.peak_bytes < b.peak_bytes;
-  });
-  return out;
-}
-
-std::vector<BubbleAnswer> smallest_m_for_bubble(const CostFile& costs, int p, int samples, double target, int max_m) {
-  std::vector<BubbleAnswer> out;
-  const int L = costs.shape.n_layer;
-  for (const auto& name : sched::schedule_names()) {
-    BubbleAnswer a;
-    a.schedule = name;
-    a.v = sched::default_v(name);
-    const int S = p * a.v;
-    if (S > L) continue;
-    // Every stage the mean of the even split's stages: the closed forms' uniform-cost setting.
-    const sched::CostModel even = stage_costs(costs, make_stage_layout(L, S, {}), samples, Recompute::none);
-    auto mean = [](const std::vector<double>& x) {
-      double s = 0;
-      for (double e : x) s += e / static_cast<double>(x.size());
-      return s;
-    };
-    const sched::CostModel cm = sched::CostModel::uniform(S, mean(even.F), 0, mean(even.I), mean(even.W), 0);
-    for (int m = 1; m <= max_m && a.m == 0; ++m) {
-      sched::Schedule s;
-      try {
-        s = sched::make_schedule(name, p, m, a.v);
-      } catch (const sched::ScheduleError&) {
-        continue;
-      }
-      const double b = sched::simulate(s, cm).bubble_fraction;
-      if (b < target) a.m = m, a.bubble = b;
-    }
-    out.push_back(a);
-  }
-  return out;
-}
 
 void TuneTool::attach(CLI::App& parent) {
   sub = parent.add_subcommand("tune",
@@ -261,7 +44,20 @@ void TuneTool::attach(CLI::App& parent) {
       ->check(CLI::Range(0.0, 1.0));
 }
 
-int TuneTool::run(const Deck& deck, MPI_Comm comm, std::ostream& out) {
+int TuneTool::run(const DeckOptions& deck_options, MPI_Comm comm, std::ostream& out) {
+  Deck deck;
+  return run_collective_tool(
+      comm,
+      [&] {
+        deck = deck_options.load(deck_path);
+        deck.validate();
+        (void)model_shape_from_deck(deck);
+        if (!costs_path.empty()) io::check_input_file("--costs", costs_path);
+      },
+      [&] { return tune(deck, comm, out); });
+}
+
+int TuneTool::tune(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   int rank = 0, world = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &world);

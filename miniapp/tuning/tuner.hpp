@@ -1,19 +1,11 @@
-// `minipipe tune`: every schedule x m x v x split x recompute predicted by the event simulator fed
-// with measured costs; the fastest under a memory cap, optionally run and measured next to it.
+// The tuner's search: every schedule x m x v x split x recompute predicted by the event simulator
+// fed with measured costs (a cost file), sorted by predicted step time, under a memory cap.
 #pragma once
 
-#include <mpi.h>
-
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include "miniapp/model/config.hpp"
 #include "miniapp/model/cost_file.hpp"
-
-namespace CLI {
-class App;
-}
 
 namespace minipipe {
 
@@ -51,21 +43,9 @@ struct BubbleAnswer {
 };
 std::vector<BubbleAnswer> smallest_m_for_bubble(const CostFile& costs, int p, int samples, double target, int max_m);
 
-// Collective over `comm` (p = its size >= 2): runs the reference pipeline (1F1B, even split, no
-// recompute, the deck's first m) `runs` times for 2 steps and stores in costs.calibration the
-// slowdown (measured compute time of every rank in the second step over the simulated one) and
-// the measured and predicted step and makespan. runs = 0 or one rank: uncalibrated (slowdown 1).
-// Returns the exit code of a failed run (0 ok); the result is the same on every rank.
-int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs);
-
-struct TuneTool {
-  CLI::App* sub = nullptr;
-  std::string deck_path, costs_path, schedules;
-  int p = 2, verify = 0, top = 10, steps = 6, repeat = 3, rounds = 1, calibrate = 3;
-  double memory_cap = 0, bubble_target = 0;
-  void attach(CLI::App& parent);
-  // Collective when --verify (launch with mpiexec -n p) or without --costs (it profiles).
-  int run(const Deck& deck, MPI_Comm comm, std::ostream& out);
-};
+// "4/4/2": blocks per stage.
+std::string split_text(const std::vector<int>& split);
+// The median of `x` (0 when empty).
+double median(std::vector<double> x);
 
 }  // namespace minipipe
