@@ -160,6 +160,70 @@ CostModel parse_costs(const std::string& spec, int stages, double comm) {
   return c;
 }
 
+namespace {
+
+// Rank r's share of the result: its busy time, first start and last end, its timeline events
+// (an overlapped pair drawn as its two halves), and its peaks of stored micro-batches and bytes.
+void account_rank(const Schedule& s, int r, const Execution& ex, const CostModel& c,
+                  const std::function<double(const Action&)>& duration, SimResult& res) {
+  bool seen = false;
+  int inflight = 0, waiting = 0;
+  double held = 0;
+  const auto& row = s.ranks[r];
+  for (std::size_t k = 0; k < row.size(); ++k) {
+    const Action& a = row[k];
+    if (!is_compute(a.op)) continue;
+    const double st = ex.start[r][k], en = ex.end[r][k];
+    res.busy[r] += en - st;
+    res.start[r] = seen ? std::min(res.start[r], st) : st;
+    res.end[r] = seen ? std::max(res.end[r], en) : en;
+    seen = true;
+    const Action* parts[2] = {&a, nullptr};
+    if (a.op == Op::OVERLAP_F_B) parts[0] = &a.sub[0], parts[1] = &a.sub[1];
+    double t = st;
+    const double whole = a.op == Op::OVERLAP_F_B ? duration(a.sub[0]) + duration(a.sub[1]) : 0;
+    for (const Action* part : parts) {
+      if (!part) continue;
+      const Action& x = *part;
+      // An overlapped pair is drawn as its two halves in proportion to their own costs.
+      const double d = a.op == Op::OVERLAP_F_B ? (whole > 0 ? (en - st) * duration(x) / whole : 0.0) : en - st;
+      res.timeline.events.push_back(TimelineEvent{r, t, t + d, x.op, x.stage, x.microbatch, a.op == Op::OVERLAP_F_B});
+      t += d;
+      const double size = c.act[x.stage];
+      const bool has_work = !c.act_work.empty();
+      const double work = has_work ? c.act_work[x.stage] : 0.0;
+      switch (x.op) {
+        case Op::F:
+          ++inflight;
+          held += size;
+          break;
+        case Op::B:
+          --inflight;
+          res.activation_mem[r] = std::max(res.activation_mem[r], held + work);  // inside the action
+          held -= size;
+          break;
+        case Op::I:
+          --inflight;
+          ++waiting;
+          held += has_work ? work : -size * (1 - c.w_act);
+          break;
+        case Op::W:
+          --waiting;
+          held -= has_work ? size + work : size * c.w_act;
+          break;
+        default:
+          break;
+      }
+      res.peak_inflight[r] = std::max(res.peak_inflight[r], inflight);
+      res.peak_waiting_w[r] = std::max(res.peak_waiting_w[r], waiting);
+      res.peak_held[r] = std::max(res.peak_held[r], inflight + waiting);
+      res.activation_mem[r] = std::max(res.activation_mem[r], held);
+    }
+  }
+}
+
+}  // namespace
+
 SimResult simulate(const Schedule& s, const CostModel& cost) {
   validate_structure(s);
   const CostModel c = cost.resolved(s.num_stages(), s.v);
@@ -216,60 +280,7 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
   res.timeline.title = s.name + "  p=" + std::to_string(p) + " v=" + std::to_string(s.v) + " m=" + std::to_string(s.m);
 
   for (int r = 0; r < p; ++r) {
-    bool seen = false;
-    int inflight = 0, waiting = 0;
-    double held = 0;
-    const auto& row = s.ranks[r];
-    for (std::size_t k = 0; k < row.size(); ++k) {
-      const Action& a = row[k];
-      if (!is_compute(a.op)) continue;
-      const double st = ex.start[r][k], en = ex.end[r][k];
-      res.busy[r] += en - st;
-      res.start[r] = seen ? std::min(res.start[r], st) : st;
-      res.end[r] = seen ? std::max(res.end[r], en) : en;
-      seen = true;
-      const Action* parts[2] = {&a, nullptr};
-      if (a.op == Op::OVERLAP_F_B) parts[0] = &a.sub[0], parts[1] = &a.sub[1];
-      double t = st;
-      const double whole = a.op == Op::OVERLAP_F_B ? duration(a.sub[0]) + duration(a.sub[1]) : 0;
-      for (const Action* part : parts) {
-        if (!part) continue;
-        const Action& x = *part;
-        // An overlapped pair is drawn as its two halves in proportion to their own costs.
-        const double d = a.op == Op::OVERLAP_F_B ? (whole > 0 ? (en - st) * duration(x) / whole : 0.0) : en - st;
-        res.timeline.events.push_back(TimelineEvent{r, t, t + d, x.op, x.stage, x.microbatch, a.op == Op::OVERLAP_F_B});
-        t += d;
-        const double size = c.act[x.stage];
-        const bool has_work = !c.act_work.empty();
-        const double work = has_work ? c.act_work[x.stage] : 0.0;
-        switch (x.op) {
-          case Op::F:
-            ++inflight;
-            held += size;
-            break;
-          case Op::B:
-            --inflight;
-            res.activation_mem[r] = std::max(res.activation_mem[r], held + work);  // inside the action
-            held -= size;
-            break;
-          case Op::I:
-            --inflight;
-            ++waiting;
-            held += has_work ? work : -size * (1 - c.w_act);
-            break;
-          case Op::W:
-            --waiting;
-            held -= has_work ? size + work : size * c.w_act;
-            break;
-          default:
-            break;
-        }
-        res.peak_inflight[r] = std::max(res.peak_inflight[r], inflight);
-        res.peak_waiting_w[r] = std::max(res.peak_waiting_w[r], waiting);
-        res.peak_held[r] = std::max(res.peak_held[r], inflight + waiting);
-        res.activation_mem[r] = std::max(res.activation_mem[r], held);
-      }
-    }
+    account_rank(s, r, ex, c, duration, res);
     res.makespan = std::max(res.makespan, res.end[r]);
   }
   double idle_sum = 0, interior_sum = 0, span_sum = 0;

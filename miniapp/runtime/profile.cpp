@@ -74,33 +74,113 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
 // at most one mode's sets for every size are alive. `fixed` receives each part's median per-step
 // fixed cost (zeroing, finalize, optimizer update), measured on the largest size without
 // recompute. Result: [size][mode][part].
+// Wall time (ms) of `fn`, the execution space fenced after it.
+template <class Fn>
+double timed(Fn&& fn) {
+  const double t0 = MPI_Wtime();
+  fn();
+  fence_space(ExecSpace(), "Profile::fence");
+  return 1e3 * (MPI_Wtime() - t0);
+}
+
+// What one step of one size took per part (ms): zeroing and begin_step, the sums of F and I over
+// its micro-batches, of W over all but the last, the last W, and whether samples were still held
+// before that last W.
+struct StepSums {
+  std::vector<double> zero_ms, f, i, w, w_last;
+  std::vector<char> held;
+};
+
+// Every part of the model as its own one-part stage (stage 0 the embedding, 1..L the blocks,
+// L+1 the head), with boundary buffers between them for micro-batches of up to n_max samples.
+struct PartBench {
+  PartBench(const ModelShape& shape_in, Mode mode, std::uint64_t seed, const Batch& batch, int n_max)
+      : shape(shape_in), S(shape_in.n_layer + 2), in(device_inputs<Real>(batch)) {
+    const int L = shape.n_layer;
+    StageLayout layout;
+    for (int s = 0; s < S; ++s) {
+      layout.first.push_back(s == 0 ? 0 : std::min(s - 1, L));
+      layout.count.push_back(s >= 1 && s <= L ? 1 : 0);
+    }
+    for (int s = 0; s < S; ++s) stages.emplace_back(shape, layout, s, mode, seed);
+    const std::size_t N_max = static_cast<std::size_t>(n_max) * shape.seq_len;
+    act.resize(S), grad.resize(S);
+    for (int s = 0; s < S; ++s) {
+      act[s] = View2<Real>("Profile::act", N_max, shape.channels);
+      grad[s] = View2<Real>("Profile::grad", N_max, shape.channels);
+    }
+  }
+
+  // One step of m micro-batches of n samples as the trainer runs it: zeroing and begin_step(m),
+  // then F, I and W of each micro-batch in turn (one stored at a time). `parts` receives the
+  // bytes each part keeps after F and adds in I.
+  StepSums step(int n, int m, std::vector<PartCost>& parts) {
+    StepSums t{std::vector<double>(S),      std::vector<double>(S, 0.0), std::vector<double>(S, 0.0),
+               std::vector<double>(S, 0.0), std::vector<double>(S, 0.0), std::vector<char>(S)};
+    const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
+    for (int s = 0; s < S; ++s)
+      t.zero_ms[s] = timed([&] {
+        stages[s].zero_grads();
+        stages[s].begin_step(m);
+      });
+    for (int k = 0; k < m; ++k) {
+      const MicroBatch mb{k, k * n, n};
+      for (int s = 0; s < S; ++s) {
+        t.f[s] += timed([&] {
+          stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
+                            s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
+        });
+        parts[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
+      }
+      for (int s = S - 1; s >= 0; --s) {
+        t.i[s] += timed([&] {
+          stages[s].backward_input(mb, in, s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
+                                   s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
+        });
+        parts[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - parts[s].kept_bytes;
+      }
+      for (int s = S - 1; s >= 0; --s) {
+        const double tw = timed([&] { stages[s].backward_weight(mb, in); });
+        (k == m - 1 ? t.w_last[s] : t.w[s]) += tw;
+        if (k == m - 1) t.held[s] = m > 1 && stages[s].last_w_added_held();
+      }
+    }
+    return t;
+  }
+
+  // The trainer's work once per step beyond the zeroing: finalize and the update (ms per part).
+  double finish(int s, const OptimizerConfig& opt, int step) {
+    return timed([&] { stages[s].finalize_grads(); }) + timed([&] { stages[s].optimizer_step(opt, step); });
+  }
+
+  ModelShape shape;
+  int S;
+  std::vector<Stage<Real>> stages;
+  StepInputs<Real> in;
+  std::vector<View2<Real>> act, grad;
+};
+
+// Every part of the model, as its own one-part stage, for each micro-batch size n in `samples`
+// under each recompute mode: per mode, a warm-up round and `rounds` timed rounds, each running one
+// step of every size in turn (PartBench::step). A step of several micro-batches shares each
+// weight's packed copies; a deterministic one also holds back dW samples for grouped exact adds.
+// Sizes alternate within a round, so a change in the machine's load hits them
+// alike (timed one size after another, a slow spell made one size look 20% dearer and the
+// calibration carried that to every other). A step's F and I of a part are its means over the m
+// micro-batches, so the packing the first pays is spread as in a real run; W likewise, unless
+// samples were still held before the step's last W: then W is the mean of the others and W_tail
+// what the last costs more (the simulator adds it to a stage's last W). Medians over rounds are
+// kept (W_tail's clamped at 0 after the median). A mode's buffers are freed before the next, so
+// at most one mode's sets for every size are alive. `fixed` receives each part's median per-step
+// fixed cost (zeroing, finalize, optimizer update), measured on the largest size without
+// recompute. Result: [size][mode][part].
 std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape& shape, Mode mode, std::uint64_t seed,
                                                                 const Batch& batch, const std::vector<int>& samples,
                                                                 int rounds, const OptimizerConfig& opt,
                                                                 std::vector<double>& fixed) {
-  const int L = shape.n_layer, S = L + 2;
-  StageLayout layout;
-  for (int s = 0; s < S; ++s) {
-    layout.first.push_back(s == 0 ? 0 : std::min(s - 1, L));
-    layout.count.push_back(s >= 1 && s <= L ? 1 : 0);
-  }
-  std::vector<Stage<Real>> stages;
-  for (int s = 0; s < S; ++s) stages.emplace_back(shape, layout, s, mode, seed);
-  StepInputs<Real> in = device_inputs<Real>(batch);
-
   const int n_max = *std::max_element(samples.begin(), samples.end());
-  const std::size_t N_max = static_cast<std::size_t>(n_max) * shape.seq_len;
-  std::vector<View2<Real>> act(S), grad(S);
-  for (int s = 0; s < S; ++s) {
-    act[s] = View2<Real>("Profile::act", N_max, shape.channels);
-    grad[s] = View2<Real>("Profile::grad", N_max, shape.channels);
-  }
-  auto timed = [](auto&& fn) {
-    const double t0 = MPI_Wtime();
-    fn();
-    fence_space(ExecSpace(), "Profile::fence");
-    return 1e3 * (MPI_Wtime() - t0);
-  };
+  PartBench bench(shape, mode, seed, batch, n_max);
+  const int S = bench.S;
   // Per size, mode and part: one entry per timed round.
   struct Times {
     std::vector<double> F, I, W, W_tail;
@@ -114,65 +194,31 @@ std::vector<std::array<std::vector<PartCost>, 3>> profile_parts(const ModelShape
     for (auto& parts : by_mode) parts.resize(static_cast<std::size_t>(S));
   std::vector<std::vector<double>> z(S);
 
-  std::vector<double> zero_ms(S), f_sum(S), i_sum(S), w_sum(S), w_last(S);
-  std::vector<char> held(S);
   for (int ri = 0; ri < 3; ++ri) {
     const auto r = static_cast<Recompute>(ri);
-    for (auto& st : stages) st.release_buffers(), st.set_recompute(r);
+    for (auto& st : bench.stages) st.release_buffers(), st.set_recompute(r);
     for (int round = 0; round <= rounds; ++round) {  // round 0 warms up (allocations, first touches)
       for (std::size_t j = 0; j < n_sizes; ++j) {
         const int n = samples[j], m = batch.B / n;
-        const std::size_t N = static_cast<std::size_t>(n) * shape.seq_len;
-        for (int s = 0; s < S; ++s)
-          zero_ms[s] = timed([&] {
-            stages[s].zero_grads();
-            stages[s].begin_step(m);
-          });
-        for (auto* v : {&f_sum, &i_sum, &w_sum, &w_last}) std::fill(v->begin(), v->end(), 0.0);
-        auto& parts = out[j][static_cast<std::size_t>(ri)];
-        for (int k = 0; k < m; ++k) {
-          const MicroBatch mb{k, k * n, n};
-          for (int s = 0; s < S; ++s) {
-            f_sum[s] += timed([&] {
-              stages[s].forward(mb, in, s > 0 ? CMat<Real>(act[s - 1].data(), N, shape.channels) : CMat<Real>(),
-                                s < S - 1 ? Mat<Real>(act[s].data(), N, shape.channels) : Mat<Real>());
-            });
-            parts[s].kept_bytes = static_cast<double>(stages[s].stored_bytes());
-          }
-          for (int s = S - 1; s >= 0; --s) {
-            i_sum[s] += timed([&] {
-              stages[s].backward_input(mb, in,
-                                       s < S - 1 ? CMat<Real>(grad[s + 1].data(), N, shape.channels) : CMat<Real>(),
-                                       s > 0 ? Mat<Real>(grad[s].data(), N, shape.channels) : Mat<Real>());
-            });
-            parts[s].work_bytes = static_cast<double>(stages[s].stored_bytes()) - parts[s].kept_bytes;
-          }
-          for (int s = S - 1; s >= 0; --s) {
-            const double tw = timed([&] { stages[s].backward_weight(mb, in); });
-            (k == m - 1 ? w_last[s] : w_sum[s]) += tw;
-            if (k == m - 1) held[s] = m > 1 && stages[s].last_w_added_held();
-          }
-        }
-        // The trainer's work once per step: zeroing (timed above), finalize and the update.
+        const StepSums sum = bench.step(n, m, out[j][static_cast<std::size_t>(ri)]);
+        // The trainer's work once per step: zeroing (timed in the step), finalize and the update.
         const bool with_fixed = n == n_max && r == Recompute::none;
         std::vector<double> fixed_ms(S, 0.0);
         if (with_fixed)
-          for (int s = 0; s < S; ++s)
-            fixed_ms[s] = zero_ms[s] + timed([&] { stages[s].finalize_grads(); }) +
-                          timed([&] { stages[s].optimizer_step(opt, round + 1); });
+          for (int s = 0; s < S; ++s) fixed_ms[s] = sum.zero_ms[s] + bench.finish(s, opt, round + 1);
         if (round == 0) continue;
         for (int s = 0; s < S; ++s) {
           Times& x = t[j][static_cast<std::size_t>(ri)][static_cast<std::size_t>(s)];
-          x.F.push_back(f_sum[s] / m), x.I.push_back(i_sum[s] / m);
+          x.F.push_back(sum.f[s] / m), x.I.push_back(sum.i[s] / m);
           // Signed: where the last W adds little, its noise must not average into a positive tail.
-          const double w_other = held[s] ? w_sum[s] / (m - 1) : (w_sum[s] + w_last[s]) / m;
-          x.W.push_back(w_other), x.W_tail.push_back(held[s] ? w_last[s] - w_other : 0.0);
+          const double w_other = sum.held[s] ? sum.w[s] / (m - 1) : (sum.w[s] + sum.w_last[s]) / m;
+          x.W.push_back(w_other), x.W_tail.push_back(sum.held[s] ? sum.w_last[s] - w_other : 0.0);
           if (with_fixed) z[s].push_back(fixed_ms[s]);
         }
       }
     }
   }
-  for (auto& st : stages) st.release_buffers();
+  for (auto& st : bench.stages) st.release_buffers();
   // The median, not the least: under other work a short part sometimes escapes every disturbance
   // and a long one never does, so least times are not comparable across parts and sizes (and the
   // tuner would favour whichever configuration was measured lucky); the calibration scales the
