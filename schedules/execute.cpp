@@ -52,6 +52,104 @@ class KeyTable {
   std::vector<double> time_;
 };
 
+// Whether an action's inputs are available on its rank, and when the transferred ones arrive.
+class Inputs {
+ public:
+  Inputs(const Schedule& s, const KeyTable& table, double comm_latency, const std::vector<double>& boundary)
+      : s_(s),
+        table_(table),
+        comm_latency_(comm_latency),
+        boundary_(boundary),
+        S_(s.num_stages()),
+        m_(s.m),
+        // A compute-only schedule has its transfers implied: the consumer waits for the producer on
+        // the other rank plus the latency, exactly as if RECV sat right before it and SEND right
+        // after the producer (what lower_communication inserts), without materialising them.
+        implicit_comm_(!s.is_lowered()),
+        split_(static_cast<std::size_t>(S_) * m_, 0) {
+    // Which (stage, micro-batch) use split backward, so a missing "backward of the next stage"
+    // is reported with the op the schedule actually contains.
+    for (const auto& row : s.ranks)
+      for (const auto& a : row) {
+        if (a.op == Op::I) split_[static_cast<std::size_t>(a.stage) * m_ + a.microbatch] = 1;
+        for (const auto& sub : a.sub)
+          if (sub.op == Op::I) split_[static_cast<std::size_t>(sub.stage) * m_ + sub.microbatch] = 1;
+      }
+  }
+
+  // True when every input of `a` (never an OVERLAP_F_B) is available on rank r; raises
+  // `ready` to the time a transferred input arrives. Otherwise `missing` names what is awaited.
+  bool ready(const Action& a, int r, double& ready, Action& missing) const {
+    const int st = a.stage, mb = a.microbatch;
+    const auto& rank_of = s_.stage_to_rank;
+    auto need = [&](Op op, int stage) {
+      if (table_.done(op, stage, mb)) return true;
+      missing = Action::make(op, stage, mb);
+      return false;
+    };
+    // Across boundary b (between stages b and b+1): its own time when given, else the one latency.
+    auto arrives = [&](double t, int b) {
+      ready = std::max(ready, t + (boundary_.empty() ? comm_latency_ : boundary_[static_cast<std::size_t>(b)]));
+    };
+    // A transferred input: its receive was posted earlier on this rank and the peer has posted
+    // the matching send; the data lands `comm_latency` after the send (eager: a receive posted
+    // late finds it there), so where a RECV sits never changes when its consumer can start.
+    auto received = [&](Op recv, int recv_stage, Op send, int send_stage) {
+      if (!need(recv, recv_stage) || !need(send, send_stage)) return false;
+      arrives(table_.time(send, send_stage, mb), std::min(recv_stage, send_stage));
+      return true;
+    };
+    switch (a.op) {
+      case Op::F:
+        if (st == 0) return true;
+        if (rank_of[st - 1] == r) return need(Op::F, st - 1);
+        if (!implicit_comm_) return received(Op::RECV_F, st, Op::SEND_F, st - 1);
+        if (!need(Op::F, st - 1)) return false;
+        arrives(table_.time(Op::F, st - 1, mb), st - 1);
+        return true;
+      case Op::B:
+      case Op::I:
+        if (!need(Op::F, st)) return false;
+        if (st + 1 == S_) return true;
+        if (rank_of[st + 1] != r && !implicit_comm_) return received(Op::RECV_B, st, Op::SEND_B, st + 1);
+        if (!backward_done(st + 1, mb)) {
+          missing = backward_action(st + 1, mb);
+          return false;
+        }
+        if (rank_of[st + 1] != r) arrives(std::max(table_.time(Op::B, st + 1, mb), table_.time(Op::I, st + 1, mb)), st);
+        return true;
+      case Op::W:
+        return need(Op::I, st);
+      case Op::SEND_F:
+        return need(Op::F, st);
+      case Op::SEND_B:
+        if (backward_done(st, mb)) return true;
+        missing = backward_action(st, mb);
+        return false;
+      case Op::RECV_F:
+      case Op::RECV_B:
+        return true;  // posting a receive waits for nothing (MPI_Irecv)
+      case Op::OVERLAP_F_B:
+        break;
+    }
+    return false;
+  }
+
+ private:
+  bool backward_done(int st, int mb) const { return table_.done(Op::B, st, mb) || table_.done(Op::I, st, mb); }
+  Action backward_action(int st, int mb) const {
+    return Action::make(split_[static_cast<std::size_t>(st) * m_ + mb] ? Op::I : Op::B, st, mb);
+  }
+
+  const Schedule& s_;
+  const KeyTable& table_;
+  double comm_latency_;
+  const std::vector<double>& boundary_;
+  int S_, m_;
+  bool implicit_comm_;
+  std::vector<char> split_;
+};
+
 }  // namespace
 
 bool needs_comm(const Schedule& s, Op op, int stage) {
@@ -78,81 +176,9 @@ Execution execute(const Schedule& s, const std::function<double(const Action&)>&
   const int p = s.p, S = s.num_stages(), m = s.m;
   const auto& rank_of = s.stage_to_rank;
   KeyTable table(S, m);
-
-  // Which (stage, micro-batch) use split backward, so a missing "backward of the next stage"
-  // is reported with the op the schedule actually contains.
-  std::vector<char> split(static_cast<std::size_t>(S) * m, 0);
-  for (const auto& row : s.ranks)
-    for (const auto& a : row) {
-      if (a.op == Op::I) split[static_cast<std::size_t>(a.stage) * m + a.microbatch] = 1;
-      for (const auto& sub : a.sub)
-        if (sub.op == Op::I) split[static_cast<std::size_t>(sub.stage) * m + sub.microbatch] = 1;
-    }
-  auto backward_done = [&](int st, int mb) { return table.done(Op::B, st, mb) || table.done(Op::I, st, mb); };
-  auto backward_action = [&](int st, int mb) {
-    return Action::make(split[static_cast<std::size_t>(st) * m + mb] ? Op::I : Op::B, st, mb);
-  };
-
-  // A compute-only schedule has its transfers implied: the consumer waits for the producer on
-  // the other rank plus the latency, exactly as if RECV sat right before it and SEND right
-  // after the producer (what lower_communication inserts), without materialising them.
-  const bool implicit_comm = !s.is_lowered();
-
-  // True when every input of `a` (never an OVERLAP_F_B) is available on rank r; raises
-  // `ready` to the time a transferred input arrives. Otherwise `missing` names what is awaited.
+  const Inputs inputs(s, table, comm_latency, boundary);
   auto inputs_ready = [&](const Action& a, int r, double& ready, Action& missing) {
-    const int st = a.stage, mb = a.microbatch;
-    auto need = [&](Op op, int stage) {
-      if (table.done(op, stage, mb)) return true;
-      missing = Action::make(op, stage, mb);
-      return false;
-    };
-    // Across boundary b (between stages b and b+1): its own time when given, else the one latency.
-    auto arrives = [&](double t, int b) {
-      ready = std::max(ready, t + (boundary.empty() ? comm_latency : boundary[static_cast<std::size_t>(b)]));
-    };
-    // A transferred input: its receive was posted earlier on this rank and the peer has posted
-    // the matching send; the data lands `comm_latency` after the send (eager: a receive posted
-    // late finds it there), so where a RECV sits never changes when its consumer can start.
-    auto received = [&](Op recv, int recv_stage, Op send, int send_stage) {
-      if (!need(recv, recv_stage) || !need(send, send_stage)) return false;
-      arrives(table.time(send, send_stage, mb), std::min(recv_stage, send_stage));
-      return true;
-    };
-    switch (a.op) {
-      case Op::F:
-        if (st == 0) return true;
-        if (rank_of[st - 1] == r) return need(Op::F, st - 1);
-        if (!implicit_comm) return received(Op::RECV_F, st, Op::SEND_F, st - 1);
-        if (!need(Op::F, st - 1)) return false;
-        arrives(table.time(Op::F, st - 1, mb), st - 1);
-        return true;
-      case Op::B:
-      case Op::I:
-        if (!need(Op::F, st)) return false;
-        if (st + 1 == S) return true;
-        if (rank_of[st + 1] != r && !implicit_comm) return received(Op::RECV_B, st, Op::SEND_B, st + 1);
-        if (!backward_done(st + 1, mb)) {
-          missing = backward_action(st + 1, mb);
-          return false;
-        }
-        if (rank_of[st + 1] != r) arrives(std::max(table.time(Op::B, st + 1, mb), table.time(Op::I, st + 1, mb)), st);
-        return true;
-      case Op::W:
-        return need(Op::I, st);
-      case Op::SEND_F:
-        return need(Op::F, st);
-      case Op::SEND_B:
-        if (backward_done(st, mb)) return true;
-        missing = backward_action(st, mb);
-        return false;
-      case Op::RECV_F:
-      case Op::RECV_B:
-        return true;  // posting a receive waits for nothing (MPI_Irecv)
-      case Op::OVERLAP_F_B:
-        break;
-    }
-    return false;
+    return inputs.ready(a, r, ready, missing);
   };
 
   Execution ex;

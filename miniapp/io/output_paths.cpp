@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "miniapp/io/message_text.hpp"
 #include "miniapp/io/output_file.hpp"
-#include "miniapp/message_text.hpp"
 
 namespace minipipe::io {
 

@@ -4,12 +4,12 @@
 
 #include <iostream>
 
-#include "miniapp/io/compare_tool.hpp"
+#include "miniapp/tools/compare_tool.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"HDF5 dump comparison (test driver)"};
   app.require_subcommand(1);
-  minipipe::io::CompareTool tool;
+  minipipe::CompareTool tool;
   tool.attach(app);
   CLI11_PARSE(app, argc, argv);
   return tool.run(std::cout);

@@ -11,7 +11,7 @@
 
 #include "io_test_support.hpp"
 #include "miniapp/io/compare.hpp"
-#include "miniapp/io/compare_tool.hpp"
+#include "miniapp/tools/compare_tool.hpp"
 
 namespace {
 
@@ -302,7 +302,7 @@ TEST(CompareTest, MetaDatasetsAreSkippedUnlessIncluded) {
 
 int cli(std::vector<std::string> args, std::string* out) {
   CLI::App app{"test"};
-  minipipe::io::CompareTool tool;
+  minipipe::CompareTool tool;
   tool.attach(app);
   args.insert(args.begin(), "minipipe");
   std::vector<const char*> argv;

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "data.hpp"
 #include "kernels/cross_entropy.hpp"
-#include "stage.hpp"
-#include "trainer.hpp"
+#include "miniapp/model/data.hpp"
+#include "miniapp/runtime/stage.hpp"
+#include "miniapp/runtime/trainer.hpp"
 
 namespace minipipe::testing {
 

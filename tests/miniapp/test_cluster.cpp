@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <numeric>
 
-#include "cluster.hpp"
 #include "kernels/exact_limbs.hpp"
-#include "model.hpp"
-#include "scale_tool.hpp"
+#include "miniapp/model/model.hpp"
+#include "miniapp/tools/scale_tool.hpp"
+#include "miniapp/tuning/cluster.hpp"
 #include "schedules/schedules.hpp"
 
 namespace mp = minipipe;

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "config.hpp"
-#include "data.hpp"
-#include "model.hpp"
+#include "miniapp/model/config.hpp"
+#include "miniapp/model/data.hpp"
+#include "miniapp/model/model.hpp"
 
 using namespace minipipe;
 

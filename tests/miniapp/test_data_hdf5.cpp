@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "data.hpp"
-#include "model.hpp"
+#include "miniapp/model/config.hpp"
+#include "miniapp/model/data.hpp"
+#include "miniapp/model/model.hpp"
 
 using namespace minipipe;
 

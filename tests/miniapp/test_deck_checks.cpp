@@ -9,9 +9,9 @@
 #include <fstream>
 #include <limits>
 
-#include "config.hpp"
-#include "deck_checks.hpp"
-#include "message_text.hpp"
+#include "miniapp/io/message_text.hpp"
+#include "miniapp/model/config.hpp"
+#include "miniapp/model/deck_checks.hpp"
 
 using namespace minipipe;
 namespace fs = std::filesystem;

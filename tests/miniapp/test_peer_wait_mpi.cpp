@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "peer_wait.hpp"
+#include "miniapp/mpi/peer_wait.hpp"
 
 namespace {
 

@@ -4,8 +4,8 @@
 
 #include <sstream>
 
+#include "miniapp/report/summary.hpp"
 #include "schedules/schedules.hpp"
-#include "summary.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "miniapp/report/time_budget.hpp"
 #include "schedules/schedules.hpp"
-#include "time_budget.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // the built-in verification verdict.
 #include <gtest/gtest.h>
 
-#include "verdict.hpp"
+#include "miniapp/report/verdict.hpp"
 
 namespace {
 

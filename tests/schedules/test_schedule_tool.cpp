@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "miniapp/schedule_tool.hpp"
+#include "miniapp/tools/schedule_tool.hpp"
 #include "schedules/schedules.hpp"
 
 namespace fs = std::filesystem;

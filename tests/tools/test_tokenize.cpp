@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "miniapp/tokenize_tool.hpp"
+#include "miniapp/tools/tokenize_tool.hpp"
 
 namespace {
 

@@ -1,0 +1,614 @@
+// The run driver as a sequence of named phases: plan (validate everything up front), open the
+// outputs, train, gather the measurements into one record, summarize, write the reports.
+#include "miniapp/launch/run.hpp"
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <variant>
+
+#include "kernels/kernel_path.hpp"
+#include "miniapp/io/compare.hpp"
+#include "miniapp/io/dump_writer.hpp"
+#include "miniapp/io/output_file.hpp"
+#include "miniapp/model/cost_file.hpp"
+#include "miniapp/model/deck_checks.hpp"
+#include "miniapp/mpi/peer_wait.hpp"
+#include "miniapp/report/report.hpp"
+#include "miniapp/report/summary.hpp"
+#include "miniapp/report/time_budget.hpp"
+#include "miniapp/report/verdict.hpp"
+#include "miniapp/runtime/checkpoint.hpp"
+#include "miniapp/runtime/dump_observer.hpp"
+#include "miniapp/runtime/profile.hpp"
+#include "miniapp/runtime/test_delays.hpp"
+#include "miniapp/runtime/trainer.hpp"
+#include "miniapp/runtime/version.hpp"
+#include "schedules/csv.hpp"
+#include "schedules/split.hpp"
+#include "schedules/timeline.hpp"
+#include "schedules/validator.hpp"
+
+namespace minipipe {
+
+#ifdef MINIPIPE_DOUBLE
+using Real = double;
+#else
+using Real = float;
+#endif
+
+namespace {
+
+// One (schedule, m) of the sweep.
+struct Plan {
+  std::string schedule;
+  int m = 1;
+  sched::Schedule lowered;  // what runs: lowered, receives posted early
+  StageLayout layout;
+  std::string dump;
+  std::string split_note;  // how an automatic split was chosen (rank 0)
+};
+
+// Everything a launch needs, validated before any rank communicates.
+struct RunSetup {
+  RunSetup(const ModelShape& s, DataSource d) : shape(s), data(std::move(d)) {}
+  ModelShape shape;
+  DataSource data;
+  int B = 0, steps = 0, print_every = 1, p = 1, dp = 1;
+  double timeout = 0;                         // pipeline.timeout, seconds (0 = wait forever)
+  std::shared_ptr<const Checkpoint> restart;  // checkpoint.restart, verified
+  int first_step = 0;                         // its completed steps (0 without a restart)
+  std::string checkpoint;                     // checkpoint.path
+  int checkpoint_every = 0;
+  std::uint64_t seed = 0;
+  Mode mode = Mode::deterministic;
+  Recompute recompute = Recompute::none;
+  OptimizerConfig opt;
+  io::DumpLevel level = io::DumpLevel::full;
+  bool force = false;
+  CommPath path = CommPath::host_memory;
+  std::string why;
+  bool auto_split = false;                // pipeline.layers_per_stage = "auto"
+  std::shared_ptr<const CostFile> costs;  // its measured costs (pipeline.costs or profiled)
+  std::vector<Plan> plans;
+};
+
+// Where a sweep entry's picture goes: the key's path, tagged with schedule and m in a sweep.
+std::string picture_path(const std::string& path, const Plan& pl, bool sweep, const char* ext) {
+  return sweep ? sweep_file_name(path, pl.schedule + "_m" + std::to_string(pl.m), ext) : path;
+}
+
+sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p, int m, int v) {
+  if (name != "csv") return sched::make_schedule(name, p, m, v);
+  const std::string& path = deck.get_string("pipeline.csv");
+  std::ifstream in(path);
+  if (!in) throw InputError("deck: key 'pipeline.csv' has value \"" + path + "\", which cannot be read");
+  sched::Schedule s = sched::read_csv(in, p, sched::parse_placement(deck.get_string("pipeline.placement")));
+  if (s.p != p)
+    throw InputError("pipeline.csv: " + path + " has " + std::to_string(s.p) +
+                     " rank rows but the launch has p = " + std::to_string(p) + " ranks");
+  if (s.m != m)
+    throw InputError("pipeline.csv: " + path + " schedules " + std::to_string(s.m) +
+                     " micro-batches but pipeline.microbatches = " + std::to_string(m));
+  return s;
+}
+
+OptimizerConfig optimizer_from_deck(const Deck& deck) {
+  OptimizerConfig opt;
+  opt.kind = deck.get_string("train.optimizer") == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
+  opt.adamw.lr = opt.sgd.lr = deck.get_double("train.lr");
+  opt.adamw.beta1 = deck.get_double("train.beta1");
+  opt.adamw.beta2 = deck.get_double("train.beta2");
+  opt.adamw.eps = deck.get_double("train.eps");
+  opt.adamw.weight_decay = opt.sgd.weight_decay = deck.get_double("train.weight_decay");
+  opt.sgd.momentum = deck.get_double("train.momentum");
+  return opt;
+}
+
+void choose_splits(RunSetup& su, MPI_Comm* comm);
+
+// Phase 1: every key against its rule, keys without effect, every input and output path (each
+// rank checks what it sees: a node-local file system may differ), then what needs several
+// keys or the launch.
+RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, long long tag_ub) {
+  deck.validate();
+  check_effective_keys(deck);
+  check_run_files(deck, deck_path);
+  const ModelShape checked_shape = model_shape_from_deck(deck);
+  RunSetup su{checked_shape, DataSource(deck, checked_shape)};
+  su.B = static_cast<int>(deck.get_int("train.batch"));
+  su.steps = static_cast<int>(deck.get_int("train.steps"));
+  su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
+  su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
+  set_kernel_path(parse_kernel_path(deck.get_string("train.kernel_path"), "train.kernel_path"));
+  set_fast_gemm(parse_fast_gemm(deck.get_string("train.fast_gemm"), "train.fast_gemm"));
+  su.opt = optimizer_from_deck(deck);
+  su.recompute = parse_recompute(deck.get_string("train.recompute"));
+  su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
+  su.force = deck.get_bool("output.force");
+  su.print_every = static_cast<int>(deck.get_int("output.print_every"));
+  su.timeout = pipeline_timeout(deck);
+  if (!deck.get_string("checkpoint.restart").empty()) {
+    su.restart = std::make_shared<const Checkpoint>(deck.get_string("checkpoint.restart"), sizeof(Real));
+    su.restart->check_same_training(deck, su.data.fingerprint());
+    su.first_step = static_cast<int>(su.restart->completed_steps());
+  }
+  su.checkpoint = deck.get_string("checkpoint.path");
+  su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
+
+  su.dp = static_cast<int>(deck.get_int("pipeline.dp"));
+  if (world % su.dp != 0)
+    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + " but " + std::to_string(world) +
+                     " MPI ranks were launched; allowed: a divisor of the rank count (mpiexec -n p*dp)");
+  if (su.dp > su.B)
+    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + "; allowed: 1 .. train.batch (" +
+                     std::to_string(su.B) + ") so every replica has a sample");
+  const int pp = world / su.dp;
+  const long long p_key = deck.get_int("pipeline.p");
+  if (p_key > 0 && p_key != pp)
+    throw InputError("deck: key 'pipeline.p' has value " + std::to_string(p_key) + " but " + std::to_string(world) +
+                     " MPI ranks were launched with pipeline.dp = " + std::to_string(su.dp) +
+                     "; allowed: 0 (use ranks / dp) or exactly " + std::to_string(pp) +
+                     " (launch mpiexec -n P*dp with P = pipeline.p)");
+  su.p = pp;
+  const int smallest_share = replica_share(su.B, su.dp, su.dp - 1).count;
+  su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
+
+  su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
+  if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
+    su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
+    su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
+  }
+  const long long v_key = deck.get_int("pipeline.chunks");
+  const auto& names = deck.get_string_list("pipeline.schedule");
+  const auto& ms = deck.get_int_list("pipeline.microbatches");
+  const std::string& dump_path = deck.get_string("output.dump");
+  const bool sweep = names.size() * ms.size() > 1;
+  if (sweep && !su.checkpoint.empty())
+    throw InputError("deck: key 'checkpoint.path' has value \"" + su.checkpoint + "\" with a sweep of " +
+                     std::to_string(names.size() * ms.size()) +
+                     " runs; allowed: one (schedule, m) per launch when checkpointing");
+  std::set<std::pair<std::string, long long>> seen;
+  for (const auto& name : names) {
+    for (long long m : ms) {
+      if (!seen.insert({name, m}).second)
+        throw InputError("deck: keys 'pipeline.schedule' x 'pipeline.microbatches' list (" + name +
+                         ", m = " + std::to_string(m) + ") twice; allowed: each pair once");
+      if (m > smallest_share)
+        throw InputError("deck: key 'pipeline.microbatches' has value " + std::to_string(m) + "; allowed: 1 .. " +
+                         (su.dp > 1 ? "the smallest replica's share of train.batch (" : "train.batch (") +
+                         std::to_string(smallest_share) + ") so every micro-batch has a sample");
+      const int v = v_key > 0 || name == "csv" ? static_cast<int>(v_key) : sched::default_v(name);
+      Plan pl;
+      pl.schedule = name;
+      pl.m = static_cast<int>(m);
+      sched::Schedule s = build_schedule(deck, name, su.p, pl.m, v);
+      sched::validate(s);
+      pl.lowered = sched::post_receives_early(sched::lower_communication(s));
+      sched::validate(pl.lowered);
+      const long long max_tag = 2LL * pl.lowered.num_stages() * pl.m - 1;
+      if (max_tag > tag_ub)
+        throw InputError("pipeline: schedule " + name + " with " + std::to_string(pl.lowered.num_stages()) +
+                         " stages and m = " + std::to_string(m) + " needs message tags up to " +
+                         std::to_string(max_tag) + " but this MPI allows MPI_TAG_UB = " + std::to_string(tag_ub) +
+                         "; allowed: 2 * stages * m <= MPI_TAG_UB + 1");
+      if (!su.auto_split)
+        pl.layout = make_stage_layout(su.shape.n_layer, pl.lowered.num_stages(),
+                                      deck.get_int_list("pipeline.layers_per_stage"));
+      pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
+                    ? ""
+                    : (sweep ? sweep_dump_name(dump_path, name, pl.m) : dump_path);
+      su.plans.push_back(std::move(pl));
+    }
+  }
+  // The delay test hooks: a malformed value, or a stage that a plan does not have, is bad input.
+  const TestDelays& delays = test_delays();
+  for (const auto& pl : su.plans)
+    if (delays.forward_stage >= pl.lowered.num_stages())
+      throw InputError("environment: variable MINIPIPE_TEST_DELAY_FORWARD names stage " +
+                       std::to_string(delays.forward_stage) + " but schedule " + pl.schedule + " has stages 0 .. " +
+                       std::to_string(pl.lowered.num_stages() - 1) + "; allowed: one of those");
+  if (su.costs) choose_splits(su, nullptr);
+  return su;
+}
+
+// pipeline.layers_per_stage = "auto": each plan's split from the measured per-part costs of its
+// micro-batch size (train.recompute included). Without a cost file (`comm` given, collective)
+// rank 0 profiles briefly and every rank takes its splits.
+void choose_splits(RunSetup& su, MPI_Comm* comm) {
+  int rank = 0;
+  if (comm) MPI_Comm_rank(*comm, &rank);
+  for (auto& pl : su.plans) {
+    const int S = pl.lowered.num_stages();
+    std::vector<int> counts(static_cast<std::size_t>(S));
+    const int samples = (su.B / su.dp + pl.m - 1) / pl.m;
+    LayerTimes lt;
+    if (rank == 0) {
+      lt = layer_times(*su.costs, samples, su.recompute);
+      counts = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
+    }
+    if (comm) MPI_Bcast(counts.data(), S, MPI_INT, 0, *comm);
+    pl.layout = make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end()));
+    if (rank == 0) {
+      std::ostringstream os;
+      os << "auto split for " << pl.schedule << " m = " << pl.m << ": ";
+      for (int s = 0; s < S; ++s) os << (s ? "/" : "") << counts[static_cast<std::size_t>(s)];
+      char line[96];
+      std::snprintf(line, sizeof(line), " (slowest stage %.3f ms of F+I+W per micro-batch)",
+                    sched::slowest_stage(lt.blocks, lt.embedding, lt.head, counts));
+      os << line;
+      pl.split_note = os.str();
+    }
+  }
+}
+
+void print_banner(const RunSetup& su, std::ostream& out) {
+  const ModelShape& s = su.shape;
+  out << "miniPipe " << version_string() << " | Kokkos " << kokkos_version_string() << " (" << ExecSpace::name()
+      << ") | " << blas_string() << "\n";
+  out << "GEMM: " << gemm_string(su.mode) << "\n";
+  out << "model: V=" << s.vocab << " T=" << s.seq_len << " C=" << s.channels << " H=" << s.n_head << " L=" << s.n_layer
+      << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
+      << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
+  out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
+  if (su.dp > 1)
+    for (int d = 0; d < su.dp; ++d) {
+      const SampleRange r = replica_share(su.B, su.dp, d);
+      out << "replica " << d << ": ranks " << d * su.p << ".." << (d + 1) * su.p - 1 << " = (dp " << d << ", pp 0.."
+          << su.p - 1 << "), samples [" << r.first << ", " << r.first + r.count << ")\n";
+    }
+}
+
+// Where this rank sits: rank = dp * p + pp, so each replica's pipeline is a contiguous block.
+struct Coordinates {
+  int dp = 0, pp = 0;
+  MPI_Comm pipeline = MPI_COMM_NULL, replicas = MPI_COMM_NULL;  // same dp / same pp
+  Coordinates(MPI_Comm world, int p) {
+    int rank = 0;
+    MPI_Comm_rank(world, &rank);
+    dp = rank / p, pp = rank % p;
+    MPI_Comm_split(world, dp, pp, &pipeline);
+    MPI_Comm_split(world, pp, dp, &replicas);
+  }
+  ~Coordinates() {
+    MPI_Comm_free(&pipeline);
+    MPI_Comm_free(&replicas);
+  }
+  Coordinates(const Coordinates&) = delete;
+  Coordinates& operator=(const Coordinates&) = delete;
+};
+
+// Phase 2: the dump of one sweep entry, with /meta (collective; nullptr when there is none).
+std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, const Plan& pl, MPI_Comm comm) {
+  if (pl.dump.empty()) return nullptr;
+  auto dump = std::make_unique<io::DumpWriter>(comm, pl.dump, su.force);
+  const ModelShape& s = su.shape;
+  const std::pair<const char*, long long> ints[] = {{"vocab", s.vocab},
+                                                    {"seq_len", s.seq_len},
+                                                    {"block_size", s.block_size},
+                                                    {"channels", s.channels},
+                                                    {"n_head", s.n_head},
+                                                    {"n_layer", s.n_layer},
+                                                    {"p", su.p},
+                                                    {"v", pl.lowered.v},
+                                                    {"m", pl.m},
+                                                    {"dp", su.dp}};
+  for (const auto& [name, value] : ints) dump->set_attribute("/meta", name, value);
+  dump->set_attribute("/meta", "schedule", pl.schedule);
+  dump->set_attribute("/meta", "mode", std::string(to_string(su.mode)));
+  dump->set_attribute("/meta", "backend", std::string(ExecSpace::name()));
+  dump->set_attribute("/meta", "versions", version_string() + "; Kokkos " + kokkos_version_string());
+  dump->set_attribute("/meta", "deck", deck.effective_toml());
+  dump->set_attribute("/meta", "dump_level", std::string(io::to_string(su.level)));
+  return dump;
+}
+
+// What one sweep entry's training leaves: per step loss, time and pipeline makespan, and this
+// rank's stats of the last step.
+struct TrainRecord {
+  std::vector<double> losses, step_seconds, makespans;
+  RankStepStats last;
+};
+
+// Phase 3: the step loop, with one step line per print_every steps on rank 0.
+// After complete optimizer steps: the checkpoint every checkpoint.every steps and after the
+// last one; it replaces the run's own previous one (atomically: a crash keeps the previous).
+void maybe_checkpoint(const Deck& deck, const Trainer<Real>& trainer, const RunSetup& su, const Coordinates& at,
+                      int completed, bool& written, MPI_Comm comm, std::ostream& out) {
+  if (su.checkpoint.empty()) return;
+  const bool due = (su.checkpoint_every > 0 && completed % su.checkpoint_every == 0) || completed == su.steps;
+  if (!due) return;
+  {
+    CollectiveGuard guard(su.timeout, "every rank to write the checkpoint " + su.checkpoint);
+    write_checkpoint(comm, su.checkpoint, su.force || written, trainer.stages(), at.dp == 0, completed, deck, su.shape,
+                     su.data.fingerprint());
+  }
+  written = true;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) out << "checkpoint: " << su.checkpoint << " (after step " << completed - 1 << ")\n";
+}
+
+TrainRecord train(const Deck& deck, Trainer<Real>& trainer, DumpObserver<Real>* dump, const RunSetup& su,
+                  const Coordinates& at, MPI_Comm comm, std::ostream& out) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const bool holds_loss = at.dp == 0 && at.pp == trainer.plan().stage_to_rank.back();
+  const SampleRange share = replica_share(su.B, su.dp, at.dp);
+  bool checkpointed = false;  // this run wrote the checkpoint before: the next one replaces it
+  TrainRecord rec;
+  for (int step = su.first_step; step < su.steps; ++step) {
+    const Batch batch = su.data.batch(step, su.B);
+    if (dump) {
+      CollectiveGuard guard(su.timeout, "every rank to create the dump datasets of step " + std::to_string(step));
+      dump->begin_step(step);
+    }
+    StepResult res = trainer.step(step, batch, share, dump);
+    if (dump) dump->end_step(batch, res, rank == 0, holds_loss);
+    // Step time = the slowest rank's whole step; the pipeline's makespan likewise.
+    // The makespan is the measured replica's (the bubble is summarized from its ranks).
+    double times[2] = {res.stats.step, res.stats.makespan};
+    {
+      CollectiveGuard guard(su.timeout, "every rank's time of step " + std::to_string(step));
+      MPI_Allreduce(MPI_IN_PLACE, &times[0], 1, MPI_DOUBLE, MPI_MAX, comm);
+      MPI_Allreduce(MPI_IN_PLACE, &times[1], 1, MPI_DOUBLE, MPI_MAX, at.pipeline);
+    }
+    const double span = times[0];
+    rec.losses.push_back(res.loss);
+    rec.step_seconds.push_back(span);
+    rec.makespans.push_back(times[1]);
+    if (rank == 0 && (step % su.print_every == 0 || step + 1 == su.steps)) {
+      char line[160];
+      std::snprintf(line, sizeof(line), "step %4d  loss %.6f  %9.2f ms  %11.0f tokens/s", step, res.loss, 1e3 * span,
+                    static_cast<double>(su.B) * su.shape.seq_len / span);
+      out << line << "\n" << std::flush;
+    }
+    rec.last = std::move(res.stats);
+    maybe_checkpoint(deck, trainer, su, at, step + 1, checkpointed, comm, out);
+  }
+  return rec;
+}
+
+// Phase 4: every rank's last-step statistics on rank 0, as one typed record. The records
+// travel as bytes: the ranks of one job run the same binary.
+RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
+  static_assert(std::is_trivially_copyable<ActionTiming>::value, "ActionTiming travels as bytes");
+  int rank = 0, p = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &p);
+  RankStepStats totals = rec.last;
+  totals.actions.clear();
+  struct Totals {
+    double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step, optimizer;
+    long long peak_mb, peak_bytes, workspace_bytes;
+  } mine{totals.makespan,
+         totals.time_F,
+         totals.time_I,
+         totals.time_W,
+         totals.time_B,
+         totals.comm_wait,
+         totals.observer_io,
+         totals.allreduce,
+         totals.allreduce_start,
+         totals.step,
+         totals.optimizer,
+         totals.peak_stored_mb,
+         static_cast<long long>(totals.peak_stored_bytes),
+         static_cast<long long>(totals.workspace_bytes)};
+  std::vector<Totals> all(static_cast<std::size_t>(p));
+  MPI_Gather(&mine, sizeof(Totals), MPI_BYTE, all.data(), sizeof(Totals), MPI_BYTE, 0, comm);
+
+  const int n_bytes = static_cast<int>(rec.last.actions.size() * sizeof(ActionTiming));
+  std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
+  MPI_Gather(&n_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  long long total = 0;
+  for (int r = 0; r < p; ++r) {
+    displs[r] = static_cast<int>(total);
+    total += counts[r];
+  }
+  if (total > INT_MAX) throw std::runtime_error("gather_measurements: over 2 GiB of action timings");
+  std::vector<ActionTiming> actions(static_cast<std::size_t>(total) / sizeof(ActionTiming) + 1);
+  MPI_Gatherv(rec.last.actions.data(), n_bytes, MPI_BYTE, actions.data(), counts.data(), displs.data(), MPI_BYTE, 0,
+              comm);
+
+  RunMeasurements meas;
+  if (rank != 0) return meas;
+  meas.losses = rec.losses;
+  meas.step_seconds = rec.step_seconds;
+  meas.makespans = rec.makespans;
+  for (int r = 0; r < p; ++r) {
+    const Totals& t = all[static_cast<std::size_t>(r)];
+    RankStepStats st;
+    st.makespan = t.makespan, st.time_F = t.F, st.time_I = t.I, st.time_W = t.W, st.time_B = t.B;
+    st.comm_wait = t.comm_wait, st.observer_io = t.observer_io, st.allreduce = t.allreduce, st.step = t.step;
+    st.allreduce_start = t.allreduce_start, st.optimizer = t.optimizer;
+    st.peak_stored_mb = static_cast<int>(t.peak_mb);
+    st.peak_stored_bytes = static_cast<std::size_t>(t.peak_bytes);
+    st.workspace_bytes = static_cast<std::size_t>(t.workspace_bytes);
+    const std::size_t first = static_cast<std::size_t>(displs[r]) / sizeof(ActionTiming);
+    const std::size_t n = static_cast<std::size_t>(counts[r]) / sizeof(ActionTiming);
+    st.actions.assign(actions.begin() + static_cast<std::ptrdiff_t>(first),
+                      actions.begin() + static_cast<std::ptrdiff_t>(first + n));
+    meas.ranks.push_back(std::move(st));
+  }
+  return meas;
+}
+
+// Phase 5 (rank 0): the measured timeline as SVG and Chrome trace, where asked for.
+void write_pictures(const Deck& deck, const RunSetup& su, const Plan& pl, const RunContext& ctx,
+                    const RunMeasurements& meas, const RunReport& rep) {
+  const std::string svg = deck.get_string("output.svg"), trace = deck.get_string("output.trace");
+  if (svg.empty() && trace.empty()) return;
+  const bool sweep = su.plans.size() > 1;
+  const sched::Timeline tl = measured_timeline(ctx, pl.lowered, meas);
+  if (!svg.empty())
+    io::write_output_file(picture_path(svg, pl, sweep, ".svg"), su.force,
+                          [&](std::ostream& f) { sched::write_svg(tl, f); });
+  // The time budget's stacked bars beside the timeline: <svg stem>_budget.svg.
+  if (!svg.empty())
+    io::write_output_file(budget_svg_path(picture_path(svg, pl, sweep, ".svg")), su.force, [&](std::ostream& f) {
+      write_budget_svg(rep.budget, pl.schedule + " p=" + std::to_string(su.p) + " m=" + std::to_string(pl.m), f);
+    });
+  if (!trace.empty())
+    io::write_output_file(picture_path(trace, pl, sweep, ".json"), su.force,
+                          [&](std::ostream& f) { sched::write_chrome_trace(tl, f); });
+}
+
+// Phase 5 (rank 0): the dump of this entry against the sweep's first ("reference"), bit for bit.
+std::string compare_to_reference(const Plan& pl, std::string& reference_dump) {
+  if (pl.dump.empty()) return "-";
+  if (reference_dump.empty()) {
+    reference_dump = pl.dump;
+    return "reference";
+  }
+  std::ostringstream sink;
+  const int rc = io::compare_files(reference_dump, pl.dump, io::CompareOptions{}, sink);
+  return rc == 0 ? "identical" : (rc == 1 ? "DIFFERS" : "error");
+}
+
+void print_run(const RunReport& rep, std::ostream& out) {
+  char line[256];
+  char analytic[32] = "-";
+  if (rep.bubble_analytic) std::snprintf(analytic, sizeof(analytic), "%.6f", *rep.bubble_analytic);
+  std::snprintf(line, sizeof(line),
+                "bubble measured %.3f | simulated %.3f | analytic %s | imbalance %.2f | peak stored on rank 0: %d "
+                "micro-batches, %.2f MiB",
+                rep.bubble_measured, rep.bubble_simulated, analytic, rep.imbalance, rep.ranks[0].peak_stored_mb,
+                rep.ranks[0].peak_stored_bytes / 1048576.0);
+  out << line << "\n";
+  for (const auto& rr : rep.ranks) {
+    std::snprintf(line, sizeof(line),
+                  "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f"
+                  "  all-reduce %7.2f ms | peak %d mb, scratch %.2f MiB\n",
+                  rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B, 1e3 * rr.comm_wait,
+                  1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
+                  rr.workspace_bytes / 1048576.0);
+    out << line;
+  }
+  out << budget_rank_text(rep.budget);
+}
+
+// Phase 6 (rank 0): the launch's table, JSON report, figure of merit and verdict; false when
+// the verification failed.
+// `stopped`: the verdict of a launch that stopped early (its runs so far are reported).
+bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunReport>& reports, std::ostream& out,
+                   const Verdict* stopped = nullptr) {
+  out << "\n";
+  if (!reports.empty()) print_table(reports, out);
+  const FigureOfMerit fom = figure_of_merit(reports, su.shape);
+  const Verdict verdict = stopped ? *stopped : verify_runs(reports, deck.get_string("output.verify"), su.mode);
+  LaunchSummary launch;
+  launch.fom_tokens_per_second = fom.tokens_per_second, launch.model_tflops = fom.model_tflops;
+  launch.verified = verdict.pass;
+  launch.verification = verdict.pass ? "PASS" : "FAIL (" + verdict.why + ")";
+  const std::string json = deck.get_string("output.json");
+  if (!json.empty()) {
+    io::write_output_file(json, su.force,
+                          [&](std::ostream& f) { write_json(reports, launch, deck.effective_toml(), f); });
+    out << "report: " << json << "\n";
+  }
+  if (reports.empty())
+    out << "FOM: unavailable (no run completed)\n";
+  else
+    out << fom_line(fom) << "\n";
+  out << verdict_line(verdict) << "\n" << std::flush;
+  return verdict.pass;
+}
+
+int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostream& out,
+                std::vector<RunReport>* keep = nullptr) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) print_banner(su, out);
+  std::vector<RunReport> reports;
+  std::string reference_dump;
+  const Coordinates at(comm, su.p);
+  std::unique_ptr<Verdict> stopped;  // a run diverged: the launch stops, its report says why
+  for (const auto& pl : su.plans) {
+    if (rank == 0)
+      out << "\n== schedule " << pl.schedule << ", p = " << su.p << ", v = " << pl.lowered.v << ", m = " << pl.m
+          << " ==\n";
+    if (rank == 0 && !pl.split_note.empty()) out << pl.split_note << "\n";
+    Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
+                          su.opt, su.timeout, su.recompute);
+    if (su.restart) trainer.restore(*su.restart);
+    auto writer = open_dump(deck, su, pl, comm);
+    std::unique_ptr<DumpObserver<Real>> dump;
+    if (writer) {
+      // Every replica holds the same parameters: replica 0 writes them.
+      dump = std::make_unique<DumpObserver<Real>>(*writer, su.level, su.shape, su.B, at.dp == 0);
+      dump->write_initial(trainer.stages());
+    }
+    TrainRecord rec;
+    try {
+      rec = train(deck, trainer, dump.get(), su, at, comm, out);
+    } catch (const Diverged& e) {
+      // Every rank agreed: keep the completed steps, record why the run stopped, then stop.
+      if (writer) writer->close_stopped(e.what(), e.step, {step_group(e.step)});
+      if (rank == 0) std::cerr << "minipipe: error: " << e.what() << "\n" << std::flush;
+      stopped = std::make_unique<Verdict>(Verdict{false, e.what()});
+      break;
+    }
+    dump.reset();
+    if (writer) {
+      CollectiveGuard guard(su.timeout, "every rank to close the dump " + pl.dump);
+      writer->close();
+    }
+    writer.reset();
+
+    // Replica 0's pipeline is measured (world rank 0 is its first rank); the others match it.
+    RunMeasurements meas;
+    {
+      CollectiveGuard guard(su.timeout, "every rank's measurements of " + pl.schedule);
+      meas = gather_measurements(at.pipeline, rec);
+    }
+    if (rank == 0) {
+      RunContext ctx;
+      ctx.schedule = pl.schedule, ctx.mode = to_string(su.mode), ctx.backend = ExecSpace::name();
+      ctx.blas = blas_string(), ctx.gemm = gemm_string(su.mode), ctx.comm_path = to_string(su.path),
+      ctx.dump_path = pl.dump;
+      ctx.p = su.p, ctx.dp = su.dp, ctx.m = pl.m, ctx.first_step = su.first_step;
+      ctx.steps = su.steps - su.first_step, ctx.batch = su.B;
+      ctx.seq_len = su.shape.seq_len;
+      RunReport rep = summarize(ctx, pl.lowered, meas);
+      rep.dump_vs_reference = compare_to_reference(pl, reference_dump);
+      write_pictures(deck, su, pl, ctx, meas, rep);
+      print_run(rep, out);
+      reports.push_back(std::move(rep));
+    }
+  }
+  // A failed verification (a sweep's dumps that differ included) or a diverged run: exit 3.
+  int exit_code = 0;
+  if (rank == 0 && !write_reports(deck, su, reports, out, stopped.get())) exit_code = 3;
+  MPI_Bcast(&exit_code, 1, MPI_INT, 0, comm);
+  if (keep) *keep = std::move(reports);
+  return exit_code;
+}
+
+}  // namespace
+
+int run_command(const Deck& deck, const std::string& deck_path, MPI_Comm comm, std::ostream& out,
+                std::vector<RunReport>* reports) {
+  int world = 1;
+  MPI_Comm_size(comm, &world);
+  std::unique_ptr<RunSetup> setup;
+  std::string message;
+  try {
+    setup = std::make_unique<RunSetup>(plan_run(deck, deck_path, world, mpi_tag_ub(comm)));
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  // Every rank validated its input; agree before anyone communicates.
+  if (any_rank_failed(comm, setup ? nullptr : &message, std::cerr)) return 2;
+  if (setup->auto_split && !setup->costs) {
+    setup->costs = std::make_shared<const CostFile>(profile_costs(deck, comm, 1));
+    choose_splits(*setup, &comm);
+  }
+  return execute_run(deck, *setup, comm, out, reports);
+}
+
+}  // namespace minipipe

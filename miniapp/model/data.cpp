@@ -1,0 +1,99 @@
+// Synthetic corpus: a token follows from the previous two by a fixed rule, so a bigram model
+// gets most of it and attention the rest; lengths vary and short sequences are right-padded.
+#include "miniapp/model/data.hpp"
+
+#include <cstdio>
+
+#include <algorithm>
+
+#include "miniapp/io/dump_reader.hpp"
+
+namespace minipipe {
+
+long long Batch::valid_tokens() const {
+  long long n = 0;
+  for (int t : targets) n += (t >= 0);
+  return n;
+}
+
+DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape) {
+  seed_ = static_cast<std::uint64_t>(deck.get_int("train.seed"));
+  const long long min_len = deck.get_int("data.min_len");
+  if (min_len < 0 || min_len > shape.seq_len)
+    throw InputError("deck: key 'data.min_len' has value " + std::to_string(min_len) +
+                     "; allowed: 0 .. model.seq_len (" + std::to_string(shape.seq_len) + ")");
+  // Every sample has at least one valid target; 0 means half the sequence length.
+  min_len_ = std::clamp(min_len == 0 ? shape.seq_len / 2 : static_cast<int>(min_len), 1, shape.seq_len);
+  const std::string& src = deck.get_string("data.source");
+  if (src == "synthetic") return;
+  if (src != "hdf5") throw InputError("deck: key 'data.source' has value \"" + src + "\"; allowed: synthetic | hdf5");
+  from_file_ = true;
+  const std::string& path = deck.get_string("data.path");
+  const std::string& dset = deck.get_string("data.dataset");
+  std::vector<std::uint64_t> dims;
+  try {
+    auto raw = io::read_i32(path, dset, dims);
+    file_tokens_.assign(raw.begin(), raw.end());
+  } catch (const std::exception& e) {
+    throw InputError(std::string("deck: key 'data.path': ") + e.what());
+  }
+  if (dims.size() != 2 || dims[1] != static_cast<std::uint64_t>(shape.seq_len) + 1 || dims[0] == 0)
+    throw InputError("deck: key 'data.dataset' (" + dset + " in " + path +
+                     ") must be a non-empty int32 [N, model.seq_len+1] = [N, " + std::to_string(shape.seq_len + 1) +
+                     "] dataset");
+  for (int t : file_tokens_)
+    if (t < -1 || t >= shape.vocab)
+      throw InputError("deck: key 'data.path': token " + std::to_string(t) + " in " + path +
+                       " is outside [-1, model.vocab)");
+  file_rows_ = dims[0];
+}
+
+std::string DataSource::fingerprint() const {
+  if (!from_file_) return "synthetic";
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the tokens' int32 bytes
+  for (int t : file_tokens_) {
+    std::uint32_t u = static_cast<std::uint32_t>(t);
+    for (int k = 0; k < 4; ++k, u >>= 8) h = (h ^ (u & 0xffu)) * 0x100000001b3ULL;
+  }
+  char text[96];
+  std::snprintf(text, sizeof(text), "hdf5 tokens [%llu, %d], FNV-1a %016llx",
+                static_cast<unsigned long long>(file_rows_), shape_.seq_len + 1, static_cast<unsigned long long>(h));
+  return text;
+}
+
+Batch DataSource::batch(int step, int B) const {
+  Batch b;
+  b.B = B;
+  b.T = shape_.seq_len;
+  const int T = shape_.seq_len, V = shape_.vocab;
+  b.tokens.assign(static_cast<std::size_t>(B) * T, 0);
+  b.targets.assign(static_cast<std::size_t>(B) * T, -1);
+  for (int s = 0; s < B; ++s) {
+    const std::uint64_t g = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(B) + s;
+    int* tok = &b.tokens[static_cast<std::size_t>(s) * T];
+    int* tgt = &b.targets[static_cast<std::size_t>(s) * T];
+    if (from_file_) {
+      const int* row = &file_tokens_[(g % file_rows_) * static_cast<std::size_t>(T + 1)];
+      for (int t = 0; t < T; ++t) {
+        tok[t] = row[t] < 0 ? 0 : row[t];
+        tgt[t] = row[t] < 0 ? -1 : row[t + 1];
+      }
+      continue;
+    }
+    std::uint64_t st = mix64(seed_ ^ mix64(g + 0x51ed27ULL));
+    auto next = [&st]() { return st = mix64(st); };
+    const int len = min_len_ + static_cast<int>(next() % static_cast<std::uint64_t>(T - min_len_ + 1));
+    // Sequence of len+1 tokens: x[t+1] = (5*x[t] + 3 + (x[t-1] & 1)) mod V.
+    std::vector<int> seq(static_cast<std::size_t>(len) + 1);
+    seq[0] = static_cast<int>(next() % V);
+    seq[1] = static_cast<int>(next() % V);
+    for (int t = 2; t <= len; ++t) seq[t] = static_cast<int>((5LL * seq[t - 1] + 3 + (seq[t - 2] & 1)) % V);
+    for (int t = 0; t < T; ++t) {
+      tok[t] = t < len ? seq[t] : 0;
+      tgt[t] = t < len ? seq[t + 1] : -1;
+    }
+  }
+  return b;
+}
+
+}  // namespace minipipe

@@ -1,0 +1,186 @@
+// Model description: parameter naming, initialization by (seed, name, index) and stage layout.
+// Pure host code; the Kokkos storage of parameters lives in stage.cpp.
+#include "miniapp/model/model.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace minipipe {
+
+namespace {
+[[noreturn]] void bad_key(const std::string& key, long long value, const std::string& allowed) {
+  throw InputError("deck: key '" + key + "' has value " + std::to_string(value) + "; allowed: " + allowed);
+}
+}  // namespace
+
+ModelShape model_shape_from_deck(const Deck& deck) {
+  ModelShape s;
+  auto positive = [&](const char* key, int& out, long long max) {
+    const long long v = deck.get_int(key);
+    if (v <= 0 || v > max) bad_key(key, v, "an integer in [1, " + std::to_string(max) + "]");
+    out = static_cast<int>(v);
+  };
+  positive("model.vocab", s.vocab, 1LL << 24);
+  positive("model.seq_len", s.seq_len, 1LL << 16);
+  positive("model.channels", s.channels, 1LL << 16);
+  positive("model.n_head", s.n_head, 1LL << 10);
+  positive("model.n_layer", s.n_layer, 1LL << 10);
+  const long long bs = deck.get_int("model.block_size");
+  if (bs < 0 || bs > (1LL << 16)) bad_key("model.block_size", bs, "0 (= model.seq_len) or an integer in [1, 65536]");
+  s.block_size = bs == 0 ? s.seq_len : static_cast<int>(bs);
+  if (s.seq_len > s.block_size)
+    throw InputError("deck: key 'model.seq_len' has value " + std::to_string(s.seq_len) +
+                     ", longer than the position table (model.block_size = " + std::to_string(s.block_size) +
+                     "); allowed: seq_len <= block_size");
+  if (s.channels % s.n_head != 0)
+    throw InputError("deck: key 'model.channels' has value " + std::to_string(s.channels) +
+                     ", which is not divisible by model.n_head = " + std::to_string(s.n_head) +
+                     "; allowed: a multiple of model.n_head");
+  return s;
+}
+
+std::size_t ParamSpec::numel() const {
+  std::size_t n = 1;
+  for (int d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+std::string block_name(int layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "layer_%02d", layer);
+  return buf;
+}
+
+std::vector<ParamSpec> embedding_params(const ModelShape& s) {
+  return {{"wte", {s.vocab, s.channels}, ParamSpec::Init::normal, 0.02, true},
+          {"wpe", {s.block_size, s.channels}, ParamSpec::Init::normal, 0.01, true}};
+}
+
+std::vector<ParamSpec> block_params(const ModelShape& s, int layer) {
+  const std::string p = block_name(layer) + "/";
+  const int C = s.channels;
+  // GPT-2 scales the residual projections by 1/sqrt(2L).
+  const double proj_std = 0.02 / std::sqrt(2.0 * s.n_layer);
+  using I = ParamSpec::Init;
+  return {{p + "ln1_w", {C}, I::ones, 0, false},
+          {p + "ln1_b", {C}, I::zeros, 0, false},
+          {p + "qkv_w", {3 * C, C}, I::normal, 0.02, true},
+          {p + "qkv_b", {3 * C}, I::zeros, 0, false},
+          {p + "attn_proj_w", {C, C}, I::normal, proj_std, true},
+          {p + "attn_proj_b", {C}, I::zeros, 0, false},
+          {p + "ln2_w", {C}, I::ones, 0, false},
+          {p + "ln2_b", {C}, I::zeros, 0, false},
+          {p + "fc_w", {4 * C, C}, I::normal, 0.02, true},
+          {p + "fc_b", {4 * C}, I::zeros, 0, false},
+          {p + "fc_proj_w", {C, 4 * C}, I::normal, proj_std, true},
+          {p + "fc_proj_b", {C}, I::zeros, 0, false}};
+}
+
+std::vector<ParamSpec> head_params(const ModelShape& s) {
+  using I = ParamSpec::Init;
+  return {{"lnf_w", {s.channels}, I::ones, 0, false},
+          {"lnf_b", {s.channels}, I::zeros, 0, false},
+          {"lm_head_w", {s.vocab, s.channels}, I::normal, 0.02, true}};
+}
+
+std::vector<ParamSpec> all_params(const ModelShape& s) {
+  auto out = embedding_params(s);
+  for (int l = 0; l < s.n_layer; ++l) {
+    auto b = block_params(s, l);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  auto h = head_params(s);
+  out.insert(out.end(), h.begin(), h.end());
+  return out;
+}
+
+std::uint64_t mix64(std::uint64_t x) {
+  // splitmix64 finalizer: a bijective integer mix, identical on every platform.
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash_name(const std::string& name) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+double init_value(std::uint64_t seed, const ParamSpec& p, std::size_t index) {
+  switch (p.init) {
+    case ParamSpec::Init::zeros:
+      return 0.0;
+    case ParamSpec::Init::ones:
+      return 1.0;
+    case ParamSpec::Init::normal:
+      break;
+  }
+  // Irwin-Hall: the sum of 4 uniforms on [0,1) has mean 2 and variance 1/3; no transcendental
+  // function is involved, so the value is the same on every libm.
+  const std::uint64_t key = mix64(seed ^ mix64(hash_name(p.name)) ^ mix64(index * 0x2545f4914f6cdd1dULL));
+  double sum = 0;
+  std::uint64_t state = key;
+  for (int i = 0; i < 4; ++i) {
+    state = mix64(state + static_cast<std::uint64_t>(i));
+    sum += static_cast<double>(state >> 11) * (1.0 / 9007199254740992.0);  // 53-bit uniform
+  }
+  return (sum - 2.0) * 1.7320508075688772 * p.std;  // sqrt(3) scales variance 1/3 to 1
+}
+
+StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<long long>& split) {
+  StageLayout lay;
+  if (num_stages > n_layer)
+    throw InputError("pipeline: " + std::to_string(num_stages) + " stages (p*v) but model.n_layer = " +
+                     std::to_string(n_layer) + "; allowed: at most one stage per transformer block");
+  if (!split.empty()) {
+    if (static_cast<int>(split.size()) != num_stages)
+      throw InputError("deck: key 'pipeline.layers_per_stage' has " + std::to_string(split.size()) +
+                       " entries but there are " + std::to_string(num_stages) +
+                       " stages (p*v); allowed: one entry per stage");
+    long long total = 0;
+    for (long long c : split) {
+      if (c < 0)
+        throw InputError("deck: key 'pipeline.layers_per_stage' has a negative entry " + std::to_string(c) +
+                         "; allowed: counts >= 0 that add up to model.n_layer");
+      total += c;
+    }
+    if (total != n_layer) {
+      std::ostringstream os;
+      os << "deck: key 'pipeline.layers_per_stage' adds up to " << total << " but model.n_layer = " << n_layer
+         << "; allowed: counts that add up to model.n_layer";
+      throw InputError(os.str());
+    }
+    int first = 0;
+    for (long long c : split) {
+      lay.first.push_back(first);
+      lay.count.push_back(static_cast<int>(c));
+      first += static_cast<int>(c);
+    }
+    return lay;
+  }
+  int first = 0;
+  for (int s = 0; s < num_stages; ++s) {
+    const int c = n_layer / num_stages + (s < n_layer % num_stages ? 1 : 0);
+    lay.first.push_back(first);
+    lay.count.push_back(c);
+    first += c;
+  }
+  return lay;
+}
+
+const char* to_string(Recompute r) {
+  return r == Recompute::none ? "none" : r == Recompute::attention ? "attention" : "block";
+}
+
+Recompute parse_recompute(const std::string& text) {
+  for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block})
+    if (text == to_string(r)) return r;
+  throw InputError("deck: key 'train.recompute' has value \"" + text + "\"; allowed: none | attention | block");
+}
+
+}  // namespace minipipe

@@ -1,0 +1,62 @@
+// What a pipeline run reports (DESIGN.md §6): per-rank time split, measured bubble next to the
+// simulated and analytic ones, imbalance, peak stored activations, throughput; JSON output.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "miniapp/report/time_budget.hpp"
+
+namespace minipipe {
+
+struct RankReport {
+  int rank = 0;
+  std::vector<int> stages;
+  double time_F = 0, time_I = 0, time_W = 0, time_B = 0;  // seconds, last measured step
+  double comm_wait = 0, idle = 0, busy = 0, dump_io = 0;
+  double allreduce = 0;  // exposed data-parallel gradient all-reduce, after the pipeline
+  int peak_stored_mb = 0;
+  double peak_stored_bytes = 0;
+  double workspace_bytes = 0;  // stage and kernel scratch (GEMM packing, dW buffers), peak
+};
+
+struct RunReport {
+  std::string schedule;
+  int p = 1, dp = 1, v = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
+  int first_step = 0;  // global index of this launch's first step (a restart continues)
+  std::string mode, backend, blas, gemm, comm_path;
+  std::vector<double> losses;        // per step
+  std::vector<double> step_seconds;  // per step (max over ranks), whole step
+  double step_seconds_mean = 0;      // steps after the first (warm-up) when there are several
+  double tokens_per_second = 0;
+  double makespan = 0;            // the pipeline's makespan in the timed (last) step
+  std::vector<double> makespans;  // per step, the pipeline's makespan (s)
+  double bubble_measured = 0, bubble_simulated = 0;
+  std::optional<double> bubble_analytic;
+  double imbalance = 0;  // max/mean per-stage compute time
+  // Spread of the timed step's compute actions about the mean of their kind and stage: the root
+  // mean square of (time / mean - 1) (0 = every F of a stage as long as every other one). The W
+  // that added a stage's held-back dW samples is left out (a planned cost, not a spread).
+  double action_cv = 0;
+  std::vector<double> stage_compute;  // per stage: F + I + W + B seconds in the timed step
+  std::vector<RankReport> ranks;
+  TimeBudget budget;  // the last step's pipeline time in five kinds (time_budget.hpp)
+  std::string dump_path;
+  std::string dump_vs_reference;  // "reference", "identical", "DIFFERS", "error", "-" (no dump)
+};
+
+// The launch as a whole: the figure of merit and the verification verdict (verdict.hpp).
+struct LaunchSummary {
+  double fom_tokens_per_second = 0, model_tflops = 0;
+  bool verified = true;
+  std::string verification;  // "PASS" or "FAIL (<why>)"
+};
+
+void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch, const std::string& deck_toml,
+                std::ostream& out);
+// One table row per run, the header first (rank 0 prints it at the end of a launch).
+void print_table(const std::vector<RunReport>& runs, std::ostream& out);
+
+}  // namespace minipipe

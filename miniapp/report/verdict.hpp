@@ -1,0 +1,41 @@
+// What a benchmark suite reads off every run: the figure of merit (trained tokens per second of
+// the whole job, with the model FLOP rate beside it) and the verification verdict.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/mode.hpp"
+#include "miniapp/model/model.hpp"
+#include "miniapp/report/report.hpp"
+
+namespace minipipe {
+
+// Training FLOPs of one token, forward and backward (docs/benchmarking.md derives it):
+// 6 (12 L C^2 + V C) for the weight GEMMs and 6 L C (T + 1) for causal attention.
+double flops_per_token(const ModelShape& shape);
+
+struct FigureOfMerit {
+  double tokens_per_second = 0;  // sum of B*T over the timed steps / their summed step time
+  double model_tflops = 0;       // tokens_per_second * flops_per_token / 1e12
+};
+// Timed steps: every step of a run after its first (a one-step run: that step), every run of
+// the launch.
+FigureOfMerit figure_of_merit(const std::vector<RunReport>& runs, const ModelShape& shape);
+
+struct Verdict {
+  bool pass = true;
+  std::string why;  // empty when pass
+};
+// In deterministic mode every run's dump must equal the launch's first (RunReport's
+// dump_vs_reference). With `reference` (--verify): every run's dump against it, bitwise in deterministic mode and
+// within max|run - ref| <= 1e-4 max|ref| per dataset in fast mode. Without: the built-in checks
+// (the trainer stops a run at the first non-finite loss, gradient or parameter, so what is left
+// is that the loss fell when a run has more than one step).
+Verdict verify_runs(const std::vector<RunReport>& runs, const std::string& reference, Mode mode);
+
+// "FOM: 21662 tokens/s (model 0.0272 TFLOP/s)" and "verification: PASS" / "verification: FAIL (why)".
+std::string fom_line(const FigureOfMerit& fom);
+std::string verdict_line(const Verdict& v);
+
+}  // namespace minipipe

@@ -1,0 +1,242 @@
+// Checkpoint writing (collective, through DumpWriter: unique temporary, coverage check, atomic
+// rename) and reading with manifest verification. The data cursor is the step count: a batch is a
+// function of (seed, step), and initialization of (seed, name, index), so no other RNG state exists.
+#include "miniapp/runtime/checkpoint.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "miniapp/io/dump_reader.hpp"
+#include "miniapp/io/dump_writer.hpp"
+
+namespace minipipe {
+
+namespace {
+
+constexpr const char* kFormat = "miniPipe checkpoint 1";
+
+// Keys whose change would make a restart train something else than the run it continues.
+const char* const kSameTrainingKeys[] = {"model.vocab",  "model.seq_len",   "model.block_size",   "model.channels",
+                                         "model.n_head", "model.n_layer",   "train.batch",        "train.seed",
+                                         "train.mode",   "train.optimizer", "train.lr",           "train.beta1",
+                                         "train.beta2",  "train.eps",       "train.weight_decay", "train.momentum",
+                                         "data.source",  "data.dataset",    "data.min_len"};
+
+template <class T>
+io::DType dtype() {
+  return sizeof(T) == 4 ? io::DType::f32 : io::DType::f64;
+}
+
+// Test hook, for the kill -9 test only: MINIPIPE_FAULT_KILL_IN_CHECKPOINT=K kills rank 0 with
+// SIGKILL during the K-th checkpoint write of the process, after the tensors and before the
+// manifest, so the test sees what a crash in the middle of a write leaves behind.
+void maybe_die_in_checkpoint() {
+  static int count = 0;
+  const char* k = std::getenv("MINIPIPE_FAULT_KILL_IN_CHECKPOINT");
+  if (!k) return;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (++count == std::atoi(k) && rank == 0) std::raise(SIGKILL);
+}
+
+std::string all_text(MPI_Comm comm, const std::string& mine) {
+  int p = 1;
+  MPI_Comm_size(comm, &p);
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
+  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
+  int total = 0;
+  for (int r = 0; r < p; ++r) displs[r] = total, total += lens[r];
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm);
+  return all;
+}
+
+}  // namespace
+
+std::string tensor_checksum(const void* data, std::size_t bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    h ^= b[i];
+    h *= 0x100000001b3ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+std::vector<std::string> checkpoint_tensors(const std::string& param) {
+  return {"/params/" + param, "/optimizer/m/" + param, "/optimizer/v/" + param};
+}
+
+template <class T>
+void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const std::vector<Stage<T>>& stages,
+                      bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape,
+                      const std::string& data) {
+  io::DumpWriter w(job, path, force);
+  for (const auto& p : all_params(shape))
+    for (const auto& name : checkpoint_tensors(p.name))
+      w.create_dataset(name, {static_cast<std::uint64_t>(p.numel())}, dtype<T>());
+  std::ostringstream lines;
+  if (writes)
+    for (const auto& s : stages)
+      for (const auto& p : s.params()) {
+        const View1<T>* parts[] = {&p.value, &p.m, &p.v};
+        const auto names = checkpoint_tensors(p.spec.name);
+        for (int k = 0; k < 3; ++k) {
+          auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), *parts[k]);
+          w.write_rows(names[k], 0, h.extent(0), h.data());
+          lines << names[k] << ' ' << tensor_checksum(h.data(), h.extent(0) * sizeof(T)) << '\n';
+        }
+      }
+  maybe_die_in_checkpoint();
+  const ModelShape& s = shape;
+  const std::pair<const char*, long long> ints[] = {{"step", completed_steps},
+                                                    {"data_cursor", completed_steps},
+                                                    {"seed", deck.get_int("train.seed")},
+                                                    {"vocab", s.vocab},
+                                                    {"seq_len", s.seq_len},
+                                                    {"block_size", s.block_size},
+                                                    {"channels", s.channels},
+                                                    {"n_head", s.n_head},
+                                                    {"n_layer", s.n_layer}};
+  for (const auto& [name, value] : ints) w.set_attribute("/meta", name, value);
+  w.set_attribute("/meta", "format", kFormat);
+  w.set_attribute("/meta", "optimizer", deck.get_string("train.optimizer"));
+  w.set_attribute("/meta", "rng",
+                  std::string("counter-based: init from (train.seed, name, index), data from "
+                              "(train.seed, step); no state beyond seed and data_cursor"));
+  w.set_attribute("/meta", "deck", deck.effective_toml());
+  w.set_attribute("/meta", "data", data);
+  // The manifest last: every tensor's name and checksum, sorted, and the step they belong to.
+  std::vector<std::string> entries;
+  std::istringstream in(all_text(job, lines.str()));
+  for (std::string line; std::getline(in, line);) entries.push_back(line);
+  std::sort(entries.begin(), entries.end());
+  std::string manifest;
+  for (const auto& e : entries) manifest += e + '\n';
+  w.set_attribute("/manifest", "step", completed_steps);
+  w.set_attribute("/manifest", "tensors", manifest);
+  w.close();
+}
+
+Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(path) {
+  auto bad = [&](const std::string& why) {
+    throw InputError("checkpoint.restart: " + path + " " + why + "; refusing to restart from it");
+  };
+  std::unique_ptr<io::DumpReader> r;
+  try {
+    r = std::make_unique<io::DumpReader>(path);
+  } catch (const std::exception& e) {
+    bad(std::string("cannot be read (") + e.what() + ")");
+  }
+  auto has = [&](const std::string& obj, const std::string& name) {
+    try {
+      const auto names = r->attribute_names(obj);
+      return std::find(names.begin(), names.end(), name) != names.end();
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  if (!has("/meta", "format") || r->string_attribute("/meta", "format") != kFormat)
+    bad("is not a miniPipe checkpoint (no /meta format \"" + std::string(kFormat) + "\")");
+  if (!has("/manifest", "tensors") || !has("/manifest", "step"))
+    bad("has no manifest (/manifest is written last: the write did not complete)");
+  step_ = r->int_attribute("/meta", "step");
+  if (r->int_attribute("/manifest", "step") != step_)
+    bad("has a manifest of step " + std::to_string(r->int_attribute("/manifest", "step")) +
+        " but its tensors say step " + std::to_string(step_));
+  deck_ = Deck::from_string(r->string_attribute("/meta", "deck"), path + " /meta deck");
+  if (!has("/meta", "data")) bad("records no training data (/meta data)");
+  data_ = r->string_attribute("/meta", "data");
+
+  std::istringstream in(r->string_attribute("/manifest", "tensors"));
+  for (std::string line; std::getline(in, line);) {
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos) bad("has a malformed manifest line \"" + line + "\"");
+    checksums_[line.substr(0, sp)] = line.substr(sp + 1);
+  }
+  std::set<std::string> expected;
+  for (const auto& p : all_params(model_shape_from_deck(deck_)))
+    for (const auto& name : checkpoint_tensors(p.name)) expected.insert(name);
+  for (const auto& name : expected)
+    if (!checksums_.count(name)) bad("lists no " + name + " in its manifest (a model of another shape?)");
+  std::size_t verified = 0;
+  for (const auto& d : r->list_datasets({"/meta", "/manifest"})) {
+    if (!checksums_.count(d.path)) bad("holds " + d.path + ", which its manifest does not list");
+    if (d.value_class != io::ValueClass::floating || d.elem_size != real_bytes)
+      bad("holds " + d.path + " as " + d.type_text + "; this build trains in " + (real_bytes == 8 ? "f64" : "f32") +
+          " (a checkpoint of a float build restarts a float build, likewise double)");
+    ++verified;
+    std::vector<char> bytes(d.elements() * d.elem_size);
+    r->read_rows(d, 0, d.rows(), bytes.data());
+    if (tensor_checksum(bytes.data(), bytes.size()) != checksums_[d.path])
+      bad("holds " + d.path +
+          " whose checksum does not match its manifest (parts of different steps, or changed "
+          "after it was written)");
+  }
+  if (verified != checksums_.size())
+    bad("lists " + std::to_string(checksums_.size()) + " tensors in its manifest but holds " +
+        std::to_string(verified));
+  if (checksums_.size() != expected.size())
+    bad("lists " + std::to_string(checksums_.size()) + " tensors in its manifest; the model has " +
+        std::to_string(expected.size()));
+}
+
+void Checkpoint::check_same_training(const Deck& deck, const std::string& data) const {
+  for (const char* key : kSameTrainingKeys) {
+    const std::string now = to_text(deck.value(key)), then = to_text(deck_.value(key));
+    if (now != then)
+      throw InputError("deck: key '" + std::string(key) + "' has value " + now + " but the checkpoint " + path_ +
+                       " was written with " + then +
+                       "; allowed: the checkpoint's value (a restart continues the same training)");
+  }
+  if (data != data_)
+    throw InputError("deck: key 'data.path' has value \"" + deck.get_string("data.path") + "\" whose data (" + data +
+                     ") is not what the checkpoint " + path_ + " was trained on (" + data_ +
+                     "); allowed: the same token data (the file may move, its tokens may not change)");
+  const long long steps = deck.get_int("train.steps");
+  if (steps <= step_)
+    throw InputError("deck: key 'train.steps' has value " + std::to_string(steps) + " but the checkpoint " + path_ +
+                     " already holds " + std::to_string(step_) + " completed steps; allowed: > " +
+                     std::to_string(step_) + " (train.steps counts every step, those before the restart included)");
+}
+
+template <class T>
+void Checkpoint::load(std::vector<Stage<T>>& stages) const {
+  io::DumpReader r(path_);
+  for (auto& s : stages)
+    for (auto& p : s.params()) {
+      View1<T>* parts[] = {&p.value, &p.m, &p.v};
+      const auto names = checkpoint_tensors(p.spec.name);
+      for (int k = 0; k < 3; ++k) {
+        std::vector<std::uint64_t> dims;
+        std::vector<T> host;
+        if constexpr (sizeof(T) == 4)
+          host = r.read_f32(names[k], dims);
+        else
+          host = r.read_f64(names[k], dims);
+        if (host.size() != parts[k]->extent(0))
+          throw InputError("checkpoint.restart: " + path_ + " holds " + names[k] + " with " +
+                           std::to_string(host.size()) + " elements; the model needs " +
+                           std::to_string(parts[k]->extent(0)));
+        if (tensor_checksum(host.data(), host.size() * sizeof(T)) != checksums_.at(names[k]))
+          throw InputError("checkpoint.restart: " + path_ + " changed while the run read it (" + names[k] + ")");
+        Kokkos::deep_copy(*parts[k], Kokkos::View<const T*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                                         host.data(), host.size()));
+      }
+    }
+}
+
+template void write_checkpoint<float>(MPI_Comm, const std::string&, bool, const std::vector<Stage<float>>&, bool,
+                                      long long, const Deck&, const ModelShape&, const std::string&);
+template void write_checkpoint<double>(MPI_Comm, const std::string&, bool, const std::vector<Stage<double>>&, bool,
+                                       long long, const Deck&, const ModelShape&, const std::string&);
+template void Checkpoint::load<float>(std::vector<Stage<float>>&) const;
+template void Checkpoint::load<double>(std::vector<Stage<double>>&) const;
+
+}  // namespace minipipe

@@ -1,0 +1,99 @@
+// The boundary-transfer path chosen from the deck and the MPI library's GPU awareness, and the
+// MPI_TAG_UB query, each in one place.
+#include "miniapp/runtime/comm.hpp"
+
+#include <climits>
+#include <cmath>
+#include <ostream>
+#include <sstream>
+
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+
+#include "kernels/types.hpp"
+#include "miniapp/model/config.hpp"
+
+namespace minipipe {
+
+const char* to_string(CommPath p) {
+  switch (p) {
+    case CommPath::host_memory:
+      return "host memory (buffers are host-resident; no staging needed)";
+    case CommPath::device_buffers:
+      return "device buffers passed to CUDA-aware MPI";
+    case CommPath::host_staging:
+      return "host staging through pooled buffers (page-locked on CUDA and HIP)";
+  }
+  return "?";
+}
+
+CommPath choose_comm_path(const std::string& cuda_aware, std::string& why) {
+  const bool host_accessible = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  // Only the query that matches the backend counts: a CUDA-aware Open MPI says nothing about
+  // HIP buffers.
+  bool compiled = false, runtime = false;
+#if defined(KOKKOS_ENABLE_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  compiled = true;
+  runtime = MPIX_Query_cuda_support() == 1;
+#elif defined(KOKKOS_ENABLE_HIP) && defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
+  compiled = true;
+  runtime = MPIX_Query_rocm_support() == 1;
+#endif
+  std::ostringstream os;
+  os << "GPU-aware MPI (MPIX_CUDA/ROCM_AWARE_SUPPORT) at compile time: " << (compiled ? "yes" : "no")
+     << ", at run time (MPIX_Query_*_support): " << (runtime ? "yes" : "no") << ", memory space: " << MemSpace::name()
+     << ", pipeline.cuda_aware = " << cuda_aware;
+  why = os.str();
+  if (cuda_aware == "off") return CommPath::host_staging;
+  if (cuda_aware == "on") return host_accessible ? CommPath::host_memory : CommPath::device_buffers;
+  if (cuda_aware != "auto")
+    throw InputError("deck: key 'pipeline.cuda_aware' has value \"" + cuda_aware + "\"; allowed: auto | on | off");
+  if (host_accessible) return CommPath::host_memory;
+  return runtime ? CommPath::device_buffers : CommPath::host_staging;
+}
+
+std::string broadcast_text(MPI_Comm comm, int root, const std::string& text) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string out = rank == root ? text : std::string();
+  int len = static_cast<int>(out.size());
+  MPI_Bcast(&len, 1, MPI_INT, root, comm);
+  out.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(out.data(), len, MPI_CHAR, root, comm);
+  return out;
+}
+
+EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::string& text) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  struct {
+    double key;
+    int rank;
+  } mine{has ? key : HUGE_VAL, has ? rank : INT_MAX}, first{};
+  MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE_INT, MPI_MINLOC, comm);
+  if (first.rank == INT_MAX) return {};
+  return {first.rank, broadcast_text(comm, first.rank, text)};
+}
+
+bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // The lowest failing rank's message is the one reported, by rank 0, whichever rank it was.
+  const EarliestText e = earliest_text(comm, error != nullptr, 0.0, error ? *error : std::string());
+  if (e.root < 0) return false;
+  const int first = e.root;
+  const std::string& text = e.text;
+  if (rank == 0)
+    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
+  return true;
+}
+
+int mpi_tag_ub(MPI_Comm comm) {
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
+  return flag && ub ? *ub : 32767;
+}
+
+}  // namespace minipipe

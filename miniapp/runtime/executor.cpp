@@ -1,0 +1,430 @@
+// Executor: one loop over the rank's action list, with no schedule-specific branch. Receives are
+// posted where the list puts them, sends are nonblocking, and the producing execution space is
+// fenced before MPI reads a buffer.
+#include "miniapp/runtime/executor.hpp"
+
+#include "kernels/finite_check.hpp"
+#include "miniapp/mpi/peer_wait.hpp"
+#include "miniapp/runtime/test_delays.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+namespace minipipe {
+
+namespace {
+
+std::string where(int rank, const sched::Action& a) {
+  std::ostringstream os;
+  os << "rank " << rank << ", action " << sched::to_string(a) << " (stage " << a.stage << ", micro-batch "
+     << a.microbatch << ")";
+  return os.str();
+}
+
+}  // namespace
+
+template <class T>
+bool Executor<T>::Key::operator<(const Key& o) const {
+  return std::tie(dir, stage, mb) < std::tie(o.dir, o.stage, o.mb);
+}
+
+// Sees every boundary tensor of the step: checks it for NaN/inf (one device reduction, the first
+// bad one kept) and forwards it to the caller's observer, timed, so that dump I/O inside an
+// action is neither compute nor idle.
+template <class T>
+class Executor<T>::Watch final : public TensorObserver<T> {
+ public:
+  Watch(TensorObserver<T>* inner, RankStepStats& stats, int step, double t0)
+      : inner_(inner), stats_(stats), step_(step), t0_(t0) {}
+  void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) override {
+    check(layer, mb, x, "activation");
+    if (inner_) timed([&] { inner_->activation(layer, mb, x); });
+  }
+  void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) override {
+    check(layer, mb, dx, "input gradient");
+    if (inner_) timed([&] { inner_->input_grad(layer, mb, dx); });
+  }
+  double seconds = 0;
+  int stage = -1;  // of the action running
+
+ private:
+  template <class F>
+  void timed(F&& f) {
+    const double t = MPI_Wtime();
+    f();
+    seconds += MPI_Wtime() - t;
+  }
+  void check(const std::string& layer, const MicroBatch& mb, CMat<T> x, const char* what) {
+    if (stats_.non_finite.found) return;
+    const NonFinite bad = FiniteCheck<T>::first_non_finite(x);
+    if (!bad) return;
+    stats_.non_finite = {
+        true, MPI_Wtime() - t0_,
+        describe_non_finite(bad, "step " + std::to_string(step_) + " / stage " + std::to_string(stage) + " / " + layer +
+                                     " / micro-batch " + std::to_string(mb.index) + " / " + what)};
+  }
+  TensorObserver<T>* inner_;
+  RankStepStats& stats_;
+  int step_;
+  double t0_;
+};
+
+template <class T>
+Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path,
+                      int seq_len, int channels, double timeout_s)
+    : comm_(comm),
+      num_stages_(plan.num_stages()),
+      m_(plan.m),
+      tag_ub_(mpi_tag_ub(comm)),
+      seq_len_(seq_len),
+      channels_(channels),
+      path_(path),
+      stage_to_rank_(plan.stage_to_rank),
+      stages_(stages),
+      timeout_(timeout_s) {
+  MPI_Comm_rank(comm_, &rank_);
+  actions_ = plan.ranks.at(static_cast<std::size_t>(rank_));
+  for (std::size_t i = 0; i < stages_.size(); ++i) local_index_[stages_[i].id()] = static_cast<int>(i);
+}
+
+template <class T>
+RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, const StepInputs<T>& in,
+                               TensorObserver<T>* observer) {
+  RankStepStats stats;
+  {
+    CollectiveGuard guard(
+        timeout_, "the start of step " + std::to_string(step) + " on every rank of the pipeline (" +
+                      std::to_string(stage_to_rank_.empty()
+                                         ? 0
+                                         : *std::max_element(stage_to_rank_.begin(), stage_to_rank_.end()) + 1) +
+                      " ranks)");
+    MPI_Barrier(comm_);
+  }
+  t0_ = MPI_Wtime();
+  Watch watch(observer, stats, step, t0_);
+  // Stages see the timed observer for this step only, also when an action throws.
+  struct Detach {
+    std::vector<Stage<T>>& stages;
+    ~Detach() {
+      for (auto& s : stages) s.observe(nullptr);
+    }
+  } detach{stages_};
+  for (auto& s : stages_) s.observe(&watch);
+  mbs_ = &mbs, in_ = &in, stats_ = &stats, watch_ = &watch, step_ = step;
+  for (const auto& a : actions_) {
+    try {
+      dispatch(a);
+      reap_sends(false);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::ostringstream os;
+      os << "step " << step << ", " << where(rank_, a) << ": " << e.what();
+      throw std::runtime_error(os.str());
+    }
+  }
+  {
+    ProfileRegion r("Pipeline::wait_sends");
+    const double w0 = now();
+    reap_sends(true);
+    stats.comm_wait += now() - w0;
+  }
+  check_drained(step);
+  stats.makespan = now();
+  mbs_ = nullptr, in_ = nullptr, stats_ = nullptr, watch_ = nullptr;
+  return stats;
+}
+
+template <class T>
+void Executor<T>::dispatch(const sched::Action& a) {
+  switch (a.op) {
+    case sched::Op::RECV_F:
+      return post_recv(kFwd, a);
+    case sched::Op::RECV_B:
+      return post_recv(kBwd, a);
+    case sched::Op::SEND_F:
+      return post_send(kFwd, a);
+    case sched::Op::SEND_B:
+      return post_send(kBwd, a);
+    default:
+      return compute(a);
+  }
+}
+
+// Posts the receive of the tensor consumed by (dir, stage, mb).
+template <class T>
+void Executor<T>::post_recv(Dir dir, const sched::Action& a) {
+  const Key k{dir, a.stage, a.microbatch};
+  if (recvs_.count(k)) throw std::logic_error(where(rank_, a) + ": this receive was posted twice");
+  ProfileRegion region(dir == kFwd ? "Pipeline::post_recv_F" : "Pipeline::post_recv_B");
+  const int peer = peer_of(dir == kFwd ? a.stage - 1 : a.stage + 1, a);
+  Pending p;
+  p.dev = take(rows_of(a.microbatch));
+  void* buf = p.dev.data();
+  if (path_ == CommPath::host_staging) {
+    p.host = take_staging(p.dev.extent(0));
+    buf = p.host.data();
+  }
+  MPI_Irecv(buf, count_of(p.dev, a), mpi_type<T>(), peer, tag(dir, a.stage, a.microbatch), comm_, &p.req);
+  recvs_.emplace(k, p);
+}
+
+// Sends the tensor produced by (dir, stage, mb) to the neighbouring stage's rank.
+template <class T>
+void Executor<T>::post_send(Dir dir, const sched::Action& a) {
+  auto it = outputs_.find(Key{dir, a.stage, a.microbatch});
+  if (it == outputs_.end())
+    throw std::logic_error(where(rank_, a) + ": nothing to send (its compute action has not run)");
+  const int peer_stage = dir == kFwd ? a.stage + 1 : a.stage - 1;
+  const int peer = peer_of(peer_stage, a);
+  ProfileRegion region(dir == kFwd ? "Pipeline::send_F" : "Pipeline::send_B");
+  Pending p;
+  p.dev = it->second;
+  outputs_.erase(it);
+  void* buf = p.dev.data();
+  // The producing kernels ran on ExecSpace: fence it before MPI reads the buffer.
+  fence_space(ExecSpace(), "Pipeline::send::fence");
+  if (path_ == CommPath::host_staging) {
+    p.host = take_staging(p.dev.extent(0));
+    Kokkos::deep_copy(p.host, p.dev);
+    buf = p.host.data();
+  }
+  delay_send_for_test();
+  MPI_Isend(buf, count_of(p.dev, a), mpi_type<T>(), peer, tag(dir, peer_stage, a.microbatch), comm_, &p.req);
+  sends_.push_back(p);
+}
+
+// The input tensor of (dir, stage, mb): a completed receive or a local hand-off.
+template <class T>
+View2<T> Executor<T>::input_of(Dir dir, const sched::Action& a) {
+  auto it = recvs_.find(Key{dir, a.stage, a.microbatch});
+  if (it == recvs_.end()) {
+    // Local hand-off: the neighbouring stage lives on this rank.
+    const int producer = dir == kFwd ? a.stage - 1 : a.stage + 1;
+    auto ot = outputs_.find(Key{dir, producer, a.microbatch});
+    if (ot == outputs_.end())
+      throw std::logic_error(where(rank_, a) + ": its input from stage " + std::to_string(producer) +
+                             " was neither received nor produced on this rank");
+    View2<T> v = ot->second;
+    outputs_.erase(ot);
+    return v;
+  }
+  Pending p = it->second;
+  recvs_.erase(it);
+  {
+    ProfileRegion r("Pipeline::wait_recv");
+    const double w0 = now();
+    const int peer = peer_of(dir == kFwd ? a.stage - 1 : a.stage + 1, a);
+    wait_for_peer(p.req, timeout_, [&] { return describe_wait(dir == kFwd ? "activation" : "gradient", peer, a); });
+    stats_->comm_wait += now() - w0;
+  }
+  if (path_ == CommPath::host_staging) {
+    Kokkos::deep_copy(p.dev, p.host);
+    give_staging(p.host);
+  }
+  return p.dev;
+}
+
+// Runs one compute action (OVERLAP_F_B runs its two parts in order).
+template <class T>
+void Executor<T>::compute(const sched::Action& a) {
+  if (a.op == sched::Op::OVERLAP_F_B) {
+    for (const auto& sub : a.sub) compute(sub);
+    return;
+  }
+  const bool fwd = a.op == sched::Op::F, bwd = sched::is_backward(a.op);
+  if (!fwd && !bwd && a.op != sched::Op::W) throw std::logic_error(where(rank_, a) + ": not a compute action");
+  if (a.microbatch < 0 || a.microbatch >= m_) throw std::logic_error(where(rank_, a) + ": micro-batch out of range");
+  Stage<T>& s = stage_of(a);
+  const MicroBatch& mb = (*mbs_)[static_cast<std::size_t>(a.microbatch)];
+  ProfileRegion region(std::string("Pipeline::") + sched::to_string(a));
+  // Inputs first: waiting for a boundary tensor is exposed communication, not compute.
+  View2<T> input;
+  const double waited0 = stats_->comm_wait;
+  if (fwd && !s.is_first()) input = input_of(kFwd, a);
+  if (bwd && !s.is_last()) input = input_of(kBwd, a);
+  const double waited = stats_->comm_wait - waited0;
+  const double c0 = now();
+  watch_->stage = a.stage;
+  const double observed0 = watch_->seconds;
+  if (fwd) {
+    View2<T> y = s.is_last() ? View2<T>() : take(rows_of(a.microbatch));
+    s.forward(mb, *in_, input, y);
+    if (!s.is_last()) outputs_[Key{kFwd, a.stage, a.microbatch}] = y;
+  } else if (bwd) {
+    View2<T> dx = s.is_first() ? View2<T>() : take(rows_of(a.microbatch));
+    s.backward_input(mb, *in_, input, dx);
+    if (!s.is_first()) outputs_[Key{kBwd, a.stage, a.microbatch}] = dx;
+    if (a.op == sched::Op::B) s.backward_weight(mb, *in_);
+  } else {
+    s.backward_weight(mb, *in_);
+  }
+  fence_space(ExecSpace(), "Pipeline::compute::fence");
+  if (fwd) delay_forward_for_test(a.stage);
+  give(input);
+  // Observers (device-to-host copies, HDF5 writes) ran inside the action: not compute.
+  const double observed = watch_->seconds - observed0;
+  stats_->observer_io += observed;
+  record(a, c0, now() - observed, (a.op == sched::Op::B || a.op == sched::Op::W) && s.last_w_added_held());
+  stats_->actions.back().wait = waited;  // the time budget's link model reads it
+  note_memory(s);
+}
+
+template <class T>
+void Executor<T>::record(const sched::Action& a, double start, double end, bool adds_held) {
+  RankStepStats& st = *stats_;
+  const double d = end - start;
+  switch (a.op) {
+    case sched::Op::F:
+      st.time_F += d;
+      break;
+    case sched::Op::I:
+      st.time_I += d;
+      break;
+    case sched::Op::W:
+      st.time_W += d;
+      break;
+    default:
+      st.time_B += d;
+      break;
+  }
+  st.actions.push_back({a.op, a.stage, a.microbatch, start, end, adds_held});
+}
+
+// `ran`: the stage of the action just run, whose store may have peaked inside the action (the
+// recomputed values and gradients of a B action live only within it).
+template <class T>
+void Executor<T>::note_memory(const Stage<T>& ran) {
+  int count = 0;
+  std::size_t bytes = 0, scratch = 0;
+  for (const auto& s : stages_)
+    count += s.stored_microbatches(), bytes += s.stored_bytes(), scratch += s.workspace_bytes();
+  const std::size_t inside =
+      ran.action_peak_bytes() > ran.stored_bytes() ? ran.action_peak_bytes() - ran.stored_bytes() : 0;
+  stats_->workspace_bytes = std::max(stats_->workspace_bytes, scratch);
+  stats_->peak_stored_mb = std::max(stats_->peak_stored_mb, count);
+  stats_->peak_stored_bytes = std::max(stats_->peak_stored_bytes, bytes + inside);
+}
+
+// Completed sends return their buffers to the pool.
+template <class T>
+void Executor<T>::reap_sends(bool wait_all) {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    int done = 0;
+    if (wait_all) {
+      wait_for_peer(it->req, timeout_, [&] {
+        return "step " + std::to_string(step_) + ", rank " + std::to_string(rank_) +
+               ": the completion of a boundary send (" + std::to_string(it->dev.size()) + " elements)";
+      });
+      done = 1;
+    } else {
+      MPI_Test(&it->req, &done, MPI_STATUS_IGNORE);
+    }
+    if (done) {
+      give(it->dev);
+      give_staging(it->host);
+      it = sends_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+template <class T>
+void Executor<T>::check_drained(int step) const {
+  if (recvs_.empty() && outputs_.empty()) return;
+  std::ostringstream os;
+  os << "step " << step << ", rank " << rank_ << ": " << recvs_.size() << " receive(s) and " << outputs_.size()
+     << " produced tensor(s) were never consumed; the schedule's communication does not match its compute";
+  throw std::runtime_error(os.str());
+}
+
+template <class T>
+std::string Executor<T>::describe_wait(const char* what, int peer, const sched::Action& a) const {
+  return std::string("the ") + what + " of micro-batch " + std::to_string(a.microbatch) + " for action " +
+         sched::to_string(a) + " from rank " + std::to_string(peer);
+}
+
+template <class T>
+View2<T> Executor<T>::take(std::size_t rows) {
+  auto& v = pool_[rows];
+  if (!v.empty()) {
+    View2<T> b = v.back();
+    v.pop_back();
+    return b;
+  }
+  return View2<T>(Kokkos::view_alloc("Pipeline::boundary", Kokkos::WithoutInitializing), rows,
+                  static_cast<std::size_t>(channels_));
+}
+
+template <class T>
+void Executor<T>::give(const View2<T>& buffer) {
+  if (buffer.data()) pool_[buffer.extent(0)].push_back(buffer);
+}
+
+template <class T>
+typename Executor<T>::Staging Executor<T>::take_staging(std::size_t rows) {
+  auto& v = staging_pool_[rows];
+  if (!v.empty()) {
+    Staging b = v.back();
+    v.pop_back();
+    return b;
+  }
+  return Staging(Kokkos::view_alloc("Pipeline::staging", Kokkos::WithoutInitializing), rows,
+                 static_cast<std::size_t>(channels_));
+}
+
+template <class T>
+void Executor<T>::give_staging(const Staging& buffer) {
+  if (buffer.data()) staging_pool_[buffer.extent(0)].push_back(buffer);
+}
+
+template <class T>
+int Executor<T>::tag(Dir dir, int stage, int mb) const {
+  const long long t = (static_cast<long long>(dir) * num_stages_ + stage) * m_ + mb;
+  if (t > tag_ub_)
+    throw InputError("pipeline: message tag " + std::to_string(t) + " exceeds MPI_TAG_UB = " + std::to_string(tag_ub_) +
+                     " (too many stages x micro-batches for this MPI)");
+  return static_cast<int>(t);
+}
+
+template <class T>
+int Executor<T>::count_of(const View2<T>& v, const sched::Action& a) const {
+  if (v.size() > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(where(rank_, a) + ": boundary tensor of " + std::to_string(v.size()) +
+                             " elements exceeds MPI's int count; use more micro-batches");
+  return static_cast<int>(v.size());
+}
+
+template <class T>
+int Executor<T>::peer_of(int stage, const sched::Action& a) const {
+  if (stage < 0 || stage >= num_stages_)
+    throw std::logic_error(where(rank_, a) + ": no neighbouring stage " + std::to_string(stage));
+  return stage_to_rank_[static_cast<std::size_t>(stage)];
+}
+
+template <class T>
+Stage<T>& Executor<T>::stage_of(const sched::Action& a) {
+  auto it = local_index_.find(a.stage);
+  if (it == local_index_.end())
+    throw std::logic_error(where(rank_, a) + ": stage " + std::to_string(a.stage) + " does not live on this rank");
+  return stages_[static_cast<std::size_t>(it->second)];
+}
+
+template <class T>
+std::size_t Executor<T>::rows_of(int mb) const {
+  return static_cast<std::size_t>((*mbs_)[static_cast<std::size_t>(mb)].nsamples) * static_cast<std::size_t>(seq_len_);
+}
+
+template <class T>
+double Executor<T>::now() const {
+  return MPI_Wtime() - t0_;
+}
+
+template class Executor<float>;
+template class Executor<double>;
+
+}  // namespace minipipe

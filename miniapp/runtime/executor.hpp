@@ -1,0 +1,105 @@
+// The executor: runs one rank's list of a lowered schedule for one step (post and complete
+// boundary transfers, run compute actions, time them). What runs when is the schedule's alone.
+#pragma once
+
+#include <mpi.h>
+
+#include <map>
+#include <vector>
+
+#include "miniapp/report/step_stats.hpp"
+#include "miniapp/runtime/comm.hpp"
+#include "miniapp/runtime/stage.hpp"
+#include "schedules/schedule.hpp"
+
+namespace minipipe {
+
+// Host memory of staged transfers (CommPath::host_staging): page-locked where the backend has
+// it, so the device copy is a DMA and MPI reads the same buffer. Buffers are pooled by shape.
+#if defined(KOKKOS_ENABLE_CUDA)
+using StagingSpace = Kokkos::CudaHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
+using StagingSpace = Kokkos::HIPHostPinnedSpace;
+#else
+using StagingSpace = HostSpace;
+#endif
+
+template <class T>
+class Executor {
+ public:
+  // `plan` is lowered (SEND/RECV in it, receives where they are to be posted: see
+  // sched::post_receives_early); `stages` are this rank's, in ascending stage id, and outlive
+  // the executor.
+  // `timeout_s` bounds every wait for a peer (0: wait forever; see wait_for_peer).
+  Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path, int seq_len,
+           int channels, double timeout_s);
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs every action of this rank for one step. Boundary tensors reach `observer` (nullptr:
+  // none); the time spent there is reported as observer_io, never as compute or idle. Every
+  // boundary tensor is checked for NaN/inf; the first one found is in the stats' non_finite.
+  RankStepStats run(int step, const std::vector<MicroBatch>& mbs, const StepInputs<T>& in, TensorObserver<T>* observer);
+
+ private:
+  enum Dir { kFwd = 0, kBwd = 1 };
+  // A boundary tensor: direction, the stage that consumes it (receives) or produced it
+  // (outputs), micro-batch.
+  struct Key {
+    int dir, stage, mb;
+    bool operator<(const Key& o) const;
+  };
+  using Staging = Kokkos::View<T**, Kokkos::LayoutRight, StagingSpace>;
+  struct Pending {
+    MPI_Request req = MPI_REQUEST_NULL;
+    View2<T> dev;  // tensor on the device
+    Staging host;  // staging buffer (host_staging only), from the staging pool
+  };
+  class Watch;
+
+  void dispatch(const sched::Action& a);
+  void post_recv(Dir dir, const sched::Action& a);
+  void post_send(Dir dir, const sched::Action& a);
+  View2<T> input_of(Dir dir, const sched::Action& a);
+  void compute(const sched::Action& a);
+  void record(const sched::Action& a, double start, double end, bool adds_held);
+  void note_memory(const Stage<T>& ran);
+  void reap_sends(bool wait_all);
+  void check_drained(int step) const;
+
+  View2<T> take(std::size_t rows);
+  void give(const View2<T>& buffer);
+  Staging take_staging(std::size_t rows);
+  void give_staging(const Staging& buffer);
+  int tag(Dir dir, int stage, int mb) const;
+  int count_of(const View2<T>& v, const sched::Action& a) const;
+  int peer_of(int stage, const sched::Action& a) const;
+  Stage<T>& stage_of(const sched::Action& a);
+  std::size_t rows_of(int mb) const;
+  double now() const;
+
+  MPI_Comm comm_;
+  int rank_ = 0, num_stages_ = 0, m_ = 0, tag_ub_ = 0, seq_len_ = 0, channels_ = 0;
+  std::string describe_wait(const char* what, int peer, const sched::Action& a) const;
+  CommPath path_;
+  std::vector<int> stage_to_rank_;
+  std::vector<sched::Action> actions_;
+  std::vector<Stage<T>>& stages_;
+  std::map<int, int> local_index_;  // global stage id -> index in stages_
+
+  std::map<Key, Pending> recvs_;                              // posted receives
+  std::vector<Pending> sends_;                                // sends in flight
+  std::map<Key, View2<T>> outputs_;                           // produced, not yet sent or handed over
+  std::map<std::size_t, std::vector<View2<T>>> pool_;         // free boundary buffers by row count
+  std::map<std::size_t, std::vector<Staging>> staging_pool_;  // free staging buffers by row count
+
+  // The step being run.
+  const std::vector<MicroBatch>* mbs_ = nullptr;
+  const StepInputs<T>* in_ = nullptr;
+  RankStepStats* stats_ = nullptr;
+  Watch* watch_ = nullptr;
+  double t0_ = 0, timeout_ = 0;
+  int step_ = 0;
+};
+
+}  // namespace minipipe

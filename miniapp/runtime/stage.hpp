@@ -1,0 +1,192 @@
+// A pipeline stage: a contiguous range of GPT-2 layers with its parameters, gradient
+// accumulators, optimizer state and the activations it stores between F, I and W.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm.hpp"
+#include "kernels/grad_accum.hpp"
+#include "kernels/optimizer.hpp"
+#include "kernels/types.hpp"
+#include "miniapp/model/data.hpp"
+#include "miniapp/model/model.hpp"
+
+namespace minipipe {
+
+template <class T>
+struct Param {
+  ParamSpec spec;
+  View1<T> value, grad, m, v;  // m, v: optimizer state (AdamW moments or SGD momentum in m)
+  GradAccum<T> acc;
+  // Linear weights: the packed W^T (forward) and W (backward-input) that a step's micro-batches
+  // share (PackedB); enabled by begin_step for a step of several micro-batches.
+  PackedB<T> packed_fwd, packed_bwd;
+};
+
+// The rows of one micro-batch: samples [sample0, sample0 + nsamples) of the global batch.
+struct MicroBatch {
+  int index = 0, sample0 = 0, nsamples = 0;
+};
+
+enum class OptimizerKind { adamw, sgd };
+const char* to_string(OptimizerKind k);
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::adamw;
+  AdamWConfig adamw;
+  SgdConfig sgd;
+};
+
+// Per-step inputs every stage may need (the global batch on the device and the loss scale) and
+// where the last stage leaves each global sample's loss sum and valid-token count ([B], on the
+// device: the owner copies them to the host once per step, not once per micro-batch).
+template <class T>
+struct StepInputs {
+  Kokkos::View<int*, MemSpace> tokens, targets;  // (B*T) global batch
+  long long global_valid_tokens = 0;
+  Kokkos::View<double*, MemSpace> sample_loss;
+  Kokkos::View<int*, MemSpace> sample_tokens;
+};
+
+// Fresh step inputs holding `b` on the device, with zeroed per-sample loss outputs (tools and
+// tests; the trainer keeps its allocations across steps).
+template <class T>
+StepInputs<T> device_inputs(const Batch& b) {
+  StepInputs<T> in;
+  using HostInts = Kokkos::View<const int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  in.tokens = Kokkos::View<int*, MemSpace>("StepInputs::tokens", b.tokens.size());
+  in.targets = Kokkos::View<int*, MemSpace>("StepInputs::targets", b.targets.size());
+  Kokkos::deep_copy(in.tokens, HostInts(b.tokens.data(), b.tokens.size()));
+  Kokkos::deep_copy(in.targets, HostInts(b.targets.data(), b.targets.size()));
+  in.global_valid_tokens = b.valid_tokens();
+  in.sample_loss = Kokkos::View<double*, MemSpace>("StepInputs::sample_loss", static_cast<std::size_t>(b.B));
+  in.sample_tokens = Kokkos::View<int*, MemSpace>("StepInputs::sample_tokens", static_cast<std::size_t>(b.B));
+  return in;
+}
+
+// Sees a stage's boundary tensors as they are made: a layer name ("embedding", "layer_03",
+// "lnf") and a (n*T, C) device tensor, produced on ExecSpace and not yet fenced.
+template <class T>
+class TensorObserver {
+ public:
+  virtual ~TensorObserver() = default;
+  virtual void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) = 0;
+  virtual void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) = 0;
+};
+
+// The parameters of one part of the model, resolved by global name (never by position).
+template <class T>
+struct EmbeddingParams {
+  Param<T>*wte = nullptr, *wpe = nullptr;
+};
+template <class T>
+struct BlockParams {
+  Param<T>*ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *attn_proj_w = nullptr,
+  *attn_proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fc_proj_w = nullptr,
+  *fc_proj_b = nullptr;
+};
+template <class T>
+struct HeadParams {
+  Param<T>*lnf_w = nullptr, *lnf_b = nullptr, *lm_head_w = nullptr;
+};
+
+template <class T>
+class Stage {
+ public:
+  Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed,
+        Recompute recompute = Recompute::none);
+  ~Stage();
+  Stage(Stage&&) noexcept;
+
+  int id() const { return id_; }
+  bool is_first() const { return first_; }
+  bool is_last() const { return last_; }
+  std::string describe() const;  // "stage 1: layer_02..layer_03"
+  std::vector<Param<T>>& params() { return params_; }
+  const std::vector<Param<T>>& params() const { return params_; }
+  const ModelShape& shape() const { return shape_; }
+  Recompute recompute() const { return recompute_; }
+  // Between steps (nothing stored): later micro-batches keep what `r` says. Buffer sets are pooled
+  // per mode and size; release_buffers (nothing stored) frees every pooled set.
+  void set_recompute(Recompute r);
+  void release_buffers();
+  // Whether the last backward_weight was the step's last W and samples held back by the step's
+  // earlier W's were waiting for it (begin_step's deferral): a cost the step pays once, there.
+  bool last_w_added_held() const { return added_held_; }
+
+  // F: x_in (n*T, C) is ignored on the first stage (it embeds tokens); y_out (n*T, C) is ignored
+  // on the last stage (it computes the loss into in.sample_loss / in.sample_tokens).
+  void forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_in, Mat<T> y_out);
+  // I: dy (n*T, C) is ignored on the last stage (the loss is the source); dx (n*T, C) is ignored
+  // on the first stage. Keeps what W needs.
+  void backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
+  // W: parameter gradients of the micro-batch, added to the step's accumulators; frees its store.
+  void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
+
+  void zero_grads();
+  // After zero_grads: the step runs `microbatches` W actions on this stage. Deterministic Linear
+  // weight gradients of its micro-batches are then held back and added in groups (the last W of
+  // the step adds the rest), so the exact accumulators are folded once per group, not per W.
+  void begin_step(int microbatches);
+  // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
+  // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each
+  // gradient's first non-finite element (checked while it is written).
+  std::vector<NonFinite> finalize_grads();
+  // One overflow flag per parameter, in params() order, in one device array (each GradAccum's
+  // flag is an element of it): the data-parallel all-reduce combines them in one message.
+  Kokkos::View<int*, MemSpace> overflow_flags() const { return flags_; }
+  // Returns, in params() order, each updated parameter's first non-finite element.
+  std::vector<NonFinite> optimizer_step(const OptimizerConfig& cfg, int step);
+
+  // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes). The bytes
+  // are what F keeps plus, from I to W, what I recomputes and the gradients W consumes.
+  int stored_microbatches() const { return static_cast<int>(store_.size()); }
+  std::size_t stored_bytes() const;
+  // The most bytes stored at any moment of the last action (I and W of a B action hold the
+  // recomputed values and gradients only inside the action, so stored_bytes() after it misses them).
+  std::size_t action_peak_bytes() const { return action_peak_; }
+  // Scratch shared by the stage's actions: its own buffers plus the kernels' workspace.
+  std::size_t workspace_bytes() const;
+
+  // Boundary tensors go to `observer` (nullptr: nobody watches); the caller owns it.
+  void observe(TensorObserver<T>* observer) { observer_ = observer; }
+
+ private:
+  struct BlockBuf;
+  struct Buffers;
+  struct Saved;
+  struct Workspace;
+  Saved& saved(const MicroBatch& mb, const char* action);
+  std::unique_ptr<Buffers> take_buffers(std::vector<std::unique_ptr<Buffers>>& pool, int n, int phase);
+  BlockBuf block_views(const Saved& s, const Buffers* scratch, int b) const;
+  Buffers top_views(const Saved& s, const Buffers* scratch) const;  // embedding and head values
+  void forward_block(int b, int n, const BlockBuf& k);              // x_in -> ln1 .. gelu
+  void recompute(const MicroBatch& mb, Saved& s);
+  Param<T>* find_param(const std::string& name);
+
+  ModelShape shape_;
+  int id_, first_layer_, num_layers_;
+  bool first_, last_;
+  Mode mode_;
+  Recompute recompute_;
+  std::size_t action_peak_ = 0;
+  int w_expected_ = 0, w_done_ = 0;  // W actions of the step (begin_step) and those run so far
+  bool added_held_ = false;          // see last_w_added_held
+  std::vector<Param<T>> params_;
+  Kokkos::View<int*, MemSpace> flags_;                            // overflow flag per parameter
+  typename Kokkos::View<int*, MemSpace>::HostMirror flags_host_;  // read once per step
+  EmbeddingParams<T> embedding_;                                  // first stage only
+  std::vector<BlockParams<T>> blocks_;                            // one per block, in layer order
+  HeadParams<T> head_;                                            // last stage only
+  TensorObserver<T>* observer_ = nullptr;
+  std::map<int, std::unique_ptr<Saved>> store_;
+  // Freed buffers kept for reuse: what F keeps (kept_pool_) and what lives from I to W
+  // (work_pool_) are pooled apart, so the device holds as many of each as are ever alive at once.
+  std::vector<std::unique_ptr<Buffers>> kept_pool_, work_pool_;
+  std::unique_ptr<Workspace> ws_;  // scratch shared by the stage's actions
+};
+
+}  // namespace minipipe

@@ -1,0 +1,280 @@
+// Trainer: a step is zero gradients, execute the rank's actions, agree on the loss, finalize
+// gradients and update parameters; observers see the gradients and the new parameters.
+#include "miniapp/runtime/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "kernels/cross_entropy.hpp"
+#include "kernels/finite_check.hpp"
+#include "miniapp/mpi/peer_wait.hpp"
+
+namespace minipipe {
+
+std::vector<MicroBatch> split_batch(int B, int m, int first) {
+  if (m < 1 || m > B)
+    throw std::invalid_argument("split_batch: " + std::to_string(m) + " micro-batches of a batch of " +
+                                std::to_string(B) + "; need 1 <= m <= B");
+  std::vector<MicroBatch> out;
+  int s0 = first;
+  for (int i = 0; i < m; ++i) {
+    const int n = B / m + (i < B % m ? 1 : 0);
+    out.push_back({i, s0, n});
+    s0 += n;
+  }
+  return out;
+}
+
+SampleRange replica_share(int B, int dp, int d) {
+  if (dp < 1 || d < 0 || d >= dp)
+    throw std::invalid_argument("replica_share: replica " + std::to_string(d) + " of " + std::to_string(dp));
+  const int base = B / dp, extra = B % dp;
+  return {d * base + std::min(d, extra), base + (d < extra ? 1 : 0)};
+}
+
+template <class T>
+Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape,
+                    const StageLayout& layout, const sched::Schedule& plan, Mode mode, std::uint64_t seed,
+                    CommPath path, const OptimizerConfig& opt, double timeout_s, Recompute recompute)
+    : job_(job),
+      comm_(pipeline),
+      replicas_(replicas),
+      timeout_(timeout_s),
+      path_(path),
+      shape_(shape),
+      plan_(plan),
+      opt_(opt) {
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  MPI_Comm_size(replicas_, &num_replicas_);
+  for (int s = 0; s < plan_.num_stages(); ++s)
+    if (plan_.stage_to_rank.at(static_cast<std::size_t>(s)) == rank)
+      stages_.emplace_back(shape, layout, s, mode, seed, recompute);
+  executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s);
+}
+
+template <class T>
+Trainer<T>::~Trainer() = default;
+
+template <class T>
+StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, StepObserver<T>* observer) {
+  const double t0 = MPI_Wtime();
+  const auto mbs = split_batch(share.count, plan_.m, share.first);
+  StepResult res;
+  res.sample_loss.assign(static_cast<std::size_t>(batch.B), 0.0);
+  res.sample_tokens.assign(static_cast<std::size_t>(batch.B), 0);
+  upload(step, batch);
+  for (auto& s : stages_) {
+    s.zero_grads();
+    s.begin_step(static_cast<int>(mbs.size()));
+  }
+  res.stats = executor_->run(step, mbs, in_, observer);
+  const double run_end = MPI_Wtime();
+  // The step's clock (that of res.stats) starts at run_end - makespan.
+  clock0_ = run_end - res.stats.makespan;
+  // The last stage left each sample's loss on the device: one copy per step.
+  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_loss.data(),
+                                                                                              res.sample_loss.size()),
+                    in_.sample_loss);
+  Kokkos::deep_copy(Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_tokens.data(),
+                                                                                           res.sample_tokens.size()),
+                    in_.sample_tokens);
+  gather_loss(step, res);
+  if (!std::isfinite(res.loss))
+    note_non_finite(res.stats, "step " + std::to_string(step) + " / loss: " +
+                                   (std::isnan(res.loss) ? "NaN" : "inf or out of the exact accumulator's range"));
+  {
+    const double a0 = MPI_Wtime();
+    reduce_over_replicas();
+    res.stats.allreduce = MPI_Wtime() - a0;
+    res.stats.allreduce_start = a0 - clock0_;
+  }
+  const double o0 = MPI_Wtime();
+  finalize(step, res.stats);
+  agree_finite(step, res.stats);
+  update(step, res.stats, observer);
+  res.stats.optimizer = MPI_Wtime() - o0;
+  agree_finite(step, res.stats);
+  res.stats.step = MPI_Wtime() - t0;
+  return res;
+}
+
+// The global batch on the device: every rank holds it (the first stage needs the tokens, the
+// last the targets, and both are a few bytes per token).
+template <class T>
+void Trainer<T>::upload(int step, const Batch& batch) {
+  const std::size_t n = batch.tokens.size();
+  if (in_.tokens.extent(0) != n) {
+    in_.tokens = Kokkos::View<int*, MemSpace>("Trainer::tokens", n);
+    in_.targets = Kokkos::View<int*, MemSpace>("Trainer::targets", n);
+  }
+  const std::size_t B = static_cast<std::size_t>(batch.B);
+  if (in_.sample_loss.extent(0) != B) {
+    in_.sample_loss = Kokkos::View<double*, MemSpace>("Trainer::sample_loss", B);
+    in_.sample_tokens = Kokkos::View<int*, MemSpace>("Trainer::sample_tokens", B);
+  }
+  Kokkos::deep_copy(in_.sample_loss, 0.0);  // only the last stage's rank writes its samples
+  Kokkos::deep_copy(in_.sample_tokens, 0);
+  using HostInts = Kokkos::View<const int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Kokkos::deep_copy(in_.tokens, HostInts(batch.tokens.data(), n));
+  Kokkos::deep_copy(in_.targets, HostInts(batch.targets.data(), n));
+  in_.global_valid_tokens = batch.valid_tokens();
+  if (in_.global_valid_tokens <= 0)
+    throw InputError("data: step " + std::to_string(step) + " has no valid target token in the global batch");
+}
+
+// The last stage's rank holds the per-sample sums; everyone learns them and forms the same
+// exact sum, divided by the valid tokens of the whole global batch.
+template <class T>
+void Trainer<T>::gather_loss(int step, StepResult& res) const {
+  const int last_rank = plan_.stage_to_rank.back();
+  const int B = static_cast<int>(res.sample_loss.size());
+  CollectiveGuard guard(timeout_, "the loss of step " + std::to_string(step) + " from the last stage's rank " +
+                                      std::to_string(last_rank) + " (and the other replicas)");
+  MPI_Bcast(res.sample_loss.data(), B, MPI_DOUBLE, last_rank, comm_);
+  MPI_Bcast(res.sample_tokens.data(), B, MPI_INT, last_rank, comm_);
+  // Each replica filled only its own samples (zeros elsewhere, and x + 0 == x exactly).
+  if (num_replicas_ > 1) {
+    MPI_Allreduce(MPI_IN_PLACE, res.sample_loss.data(), B, MPI_DOUBLE, MPI_SUM, replicas_);
+    MPI_Allreduce(MPI_IN_PLACE, res.sample_tokens.data(), B, MPI_INT, MPI_SUM, replicas_);
+  }
+  for (double v : res.sample_loss) {
+    if (!std::isfinite(v)) {
+      res.loss = v;  // the step diverged: agree_finite names where first
+      return;
+    }
+  }
+  try {
+    res.loss = global_loss(res.sample_loss, res.sample_tokens);
+  } catch (const std::runtime_error&) {
+    // A finite sum beyond the exact accumulator's range: the step diverged like a non-finite one
+    // (every rank holds the same sums, so every rank gets here alike).
+    res.loss = std::numeric_limits<double>::infinity();
+  }
+}
+
+template <class T>
+void Trainer<T>::note_non_finite(RankStepStats& st, const std::string& where) const {
+  if (!st.non_finite.found) st.non_finite = {true, MPI_Wtime() - clock0_, where};
+}
+
+// Gradients of the step into Param::grad; an exact accumulator that overflowed (a partial out
+// of range or not finite) or a non-finite float gradient is the step's divergence.
+template <class T>
+void Trainer<T>::finalize(int step, RankStepStats& st) {
+  for (auto& s : stages_) {
+    std::vector<NonFinite> bad;
+    try {
+      bad = s.finalize_grads();
+    } catch (const GradientOverflow& e) {
+      note_non_finite(
+          st, "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) + ": out of range: " + e.what());
+      continue;
+    }
+    for (std::size_t k = 0; k < bad.size(); ++k)
+      if (bad[k])
+        note_non_finite(
+            st, describe_non_finite(bad[k], "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) +
+                                                " / " + s.params()[k].spec.name + " gradient"));
+  }
+}
+
+// Collective over the job: when any rank met a non-finite value, every rank throws the same
+// Diverged naming the earliest (on the step's clock) and the rank that saw it.
+template <class T>
+void Trainer<T>::agree_finite(int step, const RankStepStats& st) const {
+  CollectiveGuard guard(timeout_, "every rank's finiteness check of step " + std::to_string(step));
+  const EarliestText first = earliest_text(job_, st.non_finite.found, st.non_finite.time, st.non_finite.where);
+  if (first.root >= 0)
+    throw Diverged(step,
+                   "the run diverged: " + first.text + " (seen first on rank " + std::to_string(first.root) + ")");
+}
+
+// Every replica's gradient partials summed over the replicas of each stage. Deterministic
+// mode adds the exact accumulators as int64 limbs (MPI_SUM on integers is exact, so any
+// replica count and any reduction tree give the same bits); fast mode sums the float partials.
+template <class T>
+void Trainer<T>::reduce_over_replicas() {
+  if (num_replicas_ == 1) return;
+  ProfileRegion region("Trainer::allreduce");
+  CollectiveGuard guard(timeout_, "the gradient all-reduce over the data-parallel replicas");
+  const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  const bool direct = host_readable || path_ == CommPath::device_buffers;
+  constexpr std::size_t kChunk = std::size_t(1) << 20;  // elements per all-reduce: 32 MiB of limbs
+  for (auto& s : stages_)
+    for (auto& p : s.params()) {
+      GradAccum<T>& acc = p.acc;
+      const std::size_t n = acc.size();
+      for (std::size_t first = 0; first < n; first += kChunk) {
+        const std::size_t len = std::min(kChunk, n - first);
+        if (acc.mode == Mode::deterministic) {
+          const std::size_t words = ExactLimbs::kLimbs * len;
+          if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
+          ExactLimbs::pack(acc.exact, first, len, limbs_);
+          fence_space(ExecSpace(), "Trainer::allreduce::fence");
+          std::int64_t* buf = limbs_.data();
+          if (!direct) {
+            if (host_limbs_.extent(0) < words)
+              host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
+            Kokkos::deep_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)),
+                              Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)));
+            buf = host_limbs_.data();
+          }
+          MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
+          if (!direct)
+            Kokkos::deep_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
+                              Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
+          ExactLimbs::unpack(limbs_, first, len, acc.exact, acc.overflow);
+          acc.mark_written();
+        } else {
+          fence_space(ExecSpace(), "Trainer::allreduce::fence");
+          auto part = Kokkos::subview(acc.sum, std::make_pair(first, first + len));
+          if (direct) {
+            MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
+          } else {
+            auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), part);
+            MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
+            Kokkos::deep_copy(part, h);
+          }
+        }
+      }
+    }
+  // An overflow on any replica is an overflow of the sum; finalize_grads names the parameter.
+  // Each stage's flags are one array: one copy each way and one all-reduce for all of them.
+  std::vector<int> overflow;
+  for (auto& s : stages_) {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), s.overflow_flags());
+    overflow.insert(overflow.end(), h.data(), h.data() + h.extent(0));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, overflow.data(), static_cast<int>(overflow.size()), MPI_INT, MPI_MAX, replicas_);
+  std::size_t k = 0;
+  for (auto& s : stages_) {
+    auto flags = s.overflow_flags();
+    auto h = Kokkos::create_mirror_view(flags);
+    for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
+    Kokkos::deep_copy(flags, h);
+  }
+}
+
+template <class T>
+void Trainer<T>::update(int step, RankStepStats& st, StepObserver<T>* observer) {
+  ProfileRegion r("Pipeline::optimizer");
+  for (auto& s : stages_) {
+    if (observer) observer->grads_ready(s);
+    const std::vector<NonFinite> bad = s.optimizer_step(opt_, step + 1);
+    for (std::size_t k = 0; k < bad.size(); ++k)
+      if (bad[k])
+        note_non_finite(
+            st, describe_non_finite(bad[k], "step " + std::to_string(step) + " / stage " + std::to_string(s.id()) +
+                                                " / " + s.params()[k].spec.name + " after the optimizer"));
+    if (observer) observer->params_updated(s);
+  }
+  fence_space(ExecSpace(), "Pipeline::optimizer::fence");
+}
+
+template class Trainer<float>;
+template class Trainer<double>;
+
+}  // namespace minipipe

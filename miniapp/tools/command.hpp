@@ -1,0 +1,47 @@
+// What every subcommand shares: the exit codes, the deck keys as options of the command line, and
+// how a collective deck-driven tool agrees on its input before it runs and reports a failure.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "miniapp/model/config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace minipipe {
+
+// Exit codes, the same for every subcommand (DESIGN.md §7).
+constexpr int kExitUsage = 2;    // bad input or usage: parse errors, bad Kokkos options, bad deck
+constexpr int kExitFailure = 3;  // failure during the run
+
+// Every deck key as an option of the top-level command line (`--section.key VALUE`, allowed
+// after the subcommand too), and the deck a tool reads: its file, then these overrides.
+struct DeckOptions {
+  std::map<std::string, std::string> overrides;  // key -> text, applied in key order
+
+  // Adds every key of deck_keys() to `app`, with its help, type and default.
+  void attach(CLI::App& app);
+  // The deck at `path` ("" = every default) with the overrides applied; InputError when bad.
+  Deck load(const std::string& path) const;
+};
+
+// Rank 0's exit code on every rank, so that mpiexec reports the same code however it picks.
+int same_on_all_ranks(int rc, MPI_Comm comm);
+
+// A tool that works on files only (schedule, compare, tokenize): `run` on rank 0, its exit code on
+// every rank.
+int on_rank_zero(MPI_Comm comm, const std::function<int()>& run);
+
+// A collective deck-driven tool (profile, tune): `check` (it throws on bad input) on every rank,
+// then an agreement: any rank's error is printed once and every rank returns 2. Then `run` on
+// every rank, rank 0's exit code on all; an InputError it throws is bad input (2), any other
+// exception a failure while peers may wait for this rank: it is printed and the job aborted (3).
+int run_collective_tool(MPI_Comm comm, const std::function<void()>& check, const std::function<int()>& run);
+
+}  // namespace minipipe
