@@ -95,6 +95,17 @@ void check_effective_keys(const Deck& deck) {
       deck.get_string("output.dump_level") != std::get<std::string>(default_of("output.dump_level")))
     no_effect("output.dump_level", quoted_text(deck.get_string("output.dump_level")), "without output.dump",
               "leave it at \"full\", or set output.dump");
+
+  if (deck.get_string("checkpoint.path").empty() && deck.get_int("checkpoint.every") != 0)
+    no_effect("checkpoint.every", std::to_string(deck.get_int("checkpoint.every")), "without checkpoint.path",
+              "leave it at 0, or set checkpoint.path");
+  // Verification compares the run's dump with the reference: without a dump the run would train
+  // every step and only then fail.
+  const bool dumps = !deck.get_string("output.dump").empty() && deck.get_string("output.dump_level") != "none";
+  if (!dumps && !deck.get_string("output.verify").empty())
+    no_effect("output.verify", quoted_text(deck.get_string("output.verify")),
+              deck.get_string("output.dump").empty() ? "without output.dump" : "with output.dump_level = \"none\"",
+              "leave it empty, or set output.dump (--dump FILE) at a dump level the reference has");
 }
 
 std::string sweep_dump_name(const std::string& path, const std::string& schedule, long long m) {

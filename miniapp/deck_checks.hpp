@@ -16,7 +16,8 @@ double pipeline_timeout(const Deck& deck);
 // InputError for a key set away from its default where the configuration ignores it, e.g.
 // pipeline.csv or pipeline.placement while no schedule is "csv", data.path while data.source is
 // synthetic, train.momentum with adamw, AdamW's beta1/beta2/eps with sgd, output.dump_level
-// without output.dump. Also checks pipeline.placement's value (loop | v) whatever the schedule.
+// without output.dump, checkpoint.every without checkpoint.path, output.verify without a dump.
+// Also checks pipeline.placement's value (loop | v) whatever the schedule.
 void check_effective_keys(const Deck& deck);
 
 // File names of a sweep (more than one (schedule, m) pair): the dump gets "_<schedule>_m<M>.h5",

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,51 @@ int same_on_all_ranks(int rc) {
   return rc;
 }
 
+// The first option given more than once, in the project's words ("" when none): CLI11 would
+// only say "At Most 1 required but received 2". A repeat is refused rather than the last taken:
+// `--pipeline.schedule 1f1b --pipeline.schedule gpipe` reads like a sweep and would silently run
+// one schedule. `key_of` names an option by its deck key (a run alias such as --dump and its key
+// --output.dump count as one); flags may repeat (the same value twice).
+std::string repeated_option(CLI::App& app, const std::vector<char*>& args,
+                            const std::map<const CLI::Option*, std::string>& key_of) {
+  CLI::App* sub = nullptr;
+  std::map<std::string, std::vector<std::string>> given;  // key -> "--option value" in order
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string a = args[i];
+    if (a == "--") break;
+    if (!sub) {
+      for (CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+        if (s->get_name() == a) sub = s;
+      if (sub) continue;
+    }
+    if (a.size() < 2 || a[0] != '-') continue;
+    std::string name = a, value;
+    bool inline_value = false;
+    if (a.rfind("--", 0) == 0) {
+      const auto eq = a.find('=');
+      if (eq != std::string::npos) name = a.substr(0, eq), value = a.substr(eq + 1), inline_value = true;
+    } else if (a.size() > 2) {
+      name = a.substr(0, 2), value = a.substr(2), inline_value = true;  // -m4
+    }
+    const CLI::Option* o = sub ? sub->get_option_no_throw(name) : nullptr;
+    if (!o) o = app.get_option_no_throw(name);
+    if (!o || o->get_items_expected_max() != 1) continue;  // not an option, a flag or a list option
+    if (!inline_value && i + 1 < args.size()) value = args[++i];
+    const auto k = key_of.find(o);
+    given[k != key_of.end() ? k->second : name].push_back(name + " " + minipipe::quoted_text(value));
+  }
+  for (const auto& [key, uses] : given) {
+    if (uses.size() < 2) continue;
+    std::string list;
+    for (const auto& u : uses) list += (list.empty() ? "" : ", ") + u;
+    const bool deck_key = key[0] != '-';
+    return "command line: " + std::string(deck_key ? "key '" : "option '") + key + "' is given " +
+           std::to_string(uses.size()) + " times (" + list + "); allowed: once" +
+           (deck_key ? " (a list key takes one comma-separated list, e.g. --pipeline.schedule 1f1b,gpipe)" : "");
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +120,7 @@ int main(int argc, char** argv) {
         "differ); 2 bad input or usage (command-line, Kokkos option, deck, path); 3 failure during the run\n"
         "(I/O error, disk full, peer timeout, divergence); killed by SIGINT/SIGTERM: 128 + signal.");
     std::map<std::string, std::string> overrides;
+    std::map<const CLI::Option*, std::string> key_of;  // options that set a deck key
     for (const auto& k : minipipe::deck_keys()) {
       auto* o = app.add_option_function<std::string>(
           "--" + k.name, [&overrides, name = k.name](const std::string& v) { overrides[name] = v; },
@@ -82,19 +129,23 @@ int main(int argc, char** argv) {
       static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
       o->type_name(kinds[k.def.index()]);
       o->group("Deck keys (default shown)");
+      key_of[o] = k.name;
     }
     auto* run = app.add_subcommand("run", "train the model with a pipeline schedule (launch with mpiexec -n P)");
     std::string deck_path, schedule, dump, json, restart, verify;
     int m = 0, v = -1;
     bool force = false;
     run->add_option("--deck", deck_path, "TOML input deck (defaults apply to missing keys)");
-    run->add_option("--schedule", schedule, "schedule name or comma list (= --pipeline.schedule)");
-    run->add_option("-m", m, "micro-batches (= --pipeline.microbatches)");
-    run->add_option("-v", v, "model chunks per rank (= --pipeline.chunks)");
-    run->add_option("--dump", dump, "HDF5 dump file (= --output.dump)");
-    run->add_option("--json", json, "JSON report (= --output.json)");
-    run->add_option("--restart", restart, "continue from a checkpoint (= --checkpoint.restart)");
-    run->add_option("--verify", verify, "reference dump to verify the run against (= --output.verify)");
+    key_of[run->add_option("--schedule", schedule, "schedule name or comma list (= --pipeline.schedule)")] =
+        "pipeline.schedule";
+    key_of[run->add_option("-m", m, "micro-batches (= --pipeline.microbatches)")] = "pipeline.microbatches";
+    key_of[run->add_option("-v", v, "model chunks per rank (= --pipeline.chunks)")] = "pipeline.chunks";
+    key_of[run->add_option("--dump", dump, "HDF5 dump file (= --output.dump)")] = "output.dump";
+    key_of[run->add_option("--json", json, "JSON report (= --output.json)")] = "output.json";
+    key_of[run->add_option("--restart", restart, "continue from a checkpoint (= --checkpoint.restart)")] =
+        "checkpoint.restart";
+    key_of[run->add_option("--verify", verify, "reference dump to verify the run against (= --output.verify)")] =
+        "output.verify";
     run->add_flag("--force", force, "overwrite existing output files (= --output.force)");
 
     minipipe::ScheduleTool schedule_tool;
@@ -108,6 +159,13 @@ int main(int argc, char** argv) {
     minipipe::TuneTool tune_tool;
     tune_tool.attach(app);
 
+    const std::string repeated = repeated_option(app, app_args, key_of);
+    if (!repeated.empty()) {
+      if (world_rank() == 0) std::cerr << "minipipe: error: " << repeated << "\n";
+      minipipe::finalize_kokkos();
+      MPI_Finalize();
+      return kExitUsage;
+    }
     try {
       app.parse(static_cast<int>(app_args.size()), app_args.data());
     } catch (const CLI::ParseError& e) {

@@ -65,7 +65,9 @@ std::string blas_string() {
 }
 
 std::string gemm_string(Mode mode) {
-  if (mode == Mode::deterministic) return "miniPipe deterministic GEMM (one fixed k-order per output, every backend)";
+  if (mode == Mode::deterministic)
+    return std::string("miniPipe deterministic GEMM (one fixed k-order per output, every backend); ") +
+           (use_device_path() ? "device" : "host") + " kernel path";
   if (fast_gemm_on_gemm_det())
     return std::string("miniPipe gemm_det, ") + (use_device_path() ? "device path" : gemm_det_microkernel()) +
            " (train.fast_gemm = " + to_string(fast_gemm()) + ")";
