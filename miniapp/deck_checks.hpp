@@ -7,6 +7,7 @@
 
 #include "config.hpp"
 #include "io/output_paths.hpp"
+#include "model.hpp"
 
 namespace minipipe {
 
@@ -34,5 +35,19 @@ std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& d
 // check_input_file on every input, then io::check_outputs(planned_outputs, planned_inputs).
 // Throws io::PathError (bad input, exit 2).
 void check_run_files(const Deck& deck, const std::string& deck_path);
+
+// Bytes a dump of `steps` steps at `level` ("loss", "grads", "full", "kernels") holds, from the
+// model shape and batch alone: every dataset's elements times its element size (`real_bytes` for
+// floats), plus an allowance per dataset for HDF5's object headers. `level` "none" is 0.
+double estimated_dump_bytes(const ModelShape& shape, long long batch, long long steps, const std::string& level,
+                            std::size_t real_bytes);
+
+// Bytes of a checkpoint: every parameter with its two AdamW moments, plus headers.
+double estimated_checkpoint_bytes(const ModelShape& shape, std::size_t real_bytes);
+
+// InputError naming the first output of a file system when the dumps of the launch (one per sweep entry, each of
+// train.steps - `first_step` steps) and the checkpoint (twice its size while it is replaced)
+// do not fit in the free space of their file systems: a run that fills the disk loses its steps.
+void check_output_space(const Deck& deck, const ModelShape& shape, long long first_step, std::size_t real_bytes);
 
 }  // namespace minipipe

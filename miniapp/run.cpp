@@ -167,6 +167,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
     su.restart->check_same_training(deck, su.data.fingerprint());
     su.first_step = static_cast<int>(su.restart->completed_steps());
   }
+  check_output_space(deck, su.shape, su.first_step, sizeof(Real));
   su.checkpoint = deck.get_string("checkpoint.path");
   su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
 
@@ -192,6 +193,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
     su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
     su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
+    su.costs->check_setting(deck.get_string("train.mode"), ExecSpace::name(), deck.get_string("pipeline.costs"));
   }
   const long long v_key = deck.get_int("pipeline.chunks");
   const auto& names = deck.get_string_list("pipeline.schedule");
@@ -278,6 +280,12 @@ void print_banner(const RunSetup& su, std::ostream& out) {
       << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
       << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
+  if (!su.plans.empty() && !su.plans.front().dump.empty())
+    out << "dump size estimate: "
+        << static_cast<long long>(
+               estimated_dump_bytes(su.shape, su.B, su.steps - su.first_step, io::to_string(su.level), sizeof(Real)))
+        << " bytes per dump file (" << su.steps - su.first_step
+        << " steps at output.dump_level = " << io::to_string(su.level) << ")\n";
   if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
       const SampleRange r = replica_share(su.B, su.dp, d);
