@@ -22,23 +22,9 @@ extern "C" char* openblas_get_corename(void);
 extern "C" int openblas_get_parallel(void);
 #endif
 
-// Set by miniapp/CMakeLists.txt from the flags the build really used; the fallbacks keep the
-// file compilable on its own and say so instead of guessing.
-#ifndef MINIPIPE_BUILD_COMPILER
-#define MINIPIPE_BUILD_COMPILER "unknown compiler"
-#endif
-#ifndef MINIPIPE_BUILD_TYPE
-#define MINIPIPE_BUILD_TYPE "unknown"
-#endif
-#ifndef MINIPIPE_FLAG_FP_CONTRACT
-#define MINIPIPE_FLAG_FP_CONTRACT "not recorded"
-#endif
-#ifndef MINIPIPE_FLAG_DEVICE_FMAD
-#define MINIPIPE_FLAG_DEVICE_FMAD "not recorded"
-#endif
-#ifndef MINIPIPE_FLAG_MARCH
-#define MINIPIPE_FLAG_MARCH "not recorded"
-#endif
+// MINIPIPE_VERSION, MINIPIPE_BLAS_LIBRARY, the compiler, build type and determinism flags, from
+// miniapp/CMakeLists.txt (generated: string defines do not survive nvcc_wrapper).
+#include "minipipe_build_info.hpp"
 
 namespace minipipe {
 
