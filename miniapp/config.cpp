@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -463,12 +464,26 @@ const std::vector<std::string>& Deck::get_string_list(const std::string& key) co
 }
 
 namespace {
-// A TOML basic string: quotes and backslashes escaped.
+// A TOML basic string: quotes, backslashes and control characters escaped, so that any value
+// (a path with a newline, say) reads back as itself (the deck of /meta and of a checkpoint).
 std::string quoted(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (c == '\n') {
+      o += "\\n";
+    } else if (c == '\t') {
+      o += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof(esc), "\\u%04X", static_cast<unsigned>(u));
+      o += esc;
+    } else {
+      o += c;
+    }
   }
   return o + '"';
 }

@@ -24,7 +24,7 @@ rc=$?
 grep -Eq '^verification: FAIL \(run 1f1b m=2: [0-9]+ dataset\(s\) differ from .*other.h5' "$dir/bad.log" ||
   fail "the FAIL line does not say what differs"
 mpiexec -n 2 "$bin" run --deck "$deck" --schedule 1f1b -m 2 --train.mode fast --dump "$dir/fast.h5" \
-  --verify "$dir/ref.h5" > "$dir/fast.log" 2>&1 || { tail -n 3 "$dir/fast.log"; fail "fast --verify exited $?"; }
+  --verify "$dir/ref.h5" > "$dir/fast.log" 2>&1 || { rc=$?; tail -n 3 "$dir/fast.log"; fail "fast --verify exited $rc"; }
 grep -qx 'verification: PASS' "$dir/fast.log" || fail "fast mode did not verify against deterministic mode"
 mpiexec -n 2 "$bin" run --deck "$deck" --schedule 1f1b -m 2 --train.mode fast --dump "$dir/fast_other.h5" \
   --verify "$dir/other.h5" > "$dir/fast_other.log" 2>&1
