@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -407,9 +408,19 @@ void Deck::validate() const {
     auto bad = [&](const std::string& shown) {
       throw InputError("deck: key '" + k.name + "' has value " + shown + "; allowed: " + a.text());
     };
+    // Integers are narrowed to int where they are used (all but the 64-bit seed): refuse what an
+    // int cannot hold here, before a cast wraps it (print_every 2^32 became 0, dp 2^32+1 became 1).
+    const bool narrowed = k.name != "train.seed";
+    auto fits = [&](long long x) { return !narrowed || (x >= INT_MIN && x <= INT_MAX); };
+    auto bad_int = [&](const std::string& shown) {
+      const std::string rule = a.text();
+      throw InputError("deck: key '" + k.name + "' has value " + shown +
+                       "; allowed: " + (rule.empty() ? "" : rule + ", ") + "at most 2147483647 in magnitude");
+    };
     switch (v.index()) {
       case 0:
         if (!a.ok(static_cast<double>(std::get<long long>(v)))) bad(to_text(v));
+        if (!fits(std::get<long long>(v))) bad_int(to_text(v));
         break;
       case 1:
         if (!a.ok(std::get<double>(v))) bad(to_text(v));
@@ -420,9 +431,11 @@ void Deck::validate() const {
       case 4: {
         const auto& l = std::get<IntList>(v);
         if (a.nonempty && l.empty()) bad("[] (empty)");
-        for (std::size_t i = 0; i < l.size(); ++i)
+        for (std::size_t i = 0; i < l.size(); ++i) {
           if (!a.ok(static_cast<double>(l[i])))
             bad(to_text(v) + " (entry " + std::to_string(i) + ": " + std::to_string(l[i]) + ")");
+          if (!fits(l[i])) bad_int(to_text(v) + " (entry " + std::to_string(i) + ": " + std::to_string(l[i]) + ")");
+        }
         break;
       }
       case 5: {
