@@ -161,6 +161,8 @@ std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& d
   in.push_back({"--deck", deck_path});
   if (has_csv_schedule(deck)) in.push_back({"pipeline.csv", deck.get_string("pipeline.csv")});
   if (deck.get_string("data.source") == "hdf5") in.push_back({"data.path", deck.get_string("data.path")});
+  if (std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage")))
+    in.push_back({"pipeline.costs", deck.get_string("pipeline.costs")});
   in.push_back({"checkpoint.restart", deck.get_string("checkpoint.restart")});
   in.push_back({"output.verify", deck.get_string("output.verify")});
   return in;

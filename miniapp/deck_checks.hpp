@@ -29,7 +29,8 @@ std::string sweep_file_name(const std::string& path, const std::string& tag, con
 // Every file the run will write, with its key, under the names the sweep gives it.
 std::vector<io::OutputSpec> planned_outputs(const Deck& deck);
 // Every file the run will read: the deck itself (`deck_path`, may be empty), pipeline.csv when
-// a schedule is csv, data.path when data.source is hdf5.
+// a schedule is csv, data.path when data.source is hdf5, pipeline.costs with an automatic split,
+// checkpoint.restart and output.verify.
 std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& deck_path);
 
 // check_input_file on every input, then io::check_outputs(planned_outputs, planned_inputs).

@@ -3,7 +3,8 @@
 # with an existing file, and dump paths too long for MPI-IO, are refused up front with exit 2,
 # naming the key, and nothing is modified or created. A dangling symlink at an output path is
 # refused up front by every command that writes (issue 32 #1: run noticed it after the last step,
-# exit 3, and kept neither the dump nor the checkpoint).
+# exit 3, and kept neither the dump nor the checkpoint). A FIFO given as pipeline.costs or to
+# compare is refused instead of blocking the open forever.
 set -u
 bin=$1 deck=$2 dir=$3
 rm -rf "$dir"; mkdir -p "$dir"
@@ -47,4 +48,9 @@ dangling "key '--out'" "$bin" profile --deck "$d" --out ck.h5
 dangling "key '--svg'" "$bin" schedule -s 1f1b -p 2 -m 2 --svg ck.h5
 dangling "key '--output'" "$bin" tokenize "$d" --output ck.h5 --seq-len 8
 cd - > /dev/null || exit 1
+# FIFOs as inputs: refused, never opened (an open blocks forever; timeout turns a hang into 124).
+mkfifo "$dir/fifo"
+xc 2 "key 'pipeline.costs' has value '$dir/fifo', which is a FIFO; allowed: a regular file" -- \
+  timeout 20 "$bin" run --deck "$d" --pipeline.layers_per_stage auto --pipeline.costs "$dir/fifo" || exit 1
+xc 2 "cannot open $dir/fifo: not a regular file" -- timeout 20 "$bin" compare "$dir/fifo" "$dir/fifo" || exit 1
 echo PASS
