@@ -167,6 +167,8 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
     su.restart->check_same_training(deck, su.data.fingerprint());
     su.first_step = static_cast<int>(su.restart->completed_steps());
   }
+  su.data.check_every_batch_has_targets(su.first_step, deck.get_int("train.steps"), deck.get_int("train.batch"),
+                                        deck.get_string("data.path"), deck.get_string("data.dataset"));
   check_output_space(deck, su.shape, su.first_step, sizeof(Real));
   su.checkpoint = deck.get_string("checkpoint.path");
   su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
