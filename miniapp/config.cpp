@@ -161,7 +161,9 @@ const std::vector<DeckKey>& deck_keys() {
       {"output.print_every", 1LL, "print a step line every N steps", A::at_least(1)},
       {"output.verify",
        std::string(""),
-       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise)",
+       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise, with AdamW "
+       "up "
+       "to its first update)",
        {}},
   };
   return keys;
