@@ -95,11 +95,11 @@ minipipe_launch() {
   # The run in its own process group (job control on while it starts), so that a signal to this
   # script reaches mpiexec and the ranks; tee ignores them and keeps the log to the last line.
   # Its stdin is /dev/null: a background group that read the terminal would be stopped (SIGTTIN).
-  local sig=0 rc=0 leader last
+  local sig=0 rc=0 leader last monitor=${-//[^m]/}
   set -m
   "${cmd[@]}" < /dev/null 2>&1 | (trap '' INT TERM HUP; exec tee "$MP_OUT/minipipe.log") &
   leader=$(jobs -p %+) last=$!
-  set +m
+  [ -n "$monitor" ] || set +m  # job control as the caller had it
   trap 'sig=15; kill -TERM -- "-$leader" 2>/dev/null || true' TERM
   trap 'sig=2; kill -INT -- "-$leader" 2>/dev/null || true' INT
   trap 'sig=1; kill -HUP -- "-$leader" 2>/dev/null || true' HUP

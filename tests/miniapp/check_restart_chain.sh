@@ -17,12 +17,13 @@ grep '^step\|^verification' "$dir/C.log"
 grep -qx 'verification: PASS' "$dir/C.log" || fail "the restart did not pass verification"
 # The restarted segment's losses are the uninterrupted run's, so its verdict must be too.
 loss() { sed -n 's/^step *\([34]\) *loss \([0-9.]*\).*/\1 \2/p' "$1"; }
-[ -n "$(loss "$dir/C.log")" ] && [ "$(loss "$dir/A.log")" = "$(loss "$dir/C.log")" ] ||
+if [ -z "$(loss "$dir/C.log")" ] || [ "$(loss "$dir/A.log")" != "$(loss "$dir/C.log")" ]; then
   fail "steps 3-4 differ from the uninterrupted run"
+fi
 grep -qx 'verification: PASS' "$dir/A.log" || fail "the uninterrupted run did not pass"
 # The test needs a segment whose own loss rises (else it cannot tell the two checks apart).
-set -- $(loss "$dir/C.log" | awk '{print $2}')
-awk -v a="$1" -v b="$2" 'BEGIN { exit !(b >= a) }' || fail "the segment's loss fell ($1 -> $2): the deck no longer tests #3"
+read -r l3 l4 <<< "$(loss "$dir/C.log" | awk '{print $2}' | tr '\n' ' ')"
+awk -v a="$l3" -v b="$l4" 'BEGIN { exit !(b >= a) }' || fail "the segment's loss fell ($l3 -> $l4): the deck no longer tests #3"
 
 "$bin" run --deck "$deck" --train.steps 5 --restart "$dir/ck3.h5" --model.block_size 32 > "$dir/D.log" 2>&1 ||
   { tail -n 3 "$dir/D.log"; fail "block_size 32 (= the checkpoint's 0 on seq_len 32) was refused"; }
