@@ -9,6 +9,9 @@
 
 #include "bench_common.hpp"
 #include "kernels/gemm.hpp"
+#ifdef MINIPIPE_HAVE_CBLAS
+#include "minipipe_bench_blas.hpp"  // MINIPIPE_BLAS_NAME (generated)
+#endif
 
 #ifdef MINIPIPE_HAVE_OPENBLAS
 // OpenBLAS's own queries, declared here so the build does not depend on which cblas.h is found.

@@ -31,7 +31,12 @@ std::string xml_escape(const std::string& text) {
         out += "&quot;";
         break;
       default:
-        out += c;
+        // XML 1.0 allows no control character but tab, newline and return, not even as a
+        // reference: a file name holding one would make the SVG unreadable.
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+          out += "\xEF\xBF\xBD";  // U+FFFD, the replacement character
+        else
+          out += c;
     }
   }
   return out;

@@ -54,13 +54,18 @@ int dispatch(std::vector<char*>& args) {
   ProfileTool profile;
   TuneTool tune;
   ScaleTool scale;
-  run.attach(app);
+  run.attach(app, deck);
   schedule.attach(app);
   compare.attach(app);
   tokenize.attach(app);
   profile.attach(app);
   tune.attach(app);
   scale.attach(app);
+  const std::string repeated = repeated_option(app, args, deck.key_of);
+  if (!repeated.empty()) {
+    if (world_rank() == 0) std::cerr << "minipipe: error: " << repeated << "\n";
+    return kExitUsage;
+  }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {

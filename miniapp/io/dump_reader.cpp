@@ -100,6 +100,9 @@ DumpReader::DumpReader(const std::string& path) : path_(path) {
   const auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) throw ReadError("cannot open " + path + ": no such file");
   if (std::filesystem::is_directory(st)) throw ReadError("cannot open " + path + ": is a directory");
+  // A FIFO would block the open below forever, a device read garbage: only regular files.
+  if (!std::filesystem::is_regular_file(st))
+    throw ReadError("cannot open " + path + ": not a regular file (a FIFO, device or socket); allowed: an HDF5 file");
   if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
     std::fclose(f);
   } else {

@@ -113,7 +113,20 @@ void check_output(const OutputSpec& o) {
                     "relative path");
 
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const int stat_errno = errno;
+  struct stat lst {};
+  if (!exists && !o.force && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    // A dangling (or looping) symlink: the name is taken, so the final no-replace rename would
+    // refuse it after the whole run; say so now.
+    char target[PATH_MAX + 1] = {};
+    const ssize_t n = ::readlink(path.c_str(), target, PATH_MAX);
+    throw PathError(named(o.key, path) + ", which is a symbolic link to " +
+                    (n > 0 ? quoted_text(std::string(target, static_cast<std::size_t>(n))) : std::string("?")) +
+                    " that cannot be followed (" + std::strerror(stat_errno) +
+                    "); refusing to overwrite it without --force (output.force = true); allowed: a new file name");
+  }
+  if (exists) {
     if (!S_ISREG(st.st_mode))
       throw PathError(named(o.key, path) + ", which is " + kind_of(st.st_mode) + "; allowed: a regular file");
     if (!o.force)

@@ -4,8 +4,10 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "kernels/kernel_path.hpp"
 #include "miniapp/io/compare.hpp"
 #include "miniapp/io/dump_writer.hpp"
+#include "miniapp/io/message_text.hpp"
 #include "miniapp/io/output_file.hpp"
 #include "miniapp/model/cost_file.hpp"
 #include "miniapp/model/deck_checks.hpp"
@@ -84,17 +87,28 @@ std::string picture_path(const std::string& path, const Plan& pl, bool sweep, co
 
 sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p, int m, int v) {
   if (name != "csv") return sched::make_schedule(name, p, m, v);
+  // Every error of a CSV schedule names the key and the file, whichever check finds it.
   const std::string& path = deck.get_string("pipeline.csv");
-  std::ifstream in(path);
-  if (!in) throw InputError("deck: key 'pipeline.csv' has value \"" + path + "\", which cannot be read");
-  sched::Schedule s = sched::read_csv(in, p, sched::parse_placement(deck.get_string("pipeline.placement")));
-  if (s.p != p)
-    throw InputError("pipeline.csv: " + path + " has " + std::to_string(s.p) +
-                     " rank rows but the launch has p = " + std::to_string(p) + " ranks");
-  if (s.m != m)
-    throw InputError("pipeline.csv: " + path + " schedules " + std::to_string(s.m) +
-                     " micro-batches but pipeline.microbatches = " + std::to_string(m));
-  return s;
+  const std::string key = "deck: key 'pipeline.csv' has value " + quoted_text(path);
+  try {
+    std::ifstream in(path);
+    if (!in) throw InputError(key + ", which cannot be read");
+    sched::Schedule s = sched::read_csv(in, p, sched::parse_placement(deck.get_string("pipeline.placement")), path);
+    if (s.p != p)
+      throw InputError(key + ", which has " + std::to_string(s.p) +
+                       " rank rows but the launch has p = " + std::to_string(p) + " ranks; allowed: one row per rank");
+    if (s.m != m)
+      throw InputError(key + ", which schedules " + std::to_string(s.m) +
+                       " micro-batches but pipeline.microbatches = " + std::to_string(m) + "; allowed: the file's m");
+    sched::validate(s);
+    return s;
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // the file is named already
+    throw InputError(key + ": " + why);
+  }
 }
 
 OptimizerConfig optimizer_from_deck(const Deck& deck) {
@@ -111,6 +125,21 @@ OptimizerConfig optimizer_from_deck(const Deck& deck) {
 
 void choose_splits(RunSetup& su, MPI_Comm* comm);
 
+// A kernel setting's text: the deck's, except that "auto" (the default) defers to the documented
+// environment variable when that is set, so `MINIPIPE_KERNEL_PATH=device minipipe run` takes
+// effect while an explicit deck or command-line value still wins. `where` names the source for
+// the parse error.
+std::string auto_or_environment(const Deck& deck, const char* key, const char* variable, std::string& where) {
+  const std::string& text = deck.get_string(key);
+  const char* env = std::getenv(variable);
+  if (text != "auto" || env == nullptr || *env == '\0') {
+    where = std::string("deck: key '") + key + "'";
+    return text;
+  }
+  where = std::string("environment variable ") + variable + " (" + key + " = \"auto\" defers to it)";
+  return env;
+}
+
 // Phase 1: every key against its rule, keys without effect, every input and output path (each
 // rank checks what it sees: a node-local file system may differ), then what needs several
 // keys or the launch.
@@ -124,8 +153,11 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.steps = static_cast<int>(deck.get_int("train.steps"));
   su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
   su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
-  set_kernel_path(parse_kernel_path(deck.get_string("train.kernel_path"), "train.kernel_path"));
-  set_fast_gemm(parse_fast_gemm(deck.get_string("train.fast_gemm"), "train.fast_gemm"));
+  std::string where;
+  const std::string kernel_path = auto_or_environment(deck, "train.kernel_path", "MINIPIPE_KERNEL_PATH", where);
+  set_kernel_path(parse_kernel_path(kernel_path, where.c_str()));
+  const std::string fast_gemm = auto_or_environment(deck, "train.fast_gemm", "MINIPIPE_FAST_GEMM", where);
+  set_fast_gemm(parse_fast_gemm(fast_gemm, where.c_str()));
   su.opt = optimizer_from_deck(deck);
   su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
@@ -137,6 +169,9 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
     su.restart->check_same_training(deck, su.data.fingerprint());
     su.first_step = static_cast<int>(su.restart->completed_steps());
   }
+  su.data.check_every_batch_has_targets(su.first_step, deck.get_int("train.steps"), deck.get_int("train.batch"),
+                                        deck.get_string("data.path"), deck.get_string("data.dataset"));
+  check_output_space(deck, su.shape, su.first_step, sizeof(Real));
   su.checkpoint = deck.get_string("checkpoint.path");
   su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
 
@@ -162,6 +197,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
     su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
     su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
+    su.costs->check_setting(deck.get_string("train.mode"), ExecSpace::name(), deck.get_string("pipeline.costs"));
   }
   const long long v_key = deck.get_int("pipeline.chunks");
   const auto& names = deck.get_string_list("pipeline.schedule");
@@ -255,6 +291,12 @@ void print_banner(const RunSetup& su, std::ostream& out) {
       << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
       << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
+  if (!su.plans.empty() && !su.plans.front().dump.empty())
+    out << "dump size estimate: "
+        << static_cast<long long>(
+               estimated_dump_bytes(su.shape, su.B, su.steps - su.first_step, io::to_string(su.level), sizeof(Real)))
+        << " bytes per dump file (" << su.steps - su.first_step
+        << " steps at output.dump_level = " << io::to_string(su.level) << ")\n";
   if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
       const SampleRange r = replica_share(su.B, su.dp, d);
@@ -318,14 +360,14 @@ struct TrainRecord {
 // After complete optimizer steps: the checkpoint every checkpoint.every steps and after the
 // last one; it replaces the run's own previous one (atomically: a crash keeps the previous).
 void maybe_checkpoint(const Deck& deck, const Trainer<Real>& trainer, const RunSetup& su, const Coordinates& at,
-                      int completed, bool& written, MPI_Comm comm, std::ostream& out) {
+                      int completed, double first_loss, bool& written, MPI_Comm comm, std::ostream& out) {
   if (su.checkpoint.empty()) return;
   const bool due = (su.checkpoint_every > 0 && completed % su.checkpoint_every == 0) || completed == su.steps;
   if (!due) return;
   {
     CollectiveGuard guard(su.timeout, "every rank to write the checkpoint " + su.checkpoint);
     write_checkpoint(comm, su.checkpoint, su.force || written, trainer.stages(), at.dp == 0, completed, deck, su.shape,
-                     su.data.fingerprint());
+                     su.data.fingerprint(), first_loss);
   }
   written = true;
   int rank = 0;
@@ -368,7 +410,8 @@ TrainRecord train(const Deck& deck, Trainer<Real>& trainer, DumpObserver<Real>* 
       out << line << "\n" << std::flush;
     }
     rec.last = std::move(res.stats);
-    maybe_checkpoint(deck, trainer, su, at, step + 1, checkpointed, comm, out);
+    maybe_checkpoint(deck, trainer, su, at, step + 1, su.restart ? su.restart->first_loss() : rec.losses.front(),
+                     checkpointed, comm, out);
   }
   return rec;
 }
@@ -500,7 +543,11 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
   out << "\n";
   if (!reports.empty()) print_table(reports, out);
   const FigureOfMerit fom = figure_of_merit(reports, su.shape);
-  const Verdict verdict = stopped ? *stopped : verify_runs(reports, deck.get_string("output.verify"), su.mode);
+  const Verdict verdict =
+      stopped ? *stopped
+              : verify_runs(reports, deck.get_string("output.verify"), su.mode,
+                            su.restart ? su.restart->first_loss() : std::numeric_limits<double>::quiet_NaN(),
+                            su.opt.kind == OptimizerKind::adamw);
   LaunchSummary launch;
   launch.fom_tokens_per_second = fom.tokens_per_second, launch.model_tflops = fom.model_tflops;
   launch.verified = verdict.pass;

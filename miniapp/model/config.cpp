@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -159,7 +161,9 @@ const std::vector<DeckKey>& deck_keys() {
       {"output.print_every", 1LL, "print a step line every N steps", A::at_least(1)},
       {"output.verify",
        std::string(""),
-       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise)",
+       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise, with AdamW "
+       "up "
+       "to its first update)",
        {}},
   };
   return keys;
@@ -406,9 +410,19 @@ void Deck::validate() const {
     auto bad = [&](const std::string& shown) {
       throw InputError("deck: key '" + k.name + "' has value " + shown + "; allowed: " + a.text());
     };
+    // Integers are narrowed to int where they are used (all but the 64-bit seed): refuse what an
+    // int cannot hold here, before a cast wraps it (print_every 2^32 became 0, dp 2^32+1 became 1).
+    const bool narrowed = k.name != "train.seed";
+    auto fits = [&](long long x) { return !narrowed || (x >= INT_MIN && x <= INT_MAX); };
+    auto bad_int = [&](const std::string& shown) {
+      const std::string rule = a.text();
+      throw InputError("deck: key '" + k.name + "' has value " + shown +
+                       "; allowed: " + (rule.empty() ? "" : rule + ", ") + "at most 2147483647 in magnitude");
+    };
     switch (v.index()) {
       case 0:
         if (!a.ok(static_cast<double>(std::get<long long>(v)))) bad(to_text(v));
+        if (!fits(std::get<long long>(v))) bad_int(to_text(v));
         break;
       case 1:
         if (!a.ok(std::get<double>(v))) bad(to_text(v));
@@ -419,9 +433,11 @@ void Deck::validate() const {
       case 4: {
         const auto& l = std::get<IntList>(v);
         if (a.nonempty && l.empty()) bad("[] (empty)");
-        for (std::size_t i = 0; i < l.size(); ++i)
+        for (std::size_t i = 0; i < l.size(); ++i) {
           if (!a.ok(static_cast<double>(l[i])))
             bad(to_text(v) + " (entry " + std::to_string(i) + ": " + std::to_string(l[i]) + ")");
+          if (!fits(l[i])) bad_int(to_text(v) + " (entry " + std::to_string(i) + ": " + std::to_string(l[i]) + ")");
+        }
         break;
       }
       case 5: {
@@ -463,12 +479,26 @@ const std::vector<std::string>& Deck::get_string_list(const std::string& key) co
 }
 
 namespace {
-// A TOML basic string: quotes and backslashes escaped.
+// A TOML basic string: quotes, backslashes and control characters escaped, so that any value
+// (a path with a newline, say) reads back as itself (the deck of /meta and of a checkpoint).
 std::string quoted(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (c == '\n') {
+      o += "\\n";
+    } else if (c == '\t') {
+      o += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof(esc), "\\u%04X", static_cast<unsigned>(u));
+      o += esc;
+    } else {
+      o += c;
+    }
   }
   return o + '"';
 }

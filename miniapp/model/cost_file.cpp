@@ -193,6 +193,19 @@ void CostFile::check_shape(const ModelShape& s, const std::string& origin) const
                        "; allowed: the profiled shape (run `minipipe profile` on this deck)");
 }
 
+void CostFile::check_setting(const std::string& train_mode, const std::string& exec_backend,
+                             const std::string& origin) const {
+  if (train_mode != mode)
+    throw InputError("deck: key 'train.mode' has value \"" + train_mode + "\" but the cost file " + origin +
+                     " was profiled with train.mode = \"" + mode +
+                     "\"; allowed: a cost file profiled in the same mode (minipipe profile --train.mode " + train_mode +
+                     ")");
+  if (exec_backend != backend)
+    throw InputError("cost file " + origin + ": key 'backend' has value \"" + backend + "\" but this build runs on " +
+                     exec_backend + "; allowed: a cost file profiled on " + exec_backend +
+                     " (run `minipipe profile` with this build)");
+}
+
 sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, int samples, Recompute r) {
   const SizeCosts sc = costs.at(samples);
   const int S = layout.num_stages(), L = costs.shape.n_layer, ri = static_cast<int>(r);

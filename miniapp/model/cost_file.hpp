@@ -71,6 +71,9 @@ struct CostFile {
   double transfer_ms(int samples) const;
   // Refuses (InputError naming the file and the key) a file measured on another model shape.
   void check_shape(const ModelShape& s, const std::string& origin) const;
+  // Refuses (InputError naming the file, the key and both values) a file profiled in another
+  // train.mode or on another Kokkos backend: its times describe other kernels.
+  void check_setting(const std::string& train_mode, const std::string& exec_backend, const std::string& origin) const;
 };
 
 // One line on what the calibration measured (or that there is none), for the tools' output.

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <numeric>
 
 #include "miniapp/io/dump_reader.hpp"
 
@@ -59,6 +60,37 @@ std::string DataSource::fingerprint() const {
   std::snprintf(text, sizeof(text), "hdf5 tokens [%llu, %d], FNV-1a %016llx",
                 static_cast<unsigned long long>(file_rows_), shape_.seq_len + 1, static_cast<unsigned long long>(h));
   return text;
+}
+
+void DataSource::check_every_batch_has_targets(long long first_step, long long steps, long long B,
+                                               const std::string& path, const std::string& dataset) const {
+  if (!from_file_ || steps <= first_step) return;  // synthetic samples all have min_len >= 1 targets
+  const std::uint64_t N = file_rows_, T = static_cast<std::uint64_t>(shape_.seq_len);
+  // Row r has a valid target at t when its tokens t and t+1 are both real (batch() above).
+  std::vector<std::uint64_t> prefix(N + 1, 0);  // rows with a target among the first r
+  for (std::uint64_t r = 0; r < N; ++r) {
+    const int* row = &file_tokens_[r * (T + 1)];
+    bool any = false;
+    for (std::uint64_t t = 0; t < T && !any; ++t) any = row[t] >= 0 && row[t + 1] >= 0;
+    prefix[r + 1] = prefix[r] + (any ? 1 : 0);
+  }
+  if (prefix[N] > 0 && static_cast<std::uint64_t>(B) >= N) return;  // every batch holds every row
+  // Step s takes rows (s*B + i) mod N, i < B; its start repeats after N / gcd(B, N) steps.
+  const std::uint64_t period =
+      N / std::gcd(static_cast<std::uint64_t>(B) % N == 0 ? N : static_cast<std::uint64_t>(B) % N, N);
+  const long long last = std::min<long long>(steps, first_step + static_cast<long long>(period));
+  for (long long s = first_step; s < last; ++s) {
+    const std::uint64_t start = (static_cast<std::uint64_t>(s) * static_cast<std::uint64_t>(B)) % N;
+    const std::uint64_t len = std::min<std::uint64_t>(static_cast<std::uint64_t>(B), N);
+    const std::uint64_t end = start + len;
+    const std::uint64_t with = end <= N ? prefix[end] - prefix[start] : (prefix[N] - prefix[start]) + prefix[end - N];
+    if (with == 0)
+      throw InputError("deck: key 'data.path' has value '" + path + "': the global batch of step " + std::to_string(s) +
+                       " (rows " + std::to_string(start) + " .. " + std::to_string((end - 1) % N) + " of dataset '" +
+                       dataset + "', train.batch = " + std::to_string(B) +
+                       ") has no valid target (every target is -1 padding), so its loss would be 0/0; allowed: a "
+                       "token file where every global batch has a row with two real tokens in a row");
+  }
 }
 
 Batch DataSource::batch(int step, int B) const {

@@ -27,6 +27,11 @@ class DataSource {
   // What the batches are made from, for a checkpoint to record and a restart to compare:
   // "synthetic" (seed and min_len are deck keys), or the token file's shape and FNV-1a checksum.
   std::string fingerprint() const;
+  // InputError naming data.path when the global batch of some step in [first_step, steps) has
+  // no valid target (all -1): its loss would be 0/0 and the run would stop there. The batches of
+  // a token file repeat with a period of at most its row count, so this reads each row once.
+  void check_every_batch_has_targets(long long first_step, long long steps, long long B, const std::string& path,
+                                     const std::string& dataset) const;
 
  private:
   ModelShape shape_;

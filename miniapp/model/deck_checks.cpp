@@ -2,8 +2,13 @@
 // ignored keys, pipeline.timeout, and the distinctness and limits of all input and output paths.
 #include "miniapp/model/deck_checks.hpp"
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <variant>
 
 #include "miniapp/io/message_text.hpp"
@@ -95,6 +100,17 @@ void check_effective_keys(const Deck& deck) {
       deck.get_string("output.dump_level") != std::get<std::string>(default_of("output.dump_level")))
     no_effect("output.dump_level", quoted_text(deck.get_string("output.dump_level")), "without output.dump",
               "leave it at \"full\", or set output.dump");
+
+  if (deck.get_string("checkpoint.path").empty() && deck.get_int("checkpoint.every") != 0)
+    no_effect("checkpoint.every", std::to_string(deck.get_int("checkpoint.every")), "without checkpoint.path",
+              "leave it at 0, or set checkpoint.path");
+  // Verification compares the run's dump with the reference: without a dump the run would train
+  // every step and only then fail.
+  const bool dumps = !deck.get_string("output.dump").empty() && deck.get_string("output.dump_level") != "none";
+  if (!dumps && !deck.get_string("output.verify").empty())
+    no_effect("output.verify", quoted_text(deck.get_string("output.verify")),
+              deck.get_string("output.dump").empty() ? "without output.dump" : "with output.dump_level = \"none\"",
+              "leave it empty, or set output.dump (--dump FILE) at a dump level the reference has");
 }
 
 std::string sweep_dump_name(const std::string& path, const std::string& schedule, long long m) {
@@ -151,9 +167,97 @@ std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& d
   in.push_back({"--deck", deck_path});
   if (has_csv_schedule(deck)) in.push_back({"pipeline.csv", deck.get_string("pipeline.csv")});
   if (deck.get_string("data.source") == "hdf5") in.push_back({"data.path", deck.get_string("data.path")});
+  if (std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage")))
+    in.push_back({"pipeline.costs", deck.get_string("pipeline.costs")});
   in.push_back({"checkpoint.restart", deck.get_string("checkpoint.restart")});
   in.push_back({"output.verify", deck.get_string("output.verify")});
   return in;
+}
+
+double estimated_dump_bytes(const ModelShape& shape, long long batch, long long steps, const std::string& level,
+                            std::size_t real_bytes) {
+  if (level == "none" || steps <= 0) return 0;
+  const double B = static_cast<double>(batch), T = shape.seq_len, C = shape.channels, H = shape.n_head,
+               L = shape.n_layer, V = shape.vocab, R = static_cast<double>(real_bytes);
+  double params = 0, param_sets = 0;
+  for (const auto& p : all_params(shape)) params += static_cast<double>(p.numel()), ++param_sets;
+  const double kHeader = 640;  // per dataset: object header, layout and link (measured about 420)
+  // Every level: tokens, targets [B,T] i32; loss; per_sample_loss_sum [B] f64; per_sample_tokens [B] i32.
+  double step = 2 * B * T * 4 + 8 + B * 8 + B * 4 + 5 * kHeader, once = 0;
+  const bool grads = level != "loss", full = grads && level != "grads", kernels = level == "kernels";
+  if (grads) {
+    once += params * R + param_sets * kHeader;        // /init/params
+    step += 2 * (params * R + param_sets * kHeader);  // grads/ and params/
+  }
+  if (full) step += (2 * L + 3) * (B * T * C * R + kHeader);  // activations: embedding, blocks, lnf; input grads
+  if (kernels) {
+    // Per block (DESIGN contract A): forward ln1, qkv(3), atty, attn_proj, res1, ln2, fc(4), gelu(4),
+    // fc_proj = 17 BTC, att [B,H,T,T], four [B,T] statistics; backward d_gelu(4), d_fc(4), d_ln2,
+    // d_res1_ln2, d_res1, d_atty, d_qkv(3), d_ln1, d_x_ln1 = 17 BTC. Head: two [B,T] statistics,
+    // logits and dlogits [B,T,V], losses [B,T], d_lnf [B,T,C].
+    step += L * ((34 * B * T * C + B * H * T * T + 4 * B * T) * R + 26 * kHeader);
+    step += (3 * B * T + 2 * B * T * V + B * T * C) * R + 6 * kHeader;
+  }
+  return once + static_cast<double>(steps) * step + 64 * 1024;  // the superblock, /meta and the deck
+}
+
+double estimated_checkpoint_bytes(const ModelShape& shape, std::size_t real_bytes) {
+  double params = 0, param_sets = 0;
+  for (const auto& p : all_params(shape)) params += static_cast<double>(p.numel()), ++param_sets;
+  return 3 * (params * static_cast<double>(real_bytes) + param_sets * 640) + 64 * 1024;  // params, m, v
+}
+
+namespace {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) b /= 1024, ++u;
+  char text[32];
+  std::snprintf(text, sizeof(text), u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return text;
+}
+
+}  // namespace
+
+void check_output_space(const Deck& deck, const ModelShape& shape, long long first_step, std::size_t real_bytes) {
+  // What each file system must hold (a sweep's dumps share a directory, so they add up).
+  struct Need {
+    double bytes = 0;
+    std::string dir, key, path, what;  // a directory on it, the first output's key and path, the list
+  };
+  std::map<unsigned long long, Need> need;  // by st_dev
+  const long long steps = deck.get_int("train.steps") - first_step;
+  const long long B = deck.get_int("train.batch");
+  for (const auto& o : planned_outputs(deck)) {
+    if (o.path.empty()) continue;
+    double bytes = 0;
+    if (o.key == "output.dump")
+      bytes = estimated_dump_bytes(shape, B, steps, deck.get_string("output.dump_level"), real_bytes);
+    else if (o.key == "checkpoint.path")
+      bytes = 2 * estimated_checkpoint_bytes(shape, real_bytes);  // the previous one stays until the rename
+    if (bytes <= 0) continue;
+    const auto slash = o.path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : o.path.substr(0, slash));
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) continue;  // check_outputs has named a missing directory already
+    Need& n = need[static_cast<unsigned long long>(st.st_dev)];
+    if (n.dir.empty()) n.dir = dir, n.key = o.key, n.path = o.path;
+    n.bytes += bytes;
+    n.what += (n.what.empty() ? "" : " + ") + o.key + " " + quoted_text(o.path) + " " + human_bytes(bytes);
+  }
+  for (const auto& [dev, n] : need) {
+    struct statvfs fs {};
+    if (::statvfs(n.dir.c_str(), &fs) != 0) continue;
+    const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+    if (n.bytes > free_bytes)
+      throw InputError("deck: key '" + n.key + "' has value " + quoted_text(n.path) + ": the outputs need about " +
+                       human_bytes(n.bytes) + " (" + n.what + "; " + std::to_string(steps) +
+                       " steps at output.dump_level = " + quoted_text(deck.get_string("output.dump_level")) +
+                       ", estimated from the model shape and batch) but the file system of " + quoted_text(n.dir) +
+                       " has " + human_bytes(free_bytes) +
+                       " free; allowed: fewer train.steps, a lower output.dump_level, or a directory with room");
+  }
 }
 
 void check_run_files(const Deck& deck, const std::string& deck_path) {

@@ -76,7 +76,7 @@ std::vector<std::string> checkpoint_tensors(const std::string& param) {
 template <class T>
 void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const std::vector<Stage<T>>& stages,
                       bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape,
-                      const std::string& data) {
+                      const std::string& data, double first_loss) {
   io::DumpWriter w(job, path, force);
   for (const auto& p : all_params(shape))
     for (const auto& name : checkpoint_tensors(p.name))
@@ -112,6 +112,7 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
                               "(train.seed, step); no state beyond seed and data_cursor"));
   w.set_attribute("/meta", "deck", deck.effective_toml());
   w.set_attribute("/meta", "data", data);
+  w.set_attribute("/meta", "first_loss", first_loss);
   // The manifest last: every tensor's name and checksum, sorted, and the step they belong to.
   std::vector<std::string> entries;
   std::istringstream in(all_text(job, lines.str()));
@@ -153,6 +154,8 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
   deck_ = Deck::from_string(r->string_attribute("/meta", "deck"), path + " /meta deck");
   if (!has("/meta", "data")) bad("records no training data (/meta data)");
   data_ = r->string_attribute("/meta", "data");
+  // Older checkpoints lack it: a restart from one judges its loss from its own first step.
+  if (has("/meta", "first_loss")) first_loss_ = r->double_attribute("/meta", "first_loss");
 
   std::istringstream in(r->string_attribute("/manifest", "tensors"));
   for (std::string line; std::getline(in, line);) {
@@ -187,12 +190,32 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
         std::to_string(expected.size()));
 }
 
+namespace {
+
+// The value `key` takes effect with: two spellings of one setting (model.block_size 0 and
+// model.seq_len; data.min_len 0 and seq_len / 2) are the same training.
+std::string effective_text(const Deck& d, const std::string& key) {
+  if (key == "model.block_size") return std::to_string(model_shape_from_deck(d).block_size);
+  if (key == "data.min_len" && d.get_string("data.source") == "synthetic") {
+    const long long T = d.get_int("model.seq_len"), len = d.get_int("data.min_len");
+    return std::to_string(std::clamp(len == 0 ? T / 2 : len, 1LL, T));
+  }
+  return to_text(d.value(key));
+}
+
+// "0 (= 32)" where the spelling is not the effective value.
+std::string shown(const Deck& d, const std::string& key) {
+  const std::string spelled = to_text(d.value(key)), effective = effective_text(d, key);
+  return spelled == effective ? spelled : spelled + " (= " + effective + ")";
+}
+
+}  // namespace
+
 void Checkpoint::check_same_training(const Deck& deck, const std::string& data) const {
   for (const char* key : kSameTrainingKeys) {
-    const std::string now = to_text(deck.value(key)), then = to_text(deck_.value(key));
-    if (now != then)
-      throw InputError("deck: key '" + std::string(key) + "' has value " + now + " but the checkpoint " + path_ +
-                       " was written with " + then +
+    if (effective_text(deck, key) != effective_text(deck_, key))
+      throw InputError("deck: key '" + std::string(key) + "' has value " + shown(deck, key) + " but the checkpoint " +
+                       path_ + " was written with " + shown(deck_, key) +
                        "; allowed: the checkpoint's value (a restart continues the same training)");
   }
   if (data != data_)
@@ -233,9 +256,9 @@ void Checkpoint::load(std::vector<Stage<T>>& stages) const {
 }
 
 template void write_checkpoint<float>(MPI_Comm, const std::string&, bool, const std::vector<Stage<float>>&, bool,
-                                      long long, const Deck&, const ModelShape&, const std::string&);
+                                      long long, const Deck&, const ModelShape&, const std::string&, double);
 template void write_checkpoint<double>(MPI_Comm, const std::string&, bool, const std::vector<Stage<double>>&, bool,
-                                       long long, const Deck&, const ModelShape&, const std::string&);
+                                       long long, const Deck&, const ModelShape&, const std::string&, double);
 template void Checkpoint::load<float>(std::vector<Stage<float>>&) const;
 template void Checkpoint::load<double>(std::vector<Stage<double>>&) const;
 

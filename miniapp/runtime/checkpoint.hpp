@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,11 +25,12 @@ std::vector<std::string> checkpoint_tensors(const std::string& param);
 // Collective over `job`: writes `path` through the project's atomic writer. `stages` are this
 // rank's; `writes` is true on the ranks of one data-parallel replica (each stage once).
 // `completed_steps` optimizer updates are done: the data cursor and the optimizer's step count.
-// `data` is DataSource::fingerprint() of the run's training data.
+// `data` is DataSource::fingerprint() of the run's training data; `first_loss` the loss of the
+// training's step 0 (the same on every rank), which the verdict of a restarted run compares with.
 template <class T>
 void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const std::vector<Stage<T>>& stages,
                       bool writes, long long completed_steps, const Deck& deck, const ModelShape& shape,
-                      const std::string& data);
+                      const std::string& data, double first_loss);
 
 // A checkpoint opened for a restart on one rank (no MPI). The constructor refuses, with an
 // InputError naming the file and what is wrong, a file that is not a miniPipe checkpoint, whose
@@ -43,6 +45,8 @@ class Checkpoint {
   const std::string& path() const { return path_; }
   long long completed_steps() const { return step_; }
   const Deck& deck() const { return deck_; }
+  // The loss of the training's step 0; NaN for a checkpoint written before it was recorded.
+  double first_loss() const { return first_loss_; }
 
   // InputError naming the first key that changes the model or the math (shape, seed, batch,
   // data, mode, optimizer and its settings) between the checkpoint's deck and `deck`, or
@@ -57,7 +61,8 @@ class Checkpoint {
   std::string path_;
   long long step_ = 0;
   Deck deck_;
-  std::string data_;                              // the training data's fingerprint
+  std::string data_;  // the training data's fingerprint
+  double first_loss_ = std::numeric_limits<double>::quiet_NaN();
   std::map<std::string, std::string> checksums_;  // dataset path -> checksum
 };
 

@@ -22,23 +22,9 @@ extern "C" char* openblas_get_corename(void);
 extern "C" int openblas_get_parallel(void);
 #endif
 
-// Set by miniapp/CMakeLists.txt from the flags the build really used; the fallbacks keep the
-// file compilable on its own and say so instead of guessing.
-#ifndef MINIPIPE_BUILD_COMPILER
-#define MINIPIPE_BUILD_COMPILER "unknown compiler"
-#endif
-#ifndef MINIPIPE_BUILD_TYPE
-#define MINIPIPE_BUILD_TYPE "unknown"
-#endif
-#ifndef MINIPIPE_FLAG_FP_CONTRACT
-#define MINIPIPE_FLAG_FP_CONTRACT "not recorded"
-#endif
-#ifndef MINIPIPE_FLAG_DEVICE_FMAD
-#define MINIPIPE_FLAG_DEVICE_FMAD "not recorded"
-#endif
-#ifndef MINIPIPE_FLAG_MARCH
-#define MINIPIPE_FLAG_MARCH "not recorded"
-#endif
+// MINIPIPE_VERSION, MINIPIPE_BLAS_LIBRARY, the compiler, build type and determinism flags, from
+// miniapp/CMakeLists.txt (generated: string defines do not survive nvcc_wrapper).
+#include "minipipe_build_info.hpp"
 
 namespace minipipe {
 
@@ -65,7 +51,9 @@ std::string blas_string() {
 }
 
 std::string gemm_string(Mode mode) {
-  if (mode == Mode::deterministic) return "miniPipe deterministic GEMM (one fixed k-order per output, every backend)";
+  if (mode == Mode::deterministic)
+    return std::string("miniPipe deterministic GEMM (one fixed k-order per output, every backend); ") +
+           (use_device_path() ? "device" : "host") + " kernel path";
   if (fast_gemm_on_gemm_det())
     return std::string("miniPipe gemm_det, ") + (use_device_path() ? "device path" : gemm_det_microkernel()) +
            " (train.fast_gemm = " + to_string(fast_gemm()) + ")";
@@ -163,6 +151,10 @@ std::string build_report() {
      << "compiler: " << MINIPIPE_BUILD_COMPILER << ", build type " << MINIPIPE_BUILD_TYPE << "\n"
      << determinism_flags_string();  // CLI11 ends --version output with its own newline
   return os.str();
+}
+
+std::string execution_space_name() {
+  return ExecSpace::name();
 }
 
 }  // namespace minipipe

@@ -18,6 +18,8 @@ std::string gemm_string(Mode mode);
 
 // Kokkos backends compiled into the Kokkos install, e.g. "Serial, OpenMP", and the default one.
 std::string kokkos_backends_string();
+// The default execution space's name ("Serial", "OpenMP", "Cuda"), as cost files record it.
+std::string execution_space_name();
 // The MPI library's own identification (first line of MPI_Get_library_version) and standard.
 std::string mpi_library_string();
 // "1.10.8 (parallel)" from H5get_libversion and how miniPipe was built against it.

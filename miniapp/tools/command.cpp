@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "miniapp/io/message_text.hpp"
 #include "miniapp/runtime/comm.hpp"
 
 namespace minipipe {
@@ -16,6 +17,7 @@ void DeckOptions::attach(CLI::App& app) {
     static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
     o->type_name(kinds[k.def.index()]);
     o->group("Deck keys (default shown)");
+    key_of[o] = k.name;
   }
 }
 
@@ -24,6 +26,46 @@ Deck DeckOptions::load(const std::string& path) const {
   if (!path.empty()) deck = Deck::from_file(path);
   for (const auto& [k, val] : overrides) deck.set_from_text(k, val);
   return deck;
+}
+
+std::string repeated_option(CLI::App& app, const std::vector<char*>& args,
+                            const std::map<const CLI::Option*, std::string>& key_of) {
+  CLI::App* sub = nullptr;
+  std::map<std::string, std::vector<std::string>> given;  // key -> "--option value" in order
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string a = args[i];
+    if (a == "--") break;
+    if (!sub) {
+      for (CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+        if (s->get_name() == a) sub = s;
+      if (sub) continue;
+    }
+    if (a.size() < 2 || a[0] != '-') continue;
+    std::string name = a, value;
+    bool inline_value = false;
+    if (a.rfind("--", 0) == 0) {
+      const auto eq = a.find('=');
+      if (eq != std::string::npos) name = a.substr(0, eq), value = a.substr(eq + 1), inline_value = true;
+    } else if (a.size() > 2) {
+      name = a.substr(0, 2), value = a.substr(2), inline_value = true;  // -m4
+    }
+    const CLI::Option* o = sub ? sub->get_option_no_throw(name) : nullptr;
+    if (!o) o = app.get_option_no_throw(name);
+    if (!o || o->get_items_expected_max() != 1) continue;  // not an option, a flag or a list option
+    if (!inline_value && i + 1 < args.size()) value = args[++i];
+    const auto k = key_of.find(o);
+    given[k != key_of.end() ? k->second : name].push_back(name + " " + quoted_text(value));
+  }
+  for (const auto& [key, uses] : given) {
+    if (uses.size() < 2) continue;
+    std::string list;
+    for (const auto& u : uses) list += (list.empty() ? "" : ", ") + u;
+    const bool deck_key = key[0] != '-';
+    return "command line: " + std::string(deck_key ? "key '" : "option '") + key + "' is given " +
+           std::to_string(uses.size()) + " times (" + list + "); allowed: once" +
+           (deck_key ? " (a list key takes one comma-separated list, e.g. --pipeline.schedule 1f1b,gpipe)" : "");
+  }
+  return "";
 }
 
 int same_on_all_ranks(int rc, MPI_Comm comm) {

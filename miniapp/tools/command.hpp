@@ -7,11 +7,13 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "miniapp/model/config.hpp"
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace minipipe {
@@ -24,12 +26,21 @@ constexpr int kExitFailure = 3;  // failure during the run
 // after the subcommand too), and the deck a tool reads: its file, then these overrides.
 struct DeckOptions {
   std::map<std::string, std::string> overrides;  // key -> text, applied in key order
+  // Every option that sets a deck key (--section.key, and a tool's alias such as run's --dump),
+  // so that a key given twice is refused whatever spelling each use took.
+  std::map<const CLI::Option*, std::string> key_of;
 
   // Adds every key of deck_keys() to `app`, with its help, type and default.
   void attach(CLI::App& app);
   // The deck at `path` ("" = every default) with the overrides applied; InputError when bad.
   Deck load(const std::string& path) const;
 };
+
+// The first option given more than once in `args`, in the project's words ("" when none): CLI11
+// would only say "At Most 1 required but received 2". A repeat is refused rather than the last
+// taken (docs/deck.md). Options are named by their deck key through `key_of`.
+std::string repeated_option(CLI::App& app, const std::vector<char*>& args,
+                            const std::map<const CLI::Option*, std::string>& key_of);
 
 // Rank 0's exit code on every rank, so that mpiexec reports the same code however it picks.
 int same_on_all_ranks(int rc, MPI_Comm comm);

@@ -10,16 +10,20 @@
 
 namespace minipipe {
 
-void RunTool::attach(CLI::App& parent) {
+void RunTool::attach(CLI::App& parent, DeckOptions& deck_options) {
   sub = parent.add_subcommand("run", "train the model with a pipeline schedule (launch with mpiexec -n P)");
+  auto& key_of = deck_options.key_of;  // each alias counts as its deck key for repeat checks
   sub->add_option("--deck", deck_path, "TOML input deck (defaults apply to missing keys)");
-  sub->add_option("--schedule", schedule, "schedule name or comma list (= --pipeline.schedule)");
-  sub->add_option("-m", m, "micro-batches (= --pipeline.microbatches)");
-  sub->add_option("-v", v, "model chunks per rank (= --pipeline.chunks)");
-  sub->add_option("--dump", dump, "HDF5 dump file (= --output.dump)");
-  sub->add_option("--json", json, "JSON report (= --output.json)");
-  sub->add_option("--restart", restart, "continue from a checkpoint (= --checkpoint.restart)");
-  sub->add_option("--verify", verify, "reference dump to verify the run against (= --output.verify)");
+  key_of[sub->add_option("--schedule", schedule, "schedule name or comma list (= --pipeline.schedule)")] =
+      "pipeline.schedule";
+  key_of[sub->add_option("-m", m, "micro-batches (= --pipeline.microbatches)")] = "pipeline.microbatches";
+  key_of[sub->add_option("-v", v, "model chunks per rank (= --pipeline.chunks)")] = "pipeline.chunks";
+  key_of[sub->add_option("--dump", dump, "HDF5 dump file (= --output.dump)")] = "output.dump";
+  key_of[sub->add_option("--json", json, "JSON report (= --output.json)")] = "output.json";
+  key_of[sub->add_option("--restart", restart, "continue from a checkpoint (= --checkpoint.restart)")] =
+      "checkpoint.restart";
+  key_of[sub->add_option("--verify", verify, "reference dump to verify the run against (= --output.verify)")] =
+      "output.verify";
   sub->add_flag("--force", force, "overwrite existing output files (= --output.force)");
 }
 

@@ -23,7 +23,7 @@ struct RunTool {
   bool force = false;
 
   // Adds "run [--deck F] [--schedule S] [-m M] [-v V] [--dump F] ..." to `parent`.
-  void attach(CLI::App& parent);
+  void attach(CLI::App& parent, DeckOptions& deck_options);
 
   // Collective over `comm`: the deck with the overrides and the flags, agreed on every rank (2
   // when bad), then run_command's exit code. A failure during the run is printed; on several

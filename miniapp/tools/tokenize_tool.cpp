@@ -17,6 +17,7 @@
 
 #include "miniapp/io/h5_handle.hpp"
 #include "miniapp/io/output_file.hpp"
+#include "miniapp/io/output_paths.hpp"
 
 namespace minipipe {
 
@@ -52,25 +53,6 @@ std::string read_whole_file(const std::string& path) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw BadInput("cannot read input '" + path + "': " + std::strerror(errno));
   return bytes;
-}
-
-// Refuses, before any input is read, an output that would overwrite a file without --force,
-// that is a directory, that sits in a missing directory or that is one of the inputs.
-void check_output(const std::string& output, const std::vector<std::string>& inputs, bool force) {
-  std::error_code ec;
-  const fs::file_status st = fs::symlink_status(output, ec);
-  if (fs::exists(st)) {
-    if (fs::is_directory(st)) throw BadInput("--output '" + output + "' is a directory");
-    for (const auto& in : inputs) {
-      std::error_code e2;
-      if (fs::equivalent(in, output, e2))
-        throw BadInput("--output '" + output + "' is also input '" + in + "'; refusing to overwrite an input");
-    }
-    if (!force) throw BadInput("refusing to overwrite existing '" + output + "'; pass --force");
-  }
-  const fs::path dir = fs::path(output).parent_path();
-  if (!dir.empty() && !fs::is_directory(dir, ec))
-    throw BadInput("--output '" + output + "': directory '" + dir.string() + "' does not exist");
 }
 
 void write_int_attribute(hid_t obj, const char* name, long long value, const std::string& file) {
@@ -183,7 +165,14 @@ void TokenizeTool::attach(CLI::App& parent) {
 
 int TokenizeTool::run(std::ostream& out) {
   try {
-    check_output(output, inputs, force);
+    // Inputs and the output checked like every other command's (io/output_paths.hpp): regular
+    // files, no overwrite without --force, no output on an input, no dangling link.
+    std::vector<io::InputSpec> in_specs;
+    for (const auto& path : inputs) {
+      io::check_input_file("files", path);
+      in_specs.push_back({"files", path});
+    }
+    io::check_outputs({{"--output", output, force, false}}, in_specs);
     std::vector<std::int32_t> rows;
     std::uint64_t nrows = 0, documents = 0, bytes = 0;
     std::string sources;
@@ -211,6 +200,9 @@ int TokenizeTool::run(std::ostream& out) {
         << " tokens (vocab " << kVocab << ") in " << output << " dataset " << dataset << "\n";
     return 0;
   } catch (const BadInput& e) {
+    *err << "minipipe tokenize: error: " << e.what() << "\n";
+    return 2;
+  } catch (const io::PathError& e) {
     *err << "minipipe tokenize: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "miniapp/io/output_paths.hpp"
 #include "miniapp/model/model.hpp"
 #include "miniapp/runtime/profile.hpp"
+#include "miniapp/runtime/version.hpp"
 #include "miniapp/tuning/calibrate.hpp"
 #include "miniapp/tuning/tuner.hpp"
 #include "schedules/schedules.hpp"
@@ -30,6 +32,10 @@ void check_request(const TuneTool& tool, const Deck& deck, int world, CostFile& 
   if (deck.get_int("pipeline.dp") != 1)
     throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(deck.get_int("pipeline.dp")) +
                      "; allowed: 1 (the tuner plans one pipeline)");
+  if (p > shape.n_layer)
+    throw InputError("command line: -p has value " + std::to_string(p) +
+                     " but model.n_layer = " + std::to_string(shape.n_layer) + "; allowed: 1 .. " +
+                     std::to_string(shape.n_layer) + " (every stage holds at least one transformer block)");
   if (verify > 0 && world != p)
     throw InputError("command line: --verify " + std::to_string(verify) + " with -p " + std::to_string(p) + " but " +
                      std::to_string(world) + " MPI ranks; allowed: launch mpiexec -n " + std::to_string(p));
@@ -47,11 +53,36 @@ void check_request(const TuneTool& tool, const Deck& deck, int world, CostFile& 
   if (!costs_path.empty()) {
     costs = read_cost_file(costs_path);
     costs.check_shape(shape, costs_path);
+    costs.check_setting(deck.get_string("train.mode"), execution_space_name(), costs_path);
     if (costs.batch != batch)
       throw InputError("deck: key 'train.batch' has value " + std::to_string(batch) + " but the cost file " +
                        costs_path + " was measured with " + std::to_string(costs.batch) +
                        "; allowed: the profiled batch");
   }
+}
+
+// Why enumerate_configs found nothing: the memory cap (with the smallest cap that admits one) or
+// the schedules that take no (p, m, v) with this batch and layer count.
+std::string why_no_configuration(const CostFile& costs, int p, int batch, double memory_cap,
+                                 const std::vector<std::string>& names, const std::string& schedules) {
+  const auto uncapped = enumerate_configs(costs, p, batch, 0, names);
+  if (memory_cap > 0 && !uncapped.empty()) {
+    const auto smallest = std::min_element(uncapped.begin(), uncapped.end(),
+                                           [](const auto& a, const auto& b) { return a.peak_bytes < b.peak_bytes; });
+    char text[400];
+    std::snprintf(text, sizeof(text),
+                  "command line: --memory-cap has value %.17g bytes, below the predicted peak of every one of the "
+                  "%zu configurations; allowed: 0 (no cap) or >= %.17g bytes (the smallest peak: %s v=%d m=%d "
+                  "recompute %s)",
+                  memory_cap, uncapped.size(), std::ceil(smallest->peak_bytes), smallest->schedule.c_str(), smallest->v,
+                  smallest->m, to_string(smallest->recompute));
+    return text;
+  }
+  return "command line: " + (schedules.empty() ? std::string("no schedule") : "--schedules \"" + schedules + "\"") +
+         " has no configuration at -p " + std::to_string(p) + " with train.batch = " + std::to_string(batch) +
+         " and model.n_layer = " + std::to_string(costs.shape.n_layer) +
+         "; allowed: a p, batch and schedule list with at least one (schedule, v, m) where m divides the batch "
+         "and p*v <= n_layer (minipipe schedule --list gives each schedule's constraints)";
 }
 
 // What rank 0 chose: the best configurations, the 1F1B baseline, and why the baseline failed.
@@ -314,6 +345,16 @@ int TuneTool::tune(const Deck& deck, MPI_Comm comm, std::ostream& out) {
     if (const int rc = calibrate_costs(deck, comm, costs, calibrate)) return rc;
   }
   const Choice choice = rank == 0 ? choose(*this, deck, costs, names) : Choice{};
+  // No configuration: say why and refuse (exit 2) rather than print an empty table.
+  std::string none;
+  if (rank == 0 && choice.n_configs == 0)
+    none = why_no_configuration(costs, p, static_cast<int>(deck.get_int("train.batch")), memory_cap, names, schedules);
+  int refuse = none.empty() ? 0 : 1;
+  MPI_Bcast(&refuse, 1, MPI_INT, 0, comm);
+  if (refuse) {
+    if (rank == 0) std::cerr << "minipipe: error: " << none << "\n";
+    return 2;
+  }
   if (rank == 0) print_header(*this, deck, costs, choice, out);
   Measured measured;
   if (const int rc = measure(*this, deck, comm, choice, measured)) return rc;

@@ -56,8 +56,24 @@ minipipe_environment() {
   MP_CUDA_AWARE_ARG=(--pipeline.cuda_aware "${MP_CUDA_AWARE:-auto}")
 }
 
+# Whether the run options ask to overwrite outputs (--force, --output.force [true|1|on]).
+minipipe_forced() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --force | --output.force=true | --output.force=1 | --output.force=on) return 0 ;;
+      --output.force) case "${2:-}" in true | 1 | on) return 0 ;; esac ;;
+    esac
+    shift
+  done
+  return 1
+}
+
 # minipipe_launch [minipipe run options...]: starts the run, every output under MP_OUT, the
-# console copied to MP_OUT/minipipe.log. Returns minipipe's exit status.
+# console copied to MP_OUT/minipipe.log. Returns minipipe's exit status; 2 when MP_OUT holds the
+# log of an earlier launch and no --force was given (the log is an output like the others: a
+# second launch would truncate it before minipipe refuses to overwrite the dump); 128 + the
+# signal when SIGTERM, SIGINT or SIGHUP stopped it (the signal is passed on to the run; mpiexec
+# itself exits 1 then, which the exit-code table reserves for "compare found differences").
 minipipe_launch() {
   : "${MP_BIN:?launch.sh: set MP_BIN to the minipipe binary}" "${MP_DECK:?launch.sh: set MP_DECK to a deck}"
   : "${MP_OUT:?launch.sh: set MP_OUT to an output directory}"
@@ -70,8 +86,38 @@ minipipe_launch() {
   echo "launch env: OMP_NUM_THREADS=$OMP_NUM_THREADS OMPI_MCA_pml=${OMPI_MCA_pml:-} MPICH_GPU_SUPPORT_ENABLED=${MPICH_GPU_SUPPORT_ENABLED:-}"
   if [ "${MP_DRY_RUN:-0}" = 1 ]; then return 0; fi
   mkdir -p "$MP_OUT" || return 3
+  if [ -e "$MP_OUT/minipipe.log" ] && ! minipipe_forced "$@"; then
+    echo "launch.sh: error: $MP_OUT/minipipe.log exists (the log of an earlier launch); refusing to overwrite it" \
+      "without --force; allowed: a new MP_OUT, or --force to replace every output" >&2
+    return 2
+  fi
   set -o pipefail
-  "${cmd[@]}" 2>&1 | tee "$MP_OUT/minipipe.log"
+  # The run in its own process group (job control on while it starts), so that a signal to this
+  # script reaches mpiexec and the ranks; tee ignores them and keeps the log to the last line.
+  # Its stdin is /dev/null: a background group that read the terminal would be stopped (SIGTTIN).
+  local sig=0 rc=0 leader last monitor=${-//[^m]/}
+  set -m
+  "${cmd[@]}" < /dev/null 2>&1 | (trap '' INT TERM HUP; exec tee "$MP_OUT/minipipe.log") &
+  leader=$(jobs -p %+) last=$!
+  [ -n "$monitor" ] || set +m  # job control as the caller had it
+  trap 'sig=15; kill -TERM -- "-$leader" 2>/dev/null || true' TERM
+  trap 'sig=2; kill -INT -- "-$leader" 2>/dev/null || true' INT
+  trap 'sig=1; kill -HUP -- "-$leader" 2>/dev/null || true' HUP
+  rc=0
+  wait %+ || rc=$?
+  # A trapped signal ends the wait early: wait until mpiexec and tee are gone, then take the
+  # pipeline's status (mpiexec's under pipefail).
+  while kill -0 "$leader" 2> /dev/null || kill -0 "$last" 2> /dev/null; do
+    sleep 0.2
+    rc=0
+    wait %+ || rc=$?
+  done
+  trap - TERM INT HUP
+  if [ "$sig" -ne 0 ]; then
+    echo "launch.sh: stopped by signal $sig; exit $((128 + sig))" >&2
+    return $((128 + sig))
+  fi
+  return "$rc"
 }
 
 # minipipe_find_default FILE_IN_REPO FILE_INSTALLED: the first that exists, relative to

@@ -56,4 +56,19 @@ TEST(Verdict, BuiltInChecksWantTheLossToFall) {
   EXPECT_FALSE(verify_runs({r}, "/nonexistent/ref.h5", Mode::deterministic).pass);
 }
 
+// Issue 32 #3: a restarted segment is judged from the training's first loss (its checkpoint's),
+// so a chain of restarts gets the uninterrupted run's verdict; the segment alone may rise.
+TEST(Verdict, RestartedRunIsJudgedFromTheTrainingsFirstLoss) {
+  RunReport r;
+  r.schedule = "sequential", r.m = 1;
+  r.losses = {3.909127, 3.937145};  // steps 3 and 4 of the tiny deck: up within the segment
+  EXPECT_FALSE(verify_runs({r}, "", Mode::deterministic).pass);
+  EXPECT_TRUE(verify_runs({r}, "", Mode::deterministic, 4.175295).pass);
+  r.losses = {3.937145};  // a one-step segment is judged too
+  const Verdict v = verify_runs({r}, "", Mode::deterministic, 3.9);
+  EXPECT_EQ(verdict_line(v),
+            "verification: FAIL (run sequential m=1: the loss did not fall (first 3.9 at step 0, before the restart, "
+            "last 3.93715))");
+}
+
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "minipipe_source_dir.hpp"  // MINIPIPE_SOURCE_DIR (generated)
 #include "schedules/schedules.hpp"
 
 namespace ms = minipipe::sched;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "miniapp/tools/schedule_tool.hpp"
+#include "minipipe_source_dir.hpp"  // MINIPIPE_SOURCE_DIR (generated)
 #include "schedules/schedules.hpp"
 
 namespace fs = std::filesystem;

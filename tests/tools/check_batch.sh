@@ -2,6 +2,8 @@
 # check_batch.sh SOURCE_DIR MINIPIPE MPIEXEC OUTDIR: runs the Slurm and Flux scripts' launch line
 # locally through mpiexec on 2 ranks and checks each dump bitwise against a one-rank run; checks
 # the srun / flux lines they would use on a cluster (dry run) and that a bad setting is refused.
+# Issue 32: a second launch into the same MP_OUT is refused (exit 2) before it truncates the first
+# one's log (#8), and SIGTERM / SIGINT to a batch script exits 128 + the signal, not mpiexec's 1 (#10).
 set -u
 src=$1 bin=$2 mpiexec=$3 out=$4
 deck=$src/inputs/tiny.toml
@@ -42,4 +44,41 @@ if [ $rc -ne 2 ] || ! grep -q "allowed: srun | flux | mpiexec" "$out/bad.log"; t
   cat "$out/bad.log"
   fail "unknown launcher: exit $rc"
 fi
+# #8: the first launch's log (with its FOM and verdict) survives a second launch into MP_OUT.
+log=$out/slurm_cpu/minipipe.log
+before=$(cksum < "$log")
+grep -q '^verification: PASS' "$log" || fail "the first launch's log has no verdict"
+MINIPIPE_LAUNCHER=mpiexec MPIEXEC=$mpiexec MP_BIN=$bin MP_RANKS_PER_NODE=2 MP_OUT=$out/slurm_cpu \
+  bash "$src/scripts/batch/slurm_cpu.sh" "$deck" --train.steps 2 >"$out/again.log" 2>&1
+rc=$?
+cat "$out/again.log"
+[ $rc -eq 2 ] || fail "a second launch into the same MP_OUT exited $rc, expected 2"
+grep -q "minipipe.log exists .*refusing to overwrite it without --force" "$out/again.log" ||
+  fail "the refusal does not name the log"
+[ "$(cksum < "$log")" = "$before" ] || fail "the first launch's log was changed"
+
+# #10: SIGTERM and SIGINT to the batch script: passed on to the run, exit 128 + signal.
+for sig in TERM INT; do
+  o=$out/signal_$sig
+  # Job control on: a background job of a script would otherwise start with SIGINT ignored (as
+  # under a terminal's Ctrl-C the script is in the foreground and gets it).
+  set -m
+  MINIPIPE_LAUNCHER=mpiexec MPIEXEC=$mpiexec MP_BIN=$bin MP_RANKS_PER_NODE=2 MP_OUT=$o OMPI_MCA_odls_base_sigkill_timeout=3 \
+    bash "$src/scripts/batch/slurm_cpu.sh" "$deck" --train.steps 100000 >"$out/signal_$sig.log" 2>&1 &
+  pid=$!
+  set +m
+  for _ in $(seq 300); do grep -q '^step' "$o/minipipe.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^step' "$o/minipipe.log" 2>/dev/null || { kill -9 $pid; fail "SIG$sig: the run never started"; }
+  kill -$sig $pid
+  for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  kill -0 $pid 2>/dev/null && { kill -9 $pid; fail "SIG$sig: the batch script still runs after 30 s"; }
+  wait $pid
+  rc=$?
+  tail -n 3 "$out/signal_$sig.log"
+  want=$((128 + $(kill -l $sig)))
+  [ $rc -eq $want ] || fail "SIG$sig to the batch script: exit $rc, expected $want"
+  for _ in $(seq 100); do pgrep -f -- "$bin run --deck $deck .*--output.dump $o/" > /dev/null || break; sleep 0.1; done
+  pgrep -fa -- "$bin run --deck $deck .*--output.dump $o/" && fail "SIG$sig: a rank survived 10 s after the script"
+  echo "SIG$sig to slurm_cpu.sh: exit $rc"
+done
 echo PASS

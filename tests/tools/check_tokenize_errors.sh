@@ -19,10 +19,10 @@ expect 2 "bad.txt' is not UTF-8 text: byte 0xC0 at offset 11" "$bin" tokenize "$
 [ -e "$out/t.h5" ] && fail "a refused tokenize left $out/t.h5"
 expect 0 "1 rows of 65 tokens" "$bin" tokenize "$out/good.txt" -o "$out/t.h5"
 sum=$(cksum <"$out/t.h5")
-expect 2 "refusing to overwrite existing .*t.h5'; pass --force" "$bin" tokenize "$out/good.txt" -o "$out/t.h5" --seq-len 4
+expect 2 "'--output' has value '.*t.h5': the file exists; refusing to overwrite it without --force" "$bin" tokenize "$out/good.txt" -o "$out/t.h5" --seq-len 4
 [ "$(cksum <"$out/t.h5")" = "$sum" ] || fail "the refused run changed the existing file"
 expect 0 "3 rows of 5 tokens" "$bin" tokenize "$out/good.txt" -o "$out/t.h5" --seq-len 4 --force
-expect 2 "is also input" "$bin" tokenize "$out/good.txt" -o "$out/good.txt" --force
+expect 2 "'--output' .* names the input of 'files'" "$bin" tokenize "$out/good.txt" -o "$out/good.txt" --force
 expect 2 "directory '$out/missing' does not exist" "$bin" tokenize "$out/good.txt" -o "$out/missing/t.h5"
 for f in "$out"/*.tmp.*; do
   [ -e "$f" ] && fail "a temporary file was left behind: $f"
