@@ -143,9 +143,9 @@ TEST_F(ScheduleToolTest, LoadCsvInsteadOfAGenerator) {
 }
 
 TEST_F(ScheduleToolTest, BadInputIsOneClearMessageAndNonZero) {
-  const auto o = run_tool({"schedule", "--schedule", "zb-h2", "-p", "4", "-m", "5"});
+  const auto o = run_tool({"schedule", "--schedule", "zb-h2", "-p", "4", "-m", "5", "-v", "2"});
   EXPECT_EQ(o.rc, 2);
-  EXPECT_NE(o.err.find("m = 5 is not allowed"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("v = 2 is not allowed"), std::string::npos) << o.err;
   EXPECT_EQ(count(o.err, "\n"), 1u);
 
   const auto c = run_tool({"schedule", "--cost", "F=1,Q=2"});
