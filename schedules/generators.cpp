@@ -359,20 +359,33 @@ CostModel cost_of(const GreedyInput& in) {
   return cost;
 }
 
-// The list scheduling under each W policy; the one that simulates fastest (the first on a tie).
+// The list scheduling under each W policy and admission rule; the one that simulates fastest
+// (the first on a tie). The safe admission always completes, so there is always one.
 Schedule best_greedy(GreedyInput in) {
   const CostModel cost = cost_of(in);
   Schedule best;
   double best_time = 0;
-  for (WPolicy w : {WPolicy::last, WPolicy::when_full, WPolicy::first}) {
-    in.w_policy = w;
-    Schedule s = greedy_schedule(in);
-    const double t = simulate(s, cost).makespan;
-    if (best.ranks.empty() || t < best_time) {
-      best = std::move(s);
-      best_time = t;
-    }
-  }
+  // One micro-batch's work on the busiest rank: the period of a steady state without bubbles.
+  std::vector<double> per_rank(static_cast<std::size_t>(in.p), 0.0);
+  const auto map = in.placement == Placement::v ? v_placement(in.p, in.v) : looped_placement(in.p, in.v);
+  const auto at = [](const std::vector<double>& c, std::size_t k) { return c.size() == 1 ? c[0] : c[k]; };
+  for (std::size_t st = 0; st < map.size(); ++st)
+    per_rank[static_cast<std::size_t>(map[st])] += at(in.F, st) + at(in.I, st) + at(in.W, st);
+  const double period = *std::max_element(per_rank.begin(), per_rank.end());
+  for (double pace : {0.0, 1.0, 1.1, 1.25, 1.5})
+    for (bool tight : {false, true})
+      for (WPolicy w : {WPolicy::last, WPolicy::when_full, WPolicy::first}) {
+        in.inject_interval = pace * period;
+        in.w_policy = w;
+        in.tight_admission = tight;
+        std::optional<Schedule> s = greedy_schedule(in);
+        if (!s) continue;
+        const double t = simulate(*s, cost).makespan;
+        if (best.ranks.empty() || t < best_time) {
+          best = std::move(*s);
+          best_time = t;
+        }
+      }
   return best;
 }
 

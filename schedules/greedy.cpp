@@ -28,7 +28,7 @@ std::vector<double> per_stage(const std::vector<double>& c, int stages, const ch
 
 }  // namespace
 
-Schedule greedy_schedule(const GreedyInput& in) {
+std::optional<Schedule> greedy_schedule(const GreedyInput& in) {
   const int p = in.p, v = in.v, m = in.m, S = p * v;
   Schedule s;
   s.name = in.name;
@@ -56,7 +56,7 @@ Schedule greedy_schedule(const GreedyInput& in) {
     int r = -1;
     for (int q = 0; q < p; ++q)
       if (free_at[q] < kNever && (r < 0 || free_at[q] < free_at[r])) r = q;
-    if (r < 0) throw ScheduleError("internal error: greedy schedule '" + in.name + "' found no rank able to move");
+    if (r < 0) return std::nullopt;  // only with tight admission: memory is full of waiting work
     const double t = free_at[r];
     std::optional<Action> pick;
     // 1. An input gradient whose upstream gradient has arrived: it is on the critical path.
@@ -82,8 +82,9 @@ Schedule greedy_schedule(const GreedyInput& in) {
       for (int st : stages[r]) {
         const int mb = next_f[st];
         if (mb >= m || (st > 0 && !(f_end[idx(st - 1, mb)] + hop(st - 1, st) <= t))) continue;
+        if (st == 0 && t < mb * in.inject_interval) continue;
         const bool first_visit = st == stages[r].back();
-        if (held[r] + (first_visit ? v : 1) > cap[r]) continue;
+        if (held[r] + (first_visit && !in.tight_admission ? v : 1) > cap[r]) continue;
         pick = Action::make(Op::F, st, mb);
         break;
       }
@@ -104,6 +105,7 @@ Schedule greedy_schedule(const GreedyInput& in) {
         }
         if (bf < m && st > 0 && f_end[idx(st - 1, bf)] < kNever)
           wake = std::min(wake, f_end[idx(st - 1, bf)] + hop(st - 1, st));
+        if (bf < m && st == 0) wake = std::min(wake, bf * in.inject_interval);
       }
       blocked_at[r] = t;
       free_at[r] = wake > t ? wake : kNever;

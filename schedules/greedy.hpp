@@ -25,9 +25,16 @@ struct GreedyInput {
   std::vector<double> F, I, W;  // per stage (size 1 = every stage), each > 0
   double comm = 0;              // latency of a transfer between ranks
   WPolicy w_policy = WPolicy::last;
+  // Admit a micro-batch whenever one place is free (no room kept for later visits): uses the cap
+  // fully but can deadlock, which greedy_schedule then reports as nullopt.
+  bool tight_admission = false;
+  // Micro-batch j enters stage 0 no earlier than j * inject_interval (0 = as soon as it fits):
+  // a steady injection rate keeps the ranks from filling their memory in bursts.
+  double inject_interval = 0;
 };
 
-// The compute-only schedule (F, I, W) of the list scheduling; it has passed validate().
-Schedule greedy_schedule(const GreedyInput& in);
+// The compute-only schedule (F, I, W) of the list scheduling; it has passed validate(). nullopt
+// only with tight_admission, when the ranks' memory fills with work that waits on each other.
+std::optional<Schedule> greedy_schedule(const GreedyInput& in);
 
 }  // namespace minipipe::sched
