@@ -147,14 +147,21 @@ Schedule gen_interleaved(int p, int m, int v, int group) {
   // Megatron's warm-up is enough when every group is full and group >= p. A remainder group or
   // a group smaller than p can leave a rank's first backward waiting on a forward that rank has
   // not issued yet; then every rank warms up by the fewest extra forwards that let the schedule
-  // run (extra = total is all forwards first, which always runs).
-  for (int extra = 0; extra <= total; ++extra) {
+  // run (extra = total is all forwards first, which always runs), found by bisection: every
+  // candidate kept as the upper end has run, so the result is valid whatever the search meets.
+  const auto runs = [&](int extra) {
     build(extra);
-    if (execute(
-            s, [](const Action&) { return 1.0; }, 0.0)
-            .complete)
-      break;
+    return execute(
+               s, [](const Action&) { return 1.0; }, 0.0)
+        .complete;
+  };
+  if (runs(0)) return s;
+  int lo = 0, hi = total;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (runs(mid) ? hi : lo) = mid;
   }
+  build(hi);
   return s;
 }
 
