@@ -73,7 +73,9 @@ int ScheduleTool::run(std::ostream& out) {
   try {
     if (list) {
       for (const auto& n : sched::schedule_names()) {
-        out << n << "\n    " << sched::constraints(n) << "\n    bubble: " << sched::analytic_formula(n) << "\n";
+        const std::string formula = sched::analytic_formula(n);
+        out << n << "\n    " << sched::constraints(n) << "\n    bubble: "
+            << (formula.empty() ? "no closed form (list-scheduled; the simulator gives it)" : formula) << "\n";
       }
       return 0;
     }
