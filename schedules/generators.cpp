@@ -2,6 +2,10 @@
 // Each follows the structure of its paper so the closed-form bubbles in the tests hold exactly.
 #include "schedules/schedule.hpp"
 
+#include "schedules/execute.hpp"
+#include "schedules/greedy.hpp"
+#include "schedules/simulator.hpp"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -110,29 +114,54 @@ Schedule gen_1f1b(int p, int m) {
 }
 
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM): forwards walk micro-batches in
-// groups of p through chunk 0, 1, ..., v-1; backwards walk the chunks in reverse. Warm-up is
-// 2(p-1-r) + (v-1)p forwards so each rank's first backward arrives just as warm-up ends.
-Schedule gen_interleaved(int p, int m, int v) {
+// groups of `group` through chunk 0, 1, ..., v-1; backwards walk the chunks in reverse. Warm-up
+// is 2(p-1-r) + (v-1)*group forwards so each rank's first backward arrives just as warm-up
+// ends. group = p is Megatron's default (depth-first); group >= m sends every micro-batch
+// through a chunk before the next chunk starts (the breadth-first order of Looped BFS). When
+// group does not divide m the last group is smaller (Megatron's remainder group).
+Schedule gen_interleaved(int p, int m, int v, int group) {
   Schedule s = empty_schedule("interleaved-1f1b", p, m, v, Placement::loop);
-  const int total = m * v, group = p * v;
-  for (int r = 0; r < p; ++r) {
-    auto fwd = [&](int k) {
-      const int chunk = (k % group) / p, mb = (k / group) * p + k % p;
-      return Action::make(Op::F, chunk * p + r, mb);
-    };
-    auto bwd = [&](int k) {
-      const int chunk = v - 1 - (k % group) / p, mb = (k / group) * p + k % p;
-      return Action::make(Op::B, chunk * p + r, mb);
-    };
-    auto& row = s.ranks[r];
-    const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * p, total);
-    for (int k = 0; k < warmup; ++k) row.push_back(fwd(k));
-    for (int k = 0; k < total - warmup; ++k) {
-      row.push_back(fwd(warmup + k));
-      row.push_back(bwd(k));
+  s.group = group;
+  const int total = m * v;
+  // The order in which each rank visits (chunk, micro-batch): the same on every rank.
+  std::vector<std::pair<int, int>> order;  // {chunk, micro-batch}
+  order.reserve(static_cast<std::size_t>(total));
+  for (int first = 0; first < m; first += group)
+    for (int c = 0; c < v; ++c)
+      for (int mb = first; mb < std::min(first + group, m); ++mb) order.emplace_back(c, mb);
+  auto build = [&](int extra) {
+    for (int r = 0; r < p; ++r) {
+      auto fwd = [&](int k) { return Action::make(Op::F, order[k].first * p + r, order[k].second); };
+      auto bwd = [&](int k) { return Action::make(Op::B, (v - 1 - order[k].first) * p + r, order[k].second); };
+      auto& row = s.ranks[r];
+      row.clear();
+      const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * group + extra, total);
+      for (int k = 0; k < warmup; ++k) row.push_back(fwd(k));
+      for (int k = 0; k < total - warmup; ++k) {
+        row.push_back(fwd(warmup + k));
+        row.push_back(bwd(k));
+      }
+      for (int k = total - warmup; k < total; ++k) row.push_back(bwd(k));
     }
-    for (int k = total - warmup; k < total; ++k) row.push_back(bwd(k));
+  };
+  // Megatron's warm-up is enough when every group is full and group >= p. A remainder group or
+  // a group smaller than p can leave a rank's first backward waiting on a forward that rank has
+  // not issued yet; then every rank warms up by the fewest extra forwards that let the schedule
+  // run (extra = total is all forwards first, which always runs), found by bisection: every
+  // candidate kept as the upper end has run, so the result is valid whatever the search meets.
+  const auto runs = [&](int extra) {
+    build(extra);
+    return execute(
+               s, [](const Action&) { return 1.0; }, 0.0)
+        .complete;
+  };
+  if (runs(0)) return s;
+  int lo = 0, hi = total;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (runs(mid) ? hi : lo) = mid;
   }
+  build(hi);
   return s;
 }
 
@@ -278,6 +307,126 @@ Schedule gen_dualpipev(int p, int m) {
   return s;
 }
 
+// The schedule restricted to micro-batches 0..m-1: every other action dropped, and a pair
+// that loses one half kept as its other half. Each dropped action's dependants are dropped with
+// it (they are of the same micro-batch), so what remains runs in the same order without waiting
+// for anything removed: a valid schedule for m' >= m stays valid for m. This is how the
+// variants whose warm-up needs a minimum m accept any m (the warm-up is cut short).
+Schedule keep_microbatches(Schedule s, int m) {
+  s.m = m;
+  for (auto& row : s.ranks) {
+    std::vector<Action> kept;
+    kept.reserve(row.size());
+    for (auto& a : row) {
+      if (a.op != Op::OVERLAP_F_B) {
+        if (a.microbatch < m) kept.push_back(std::move(a));
+        continue;
+      }
+      const bool f = a.sub[0].microbatch < m, b = a.sub[1].microbatch < m;
+      if (f && b)
+        kept.push_back(std::move(a));
+      else if (f || b)
+        kept.push_back(a.sub[f ? 0 : 1]);
+    }
+    row = std::move(kept);
+  }
+  return s;
+}
+
+// The memory caps of "Pipeline Parallelism with Controllable Memory" (Qi et al. 2024,
+// arXiv 2405.15362, and its table in sail-sg's repository): V-Half holds (p+2)/2 micro-batches
+// per rank, V-Min (p+4)/3, against 1F1B's p. Chunk-micro-batches are half a micro-batch each.
+int v_half_cap(int p) {
+  return 2 * ((p + 2) / 2);
+}
+int v_min_cap(int p) {
+  return 2 * ((p + 4) / 3);
+}
+
+GreedyInput greedy_input(const std::string& name, int p, int m, int v, Placement pl, const ScheduleOptions& opt) {
+  GreedyInput in;
+  in.name = name;
+  in.p = p;
+  in.m = m;
+  in.v = v;
+  in.placement = pl;
+  in.F = opt.F.empty() ? std::vector<double>{1.0} : opt.F;
+  in.I = opt.I.empty() ? std::vector<double>{1.0} : opt.I;
+  in.W = opt.W.empty() ? std::vector<double>{1.0} : opt.W;
+  in.comm = opt.comm;
+  return in;
+}
+
+CostModel cost_of(const GreedyInput& in) {
+  CostModel cost;
+  cost.F = in.F;
+  cost.I = in.I;
+  cost.W = in.W;
+  cost.comm = in.comm;
+  return cost;
+}
+
+// The list scheduling under each W policy and admission rule; the one that simulates fastest
+// (the first on a tie). The safe admission always completes, so there is always one.
+Schedule best_greedy(GreedyInput in) {
+  const CostModel cost = cost_of(in);
+  Schedule best;
+  double best_time = 0;
+  // One micro-batch's work on the busiest rank: the period of a steady state without bubbles.
+  std::vector<double> per_rank(static_cast<std::size_t>(in.p), 0.0);
+  const auto map = in.placement == Placement::v ? v_placement(in.p, in.v) : looped_placement(in.p, in.v);
+  const auto at = [](const std::vector<double>& c, std::size_t k) { return c.size() == 1 ? c[0] : c[k]; };
+  for (std::size_t st = 0; st < map.size(); ++st)
+    per_rank[static_cast<std::size_t>(map[st])] += at(in.F, st) + at(in.I, st) + at(in.W, st);
+  const double period = *std::max_element(per_rank.begin(), per_rank.end());
+  for (double pace : {0.0, 1.0, 1.1, 1.25, 1.5})
+    for (bool tight : {false, true})
+      for (WPolicy w : {WPolicy::last, WPolicy::when_full, WPolicy::first}) {
+        in.inject_interval = pace * period;
+        in.w_policy = w;
+        in.tight_admission = tight;
+        std::optional<Schedule> s = greedy_schedule(in);
+        if (!s) continue;
+        const double t = simulate(*s, cost).makespan;
+        if (best.ranks.empty() || t < best_time) {
+          best = std::move(*s);
+          best_time = t;
+        }
+      }
+  return best;
+}
+
+// V-Half and V-Min: V placement, split backward, list-scheduled under the paper's memory cap: a
+// rank runs I first, a forward when its memory has room, a W when nothing else is ready (or
+// sooner, whichever W policy simulates fastest).
+Schedule gen_v_capped(const std::string& name, int p, int m, const ScheduleOptions& opt) {
+  GreedyInput in = greedy_input(name, p, m, 2, Placement::v, opt);
+  in.cap.assign(p, name == "v-half" ? v_half_cap(p) : v_min_cap(p));
+  return best_greedy(in);
+}
+
+// zb-mem: a zero-bubble schedule (split backward, one chunk per rank) under a cap on the
+// micro-batches each rank stores, from the given F/I/W costs: the list scheduling's order, or
+// ZB-H1's or ZB-H2's where they fit under the cap and simulate faster, so it is never slower
+// than ZB-H1 at the same memory.
+Schedule gen_zb_mem(int p, int m, const ScheduleOptions& opt) {
+  const int cap = opt.memory_cap == 0 ? p : opt.memory_cap;
+  GreedyInput in = greedy_input("zb-mem", p, m, 1, Placement::loop, opt);
+  in.cap.assign(p, cap);
+  Schedule best = best_greedy(in);
+  const CostModel cost = cost_of(in);
+  double best_time = simulate(best, cost).makespan;
+  for (bool h2 : {false, true}) {
+    Schedule s = gen_zero_bubble_h("zb-mem", p, m, h2);
+    const SimResult r = simulate(s, cost);
+    if (*std::max_element(r.peak_held.begin(), r.peak_held.end()) <= cap && r.makespan < best_time) {
+      best = std::move(s);
+      best_time = r.makespan;
+    }
+  }
+  return best;
+}
+
 struct Variant {
   const char* name;
   int default_v;
@@ -289,17 +438,28 @@ const Variant kVariants[] = {
     {"gpipe", 1, "v = 1; any p >= 1, m >= 1; all forwards then all backwards (holds m micro-batches)"},
     {"1f1b", 1, "v = 1; any p >= 1, m >= 1; warm-up p-1-r forwards on rank r"},
     {"interleaved-1f1b", 2,
-     "v >= 2 chunks, looped placement (stage s on rank s%p); m must be a multiple of p "
-     "(Megatron's micro-batch groups of p)"},
+     "v >= 2 chunks, looped placement (stage s on rank s%p); any m >= 1: micro-batches go through "
+     "the chunks in groups of pipeline.group (default p; the last group takes the remainder)"},
     {"looped-bfs", 2,
      "v >= 1 chunks, looped placement; any m >= 1 (bubble closed form needs m >= p); holds "
      "m micro-batches like GPipe"},
-    {"zb-h1", 1, "v = 1, split backward (I/W); m >= p (1F1B's warm-up of p-r forwards must fit)"},
-    {"zb-h2", 1, "v = 1, split backward (I/W); m >= 2p-1 (warm-up keeps 2p-1 micro-batches in flight on rank 0)"},
-    {"zb-v", 2, "v = 2, V placement (rank r holds stages r and 2p-1-r), split backward; m >= 2p-1"},
+    {"zb-h1", 1, "v = 1, split backward (I/W); any m >= 1 (m < p cuts 1F1B's warm-up of p-r forwards short)"},
+    {"zb-h2", 1, "v = 1, split backward (I/W); any m >= 1 (m < 2p-1 cuts the warm-up of 2(p-r)-1 forwards short)"},
+    {"zb-v", 2,
+     "v = 2, V placement (rank r holds stages r and 2p-1-r), split backward; any m >= 1 (m < 2p-1: "
+     "the m = 2p-1 order restricted to m micro-batches)"},
     {"dualpipev", 2,
      "v = 2, V placement (rank r holds stages r and 2p-1-r), OVERLAP_F_B pairs in steady state, "
-     "I/W split in the tail; m >= 2p"},
+     "I/W split in the tail; any m >= 1 (m < 2p: the m = 2p order restricted to m micro-batches)"},
+    {"v-half", 2,
+     "v = 2, V placement, split backward; any p, m >= 1; list-scheduled under a cap of (p+2)/2 stored "
+     "micro-batches per rank (half of 1F1B's p)"},
+    {"v-min", 2,
+     "v = 2, V placement, split backward; any p, m >= 1; list-scheduled under a cap of (p+4)/3 stored "
+     "micro-batches per rank (a third of 1F1B's p)"},
+    {"zb-mem", 1,
+     "v = 1, split backward; any p, m >= 1; at most pipeline.memory_cap stored micro-batches per rank "
+     "(default p, 1F1B's); never slower in simulation than ZB-H1 where ZB-H1 fits the cap"},
 };
 
 const Variant& find_variant(const std::string& name) {
@@ -331,7 +491,7 @@ int default_v(const std::string& name) {
   return find_variant(name).default_v;
 }
 
-Schedule make_schedule(const std::string& name, int p, int m, int v) {
+Schedule make_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
   const Variant& var = find_variant(name);
   if (v == 0) v = var.default_v;
   if (p < 1) reject(name, "p", p, "need p >= 1");
@@ -341,7 +501,8 @@ Schedule make_schedule(const std::string& name, int p, int m, int v) {
   const long long cells = 1LL * p * v * m;
   if (cells > (1LL << 22)) reject(name, "p*v*m", cells, "need p*v*m <= 4194304");
 
-  if (name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "zb-h2") {
+  if (name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "zb-h2" ||
+      name == "zb-mem") {
     if (v != 1) reject(name, "v", v, "need v = 1");
   }
   if (name == "sequential") return gen_sequential(p, m);
@@ -349,27 +510,28 @@ Schedule make_schedule(const std::string& name, int p, int m, int v) {
   if (name == "1f1b") return gen_1f1b(p, m);
   if (name == "interleaved-1f1b") {
     if (v < 2) reject(name, "v", v, "need v >= 2 (v = 1 is plain 1f1b)");
-    if (m % p != 0) reject(name, "m", m, "need m a multiple of p = " + std::to_string(p));
-    return gen_interleaved(p, m, v);
+    const int group = opt.group == 0 ? p : opt.group;
+    if (group < 1) reject(name, "group", group, "need group >= 1 micro-batches (0 = p)");
+    return gen_interleaved(p, m, v, group);
   }
   if (name == "looped-bfs") return gen_looped_bfs(p, m, v);
-  if (name == "zb-h1") {
-    if (m < p) reject(name, "m", m, "need m >= p = " + std::to_string(p));
-    return gen_zero_bubble_h(name, p, m, false);
+  if (name == "zb-h1") return gen_zero_bubble_h(name, p, m, false);
+  if (name == "zb-h2") return gen_zero_bubble_h(name, p, m, true);
+  if (name == "zb-mem") {
+    if (opt.memory_cap < 0) reject(name, "memory_cap", opt.memory_cap, "need memory_cap >= 1 micro-batches (0 = p)");
+    return gen_zb_mem(p, m, opt);
   }
-  if (name == "zb-h2") {
-    if (m < 2 * p - 1) reject(name, "m", m, "need m >= 2p-1 = " + std::to_string(2 * p - 1));
-    return gen_zero_bubble_h(name, p, m, true);
+  if (name == "v-half" || name == "v-min") {
+    if (v != 2) reject(name, "v", v, "need v = 2");
+    return gen_v_capped(name, p, m, opt);
   }
   if (name == "zb-v") {
     if (v != 2) reject(name, "v", v, "need v = 2");
-    if (m < 2 * p - 1) reject(name, "m", m, "need m >= 2p-1 = " + std::to_string(2 * p - 1));
-    return gen_zbv(p, m);
+    return m >= 2 * p - 1 ? gen_zbv(p, m) : keep_microbatches(gen_zbv(p, 2 * p - 1), m);
   }
   // dualpipev: the only variant left after find_variant.
   if (v != 2) reject(name, "v", v, "need v = 2");
-  if (m < 2 * p) reject(name, "m", m, "need m >= 2p = " + std::to_string(2 * p));
-  return gen_dualpipev(p, m);
+  return m >= 2 * p ? gen_dualpipev(p, m) : keep_microbatches(gen_dualpipev(p, 2 * p), m);
 }
 
 }  // namespace minipipe::sched

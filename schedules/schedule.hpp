@@ -28,6 +28,7 @@ struct Schedule {
   int m = 0;                               // micro-batches per optimizer step
   std::vector<int> stage_to_rank;          // size p*v
   std::vector<std::vector<Action>> ranks;  // per rank, in execution order
+  int group = 0;                           // interleaved-1f1b: micro-batches per group (else 0)
 
   int num_stages() const { return p * v; }
   bool uses_split_backward() const;                 // any I or W (also inside OVERLAP_F_B)
@@ -38,7 +39,8 @@ struct Schedule {
 };
 
 // Generators of every variant (generators.cpp). Names are the same everywhere (CLI, decks,
-// reports): "sequential gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-h2 zb-v dualpipev".
+// reports): "sequential gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-h2 zb-v dualpipev v-half
+// v-min zb-mem".
 std::vector<std::string> schedule_names();
 
 // One line per variant: placement, allowed v and m, and why. Throws for an unknown name.
@@ -47,8 +49,18 @@ std::string constraints(const std::string& name);
 // The v a variant uses when none is given: 2 for the multi-chunk variants, else 1.
 int default_v(const std::string& name);
 
+// Knobs some variants take; 0 means the variant's default.
+struct ScheduleOptions {
+  int group = 0;       // interleaved-1f1b: micro-batches per group through the chunks (0 = p)
+  int memory_cap = 0;  // zb-mem: stored micro-batches per rank (0 = p, 1F1B's)
+  // Costs the list-scheduled variants (v-half, v-min, zb-mem) plan with, per stage or one for
+  // all (empty = 1 each, F = I = W); comm = latency of a transfer between ranks.
+  std::vector<double> F, I, W;
+  double comm = 0;
+};
+
 // Builds the compute-only schedule (no SEND/RECV; see lower_communication). v = 0 means
 // default_v(name). Throws ScheduleError naming the key, its value and what is allowed.
-Schedule make_schedule(const std::string& name, int p, int m, int v = 0);
+Schedule make_schedule(const std::string& name, int p, int m, int v = 0, const ScheduleOptions& opt = {});
 
 }  // namespace minipipe::sched

@@ -455,15 +455,17 @@ std::string analytic_formula(const std::string& name) {
   const std::string base = "  [uniform stage costs, comm = 0";
   if (name == "sequential") return "(p-1)/p" + base + "]";
   if (name == "gpipe" || name == "1f1b") return "(p-1)/(m+p-1)" + base + "]";
-  if (name == "interleaved-1f1b") return "(p-1)/(v*m+p-1)" + base + "]";
+  if (name == "interleaved-1f1b") return "(p-1)/(v*m+p-1)" + base + ", group = p, m a multiple of p]";
   if (name == "looped-bfs") return "(p-1)/(v*m+p-1)" + base + ", m >= p]";
-  if (name == "zb-h1") return "b/(m(F+B)+b), b = (p-1)(F+B-2W), B = I+W" + base + ", W <= F, W <= I]";
+  if (name == "zb-h1") return "b/(m(F+B)+b), b = (p-1)(F+B-2W), B = I+W" + base + ", W <= F, W <= I, m >= p]";
   if (name == "zb-h2")
-    return "b/(m(F+B)+b), b = (p-1)F: only the fill of the first forward; interior bubble 0" + base + ", F = I = W]";
+    return "b/(m(F+B)+b), b = (p-1)F: only the fill of the first forward; interior bubble 0" + base +
+           ", F = I = W, m >= 2p-1]";
   if (name == "zb-v")
-    return "b/(2m(F+B)+b), b = (p-1)F per chunk: only the fill; interior bubble 0" + base + ", F = I = W]";
+    return "b/(2m(F+B)+b), b = (p-1)F per chunk: only the fill; interior bubble 0" + base + ", F = I = W, m >= 2p-1]";
   if (name == "dualpipev")
-    return "b/(2m(F+B)+b), b = (p-1)(F&B+B-3W) with F&B = F+B (DualPipe's claim)" + base + ", F = I = W, overlap = 1]";
+    return "b/(2m(F+B)+b), b = (p-1)(F&B+B-3W) with F&B = F+B (DualPipe's claim)" + base +
+           ", F = I = W, overlap = 1, m >= 2p]";
   return "";
 }
 
@@ -480,11 +482,19 @@ std::optional<double> analytic_bubble(const Schedule& s, const CostModel& cost) 
   const std::string& n = s.name;
   if (n == "sequential") return (p - 1) / p;
   if (n == "gpipe" || n == "1f1b") return (p - 1) / (m + p - 1);
-  if (n == "interleaved-1f1b") return (p - 1) / (v * m + p - 1);
+  if (n == "interleaved-1f1b") {
+    // Megatron's depth-first order with full groups only.
+    if (s.group != s.p || s.m % s.p != 0) return std::nullopt;
+    return (p - 1) / (v * m + p - 1);
+  }
   if (n == "looped-bfs") {
     if (s.m < s.p) return std::nullopt;
     return (p - 1) / (v * m + p - 1);
   }
+  // Below these m the warm-up is cut short and the closed forms do not hold.
+  if ((n == "zb-h1" && s.m < s.p) || ((n == "zb-h2" || n == "zb-v") && s.m < 2 * s.p - 1) ||
+      (n == "dualpipev" && s.m < 2 * s.p))
+    return std::nullopt;
   if (n == "zb-h1") {
     if (W > F || W > I) return std::nullopt;
     const double b = (p - 1) * (F + Bsplit - 2 * W);

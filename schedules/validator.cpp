@@ -191,6 +191,7 @@ Schedule lower_impl(const Schedule& s) {
   out.v = s.v;
   out.m = s.m;
   out.stage_to_rank = s.stage_to_rank;
+  out.group = s.group;
   out.ranks.resize(s.ranks.size());
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     auto& row = out.ranks[r];

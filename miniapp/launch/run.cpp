@@ -85,8 +85,15 @@ std::string picture_path(const std::string& path, const Plan& pl, bool sweep, co
   return sweep ? sweep_file_name(path, pl.schedule + "_m" + std::to_string(pl.m), ext) : path;
 }
 
+sched::ScheduleOptions schedule_options(const Deck& deck) {
+  sched::ScheduleOptions opt;
+  opt.group = static_cast<int>(deck.get_int("pipeline.group"));
+  opt.memory_cap = static_cast<int>(deck.get_int("pipeline.memory_cap"));
+  return opt;
+}
+
 sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p, int m, int v) {
-  if (name != "csv") return sched::make_schedule(name, p, m, v);
+  if (name != "csv") return sched::make_schedule(name, p, m, v, schedule_options(deck));
   // Every error of a CSV schedule names the key and the file, whichever check finds it.
   const std::string& path = deck.get_string("pipeline.csv");
   const std::string key = "deck: key 'pipeline.csv' has value " + quoted_text(path);

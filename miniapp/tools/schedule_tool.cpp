@@ -32,8 +32,16 @@ void ScheduleTool::attach(CLI::App& parent) {
   auto* o_m = sub->add_option("-m", m, "micro-batches per optimizer step")->check(CLI::PositiveNumber);
   auto* o_v = sub->add_option("-v", v,
                               "stages (model chunks) per rank; 0 = the schedule's default (2 for "
-                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev; else 1)")
+                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min; else 1)")
                   ->check(CLI::NonNegativeNumber);
+  auto* o_group = sub->add_option("--group", group,
+                                  "interleaved-1f1b: micro-batches per group through the chunks; 0 = p "
+                                  "(Megatron's depth-first), >= m = breadth-first")
+                      ->check(CLI::NonNegativeNumber);
+  auto* o_cap = sub->add_option("--memory-cap", memory_cap,
+                                "zb-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
+                                "scheduling plans with --cost")
+                    ->check(CLI::NonNegativeNumber);
   sub->add_option("--cost", cost,
                   "time per micro-batch in ms of F, B or I/W, e.g. F=1,B=2 or F=1,I=1,W=1; per stage with "
                   "':' (F=8:20:10); overlap=<factor> scales an OVERLAP_F_B pair's F+B; B = I+W unless "
@@ -58,14 +66,16 @@ void ScheduleTool::attach(CLI::App& parent) {
       ->check(CLI::IsMember({"auto", "full", "none"}));
   sub->add_flag("--force", force, "overwrite existing output files");
   sub->add_flag("--list", list, "name every schedule variant with its constraints and exit");
-  for (auto* o : {o_sched, o_p, o_m, o_v}) o_load->excludes(o);
+  for (auto* o : {o_sched, o_p, o_m, o_v, o_group, o_cap}) o_load->excludes(o);
 }
 
 int ScheduleTool::run(std::ostream& out) {
   try {
     if (list) {
       for (const auto& n : sched::schedule_names()) {
-        out << n << "\n    " << sched::constraints(n) << "\n    bubble: " << sched::analytic_formula(n) << "\n";
+        const std::string formula = sched::analytic_formula(n);
+        out << n << "\n    " << sched::constraints(n) << "\n    bubble: "
+            << (formula.empty() ? "no closed form (list-scheduled; the simulator gives it)" : formula) << "\n";
       }
       return 0;
     }
@@ -80,7 +90,17 @@ int ScheduleTool::run(std::ostream& out) {
     if (!load_csv.empty()) {
       s = sched::read_csv_file(load_csv, 0, sched::parse_placement(placement));
     } else {
-      s = sched::make_schedule(schedule, p, m, v);
+      sched::ScheduleOptions opt;
+      opt.group = group;
+      opt.memory_cap = memory_cap;
+      // The list-scheduled variants plan with the costs they are simulated with.
+      const int stages = p * (v == 0 ? sched::default_v(schedule) : v);
+      const sched::CostModel planned = sched::parse_costs(cost, stages, comm).resolved(stages, 1);
+      opt.F = planned.F;
+      opt.I = planned.I;
+      opt.W = planned.W;
+      opt.comm = comm;
+      s = sched::make_schedule(schedule, p, m, v, opt);
       sched::validate(s);
     }
     const sched::CostModel costs = sched::parse_costs(cost, s.num_stages(), comm);

@@ -19,7 +19,9 @@ struct ScheduleTool {
   std::string schedule = "1f1b";
   int p = 4;
   int m = 8;
-  int v = 0;  // 0 = the schedule's own default
+  int v = 0;           // 0 = the schedule's own default
+  int group = 0;       // interleaved-1f1b micro-batch group; 0 = p
+  int memory_cap = 0;  // zb-mem stored micro-batches per rank; 0 = p
   std::string cost = "F=1,I=1,W=1";
   double comm = 0;
   std::string csv_out, csv_layout = "compact";

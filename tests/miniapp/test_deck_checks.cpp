@@ -99,9 +99,14 @@ TEST(DeckChecks, KeysWithoutEffectAreRefusedNamingTheReason) {
   expect_mentions(refused("[train]\noptimizer = \"sgd\"\nbeta1 = 0.8\n"), {"train.beta1", "0.8", "sgd"});
   expect_mentions(refused("[output]\ndump_level = \"loss\"\n"), {"output.dump_level", "output.dump"});
   expect_mentions(refused("[train]\nfast_gemm = \"blas\"\n"), {"train.fast_gemm", "'blas'", "deterministic", "fast"});
+  expect_mentions(refused("[pipeline]\ngroup = 9\n"), {"pipeline.group", "9", "no effect", "interleaved-1f1b"});
+  expect_mentions(refused("[pipeline]\nschedule = [\"1f1b\"]\nmemory_cap = 2\n"),
+                  {"pipeline.memory_cap", "2", "no effect", "zb-mem"});
   // The same keys where they do take effect.
   EXPECT_EQ(refused("[pipeline]\nschedule = [\"csv\"]\ncsv = \"a.csv\"\nplacement = \"v\"\n"), "");
   EXPECT_EQ(refused("[train]\noptimizer = \"sgd\"\nmomentum = 0.9\n"), "");
+  EXPECT_EQ(refused("[pipeline]\nschedule = [\"1f1b\", \"interleaved-1f1b\"]\ngroup = 8\n"), "");
+  EXPECT_EQ(refused("[pipeline]\nschedule = [\"zb-mem\"]\nmemory_cap = 2\n"), "");
   EXPECT_EQ(refused("[train]\nmode = \"fast\"\nfast_gemm = \"blas\"\n"), "");
   EXPECT_EQ(refused("[output]\ndump = \"d.h5\"\ndump_level = \"loss\"\n"), "");
   EXPECT_EQ(refused(""), "");

@@ -87,6 +87,36 @@ TEST(Csv, EveryGeneratorRoundTrips) {
       }
 }
 
+// The new variants at small m and with their options (the list-scheduled ones, zb-mem under a
+// tight cap with uneven costs, interleaved with a remainder group or groups of 1) re-import to
+// the same actions, compact and aligned.
+TEST(Csv, NewVariantsAndOptionsRoundTrip) {
+  for (int p : {2, 3, 4})
+    for (int m : {1, p - 1, p + 1, 2 * p + 1}) {
+      std::vector<ms::Schedule> all;
+      for (const char* n : {"v-half", "v-min", "zb-mem", "zb-v", "dualpipev"})
+        all.push_back(ms::make_schedule(n, p, m));
+      ms::ScheduleOptions opt;
+      opt.memory_cap = 2;
+      opt.F = {1.0};
+      opt.I = {1.5};
+      opt.W = {0.5};
+      all.push_back(ms::make_schedule("zb-mem", p, m, 0, opt));
+      for (int g : {1, p, m + 1}) {
+        ms::ScheduleOptions og;
+        og.group = g;
+        all.push_back(ms::make_schedule("interleaved-1f1b", p, m, 2, og));
+      }
+      for (const auto& s : all)
+        for (auto layout : {ms::CsvLayout::compact, ms::CsvLayout::aligned}) {
+          const auto back = read(csv_of(s, layout), p);
+          EXPECT_EQ(back.stage_to_rank, s.stage_to_rank) << s.name << " p=" << p << " m=" << m;
+          EXPECT_EQ(back.ranks, s.ranks) << s.name << " p=" << p << " m=" << m;
+          EXPECT_EQ(back.m, m);
+        }
+    }
+}
+
 TEST(Csv, MalformedCellsNameRowColumnAndText) {
   std::string msg = read_error("0F0,0F1,0B0,0B1\n1F0,1B0,1Q1,1B1\n");
   EXPECT_NE(msg.find("test.csv: row 2, column 3: invalid schedule cell '1Q1'"), std::string::npos) << msg;

@@ -12,14 +12,12 @@ namespace ms = minipipe::sched;
 namespace {
 
 // The constraints each variant documents, written out independently of the generators.
-bool allowed(const std::string& n, int p, int m, int v) {
+bool allowed(const std::string& n, int v) {
   if (n == "sequential" || n == "gpipe" || n == "1f1b") return v == 1;
-  if (n == "interleaved-1f1b") return v >= 2 && m % p == 0;
+  if (n == "interleaved-1f1b") return v >= 2;
   if (n == "looped-bfs") return v >= 1;
-  if (n == "zb-h1") return v == 1 && m >= p;
-  if (n == "zb-h2") return v == 1 && m >= 2 * p - 1;
-  if (n == "zb-v") return v == 2 && m >= 2 * p - 1;
-  if (n == "dualpipev") return v == 2 && m >= 2 * p;
+  if (n == "zb-h1" || n == "zb-h2" || n == "zb-mem") return v == 1;
+  if (n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min") return v == 2;
   ADD_FAILURE() << "unknown variant " << n;
   return false;
 }
@@ -44,8 +42,9 @@ int count_op(const ms::Schedule& s, ms::Op op) {
 }  // namespace
 
 TEST(Generators, NamesAreTheDocumentedOnes) {
-  const std::vector<std::string> expected = {"sequential", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs",
-                                             "zb-h1",      "zb-h2", "zb-v", "dualpipev"};
+  const std::vector<std::string> expected = {"sequential", "gpipe",  "1f1b",  "interleaved-1f1b",
+                                             "looped-bfs", "zb-h1",  "zb-h2", "zb-v",
+                                             "dualpipev",  "v-half", "v-min", "zb-mem"};
   EXPECT_EQ(ms::schedule_names(), expected);
   for (const auto& n : expected) EXPECT_FALSE(ms::constraints(n).empty()) << n;
 }
@@ -56,7 +55,7 @@ TEST(Generators, ValidExactlyWhereTheConstraintsAllow) {
     for (int p = 1; p <= 6; ++p)
       for (int m = 1; m <= 16; ++m)
         for (int v = 1; v <= 3; ++v) {
-          const bool ok = allowed(n, p, m, v);
+          const bool ok = allowed(n, v);
           try {
             const ms::Schedule s = ms::make_schedule(n, p, m, v);
             EXPECT_TRUE(ok) << n << " p=" << p << " m=" << m << " v=" << v << " should be rejected";
@@ -65,12 +64,15 @@ TEST(Generators, ValidExactlyWhereTheConstraintsAllow) {
             EXPECT_EQ(s.p, p);
             EXPECT_EQ(s.m, m);
             EXPECT_EQ(s.v, v);
-            const bool v_shaped = n == "zb-v" || n == "dualpipev";
+            const bool v_shaped = n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min";
             EXPECT_EQ(s.stage_to_rank, v_shaped ? ms::v_placement(p, v) : ms::looped_placement(p, v)) << n;
-            const bool split = n.rfind("zb-", 0) == 0 || n == "dualpipev";
-            // DualPipeV splits only when a rank reaches its tail phase, which always happens.
-            EXPECT_EQ(s.uses_split_backward(), split) << n;
-            EXPECT_EQ(s.uses_overlap(), n == "dualpipev") << n;
+            // DualPipeV splits only when a rank reaches its tail phase and pairs only in its steady
+            // state: both happen from m = 2p on; below, the cut-short order may have neither.
+            const bool full_dpv = n == "dualpipev" && m >= 2 * p;
+            if (n != "dualpipev" || full_dpv) {
+              EXPECT_EQ(s.uses_split_backward(), n.rfind("zb-", 0) == 0 || n.rfind("v-", 0) == 0 || full_dpv) << n;
+              EXPECT_EQ(s.uses_overlap(), full_dpv) << n;
+            }
             EXPECT_FALSE(s.is_lowered());
             ++accepted;
           } catch (const ms::ScheduleError& e) {
@@ -85,13 +87,12 @@ TEST(Generators, ValidExactlyWhereTheConstraintsAllow) {
 
 TEST(Generators, RejectionsNameKeyValueAndWhatIsAllowed) {
   try {
-    ms::make_schedule("zb-h2", 4, 5);
-    FAIL() << "zb-h2 with m < 2p-1 must be rejected";
+    ms::make_schedule("zb-h2", 4, 5, 2);
+    FAIL() << "zb-h2 with v = 2 must be rejected";
   } catch (const ms::ScheduleError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("'zb-h2'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("m = 5 is not allowed"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("m >= 2p-1 = 7"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("v = 2 is not allowed; need v = 1"), std::string::npos) << msg;
   }
   try {
     ms::make_schedule("zb-v", 4, 8, 3);
@@ -100,10 +101,12 @@ TEST(Generators, RejectionsNameKeyValueAndWhatIsAllowed) {
     EXPECT_NE(std::string(e.what()).find("v = 3 is not allowed; need v = 2"), std::string::npos) << e.what();
   }
   try {
-    ms::make_schedule("interleaved-1f1b", 4, 6, 2);
+    ms::ScheduleOptions opt;
+    opt.group = -1;
+    ms::make_schedule("interleaved-1f1b", 4, 6, 2, opt);
     FAIL();
   } catch (const ms::ScheduleError& e) {
-    EXPECT_NE(std::string(e.what()).find("need m a multiple of p = 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("group = -1 is not allowed; need group >= 1"), std::string::npos) << e.what();
   }
   try {
     ms::make_schedule("pipedream", 4, 8);
@@ -136,9 +139,10 @@ TEST(Generators, WarmUpsFollowThePapers) {
         EXPECT_EQ(leading_forwards(f1.ranks[r]), std::min(p - r, m)) << "p=" << p << " m=" << m << " r=" << r;
         EXPECT_EQ(leading_forwards(gp.ranks[r]), m);
       }
-      if (m >= p) {
+      {
         const auto h1 = ms::make_schedule("zb-h1", p, m);
-        for (int r = 0; r < p; ++r) EXPECT_EQ(leading_forwards(h1.ranks[r]), p - r);
+        // Below m = p the warm-up stops at m forwards (then the first I follows).
+        for (int r = 0; r < p; ++r) EXPECT_EQ(leading_forwards(h1.ranks[r]), std::min(p - r, m));
       }
       if (m >= 2 * p - 1) {
         const auto h2 = ms::make_schedule("zb-h2", p, m);
@@ -198,4 +202,89 @@ TEST(Generators, DualPipeVPhases) {
       EXPECT_EQ(bwd, 2 * p * m);
       EXPECT_EQ(count_op(s, ms::Op::W), count_op(s, ms::Op::I));
     }
+}
+
+// Megatron's depth-first interleaving as index arithmetic (the generator before group sizes
+// existed): forward k runs chunk (k % pv) / p on micro-batch (k / pv) p + k % p, backward the same
+// with the chunk reversed, after 2(p-1-r) + (v-1)p warm-up forwards. group = p (the default) must
+// reproduce it action for action wherever it was defined (m a multiple of p).
+TEST(Generators, InterleavedGroupPIsMegatronsDepthFirstOrder) {
+  int compared = 0;
+  for (int p = 1; p <= 6; ++p)
+    for (int v = 2; v <= 4; ++v)
+      for (int m = p; m <= 4 * p; m += p) {
+        const int total = m * v, pv = p * v;
+        for (const int group : {0, p}) {
+          ms::ScheduleOptions opt;
+          opt.group = group;
+          const auto s = ms::make_schedule("interleaved-1f1b", p, m, v, opt);
+          for (int r = 0; r < p; ++r) {
+            std::vector<ms::Action> want;
+            auto f = [&](int k) { return ms::Action::make(ms::Op::F, ((k % pv) / p) * p + r, (k / pv) * p + k % p); };
+            auto b = [&](int k) {
+              return ms::Action::make(ms::Op::B, (v - 1 - (k % pv) / p) * p + r, (k / pv) * p + k % p);
+            };
+            const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * p, total);
+            for (int k = 0; k < warmup; ++k) want.push_back(f(k));
+            for (int k = 0; k < total - warmup; ++k) {
+              want.push_back(f(warmup + k));
+              want.push_back(b(k));
+            }
+            for (int k = total - warmup; k < total; ++k) want.push_back(b(k));
+            ASSERT_EQ(s.ranks[r], want) << "p=" << p << " v=" << v << " m=" << m << " rank " << r;
+            ++compared;
+          }
+        }
+      }
+  EXPECT_EQ(compared, 2 * 3 * (1 + 2 + 3 + 4 + 5 + 6) * 4);
+}
+
+// group >= m: every micro-batch goes through chunk 0 before any enters chunk 1 (and backwards
+// through the last chunk first): per rank the forward order and the backward order are those of
+// Looped BFS, while the 1F1B interleaving of the two keeps fewer micro-batches in flight.
+TEST(Generators, InterleavedGroupAtLeastMIsTheBreadthFirstOrder) {
+  auto only = [](const std::vector<ms::Action>& row, ms::Op op) {
+    std::vector<ms::Action> out;
+    for (const auto& a : row)
+      if (a.op == op) out.push_back(a);
+    return out;
+  };
+  for (int p = 1; p <= 5; ++p)
+    for (int v = 2; v <= 3; ++v)
+      for (int m = 1; m <= 3 * p + 1; ++m)
+        for (const int group : {m, m + 3}) {
+          ms::ScheduleOptions opt;
+          opt.group = group;
+          const auto s = ms::make_schedule("interleaved-1f1b", p, m, v, opt);
+          const auto bfs = ms::make_schedule("looped-bfs", p, m, v);
+          EXPECT_EQ(s.group, group);
+          for (int r = 0; r < p; ++r) {
+            EXPECT_EQ(only(s.ranks[r], ms::Op::F), only(bfs.ranks[r], ms::Op::F)) << "p=" << p << " m=" << m;
+            EXPECT_EQ(only(s.ranks[r], ms::Op::B), only(bfs.ranks[r], ms::Op::B)) << "p=" << p << " m=" << m;
+          }
+          const auto cost = ms::CostModel::uniform(s.num_stages(), 1, 2, 1, 1, 0);
+          const auto rs = ms::simulate(s, cost), rb = ms::simulate(bfs, cost);
+          // Same bubble as breadth-first's closed form where that holds (m >= p) ...
+          if (m >= p) {
+            EXPECT_DOUBLE_EQ(rs.bubble_fraction, double(p - 1) / (v * m + p - 1)) << "p=" << p << " m=" << m;
+          }
+          // ... and never more held than Looped BFS's v*m.
+          EXPECT_LE(rs.peak_held[0], rb.peak_held[0]);
+        }
+}
+
+// Between the ends the group trades memory for bubble: rank 0's peak in flight grows with the
+// group (Megatron's 2(p-1) + (v-1)g + 1 while the warm-up fits).
+TEST(Generators, InterleavedGroupSizeSetsTheWarmUp) {
+  const int p = 4, v = 2, m = 16;
+  int last_peak = 0;
+  for (int g = p; g <= m; g += p) {
+    ms::ScheduleOptions opt;
+    opt.group = g;
+    const auto s = ms::make_schedule("interleaved-1f1b", p, m, v, opt);
+    const auto r = ms::simulate(s, ms::CostModel::uniform(s.num_stages(), 1, 2, 1, 1, 0));
+    EXPECT_EQ(r.peak_inflight[0], std::min(2 * (p - 1) + (v - 1) * g + 1, v * m)) << "group " << g;
+    EXPECT_GT(r.peak_inflight[0], last_peak);
+    last_peak = r.peak_inflight[0];
+  }
 }
