@@ -18,6 +18,7 @@
 #include "io/compare.hpp"
 #include "io/dump_writer.hpp"
 #include "io/output_file.hpp"
+#include "kernel_outputs.hpp"
 #include "kernels/kernel_path.hpp"
 #include "peer_wait.hpp"
 #include "profile.hpp"
@@ -127,6 +128,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.opt = optimizer_from_deck(deck);
   su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
+  (void)perturb_from_environment(checked_shape.n_layer);  // the test hook's value, refused up front
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
   su.timeout = pipeline_timeout(deck);

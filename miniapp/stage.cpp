@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/cross_entropy.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/linear.hpp"
@@ -47,7 +48,37 @@ template <class T>
 Mat<T> rows(const View2<T>& v, std::size_t n) {
   return Mat<T>(v.data(), n, v.extent(1));
 }
+const std::string kHead = "head";  // the head's name in the kernel-level dump
 }  // namespace
+
+// A stage's KernelTap: the test hook's one-ULP nudge on the micro-batch that holds global
+// sample 0, then the observer's copy (so a dump shows the nudged value).
+template <class T>
+class Stage<T>::Tap final : public KernelTap<T> {
+ public:
+  Tap(const std::string& layer, const MicroBatch& mb, TensorObserver<T>* observer, const Perturb* perturb)
+      : layer_(layer), mb_(mb), observer_(observer), perturb_(perturb && perturb->layer == layer ? perturb : nullptr) {}
+  // Whether a call does anything (else the stage passes no tap at all).
+  bool active() const { return observer_ || perturb_; }
+  const KernelTap<T>* get() const { return active() ? this : nullptr; }
+  void produced(const char* name, const View2<T>& x) const override {
+    if (perturb_ && mb_.sample0 == 0 && perturb_->name == name)
+      Elementwise<T>::next_up_first(Vec<T>(x.data(), x.size()));
+    if (observer_) observer_->kernel_output(layer_, name, mb_, x);
+  }
+
+ private:
+  const std::string& layer_;
+  const MicroBatch& mb_;
+  TensorObserver<T>* observer_;
+  const Perturb* perturb_;
+};
+
+template <class T>
+typename Stage<T>::Tap Stage<T>::tap(const std::string& layer, const MicroBatch& mb, bool observe) const {
+  TensorObserver<T>* o = observe && observer_ && observer_->wants_kernel_outputs() ? observer_ : nullptr;
+  return Tap(layer, mb, o, perturb_ ? &*perturb_ : nullptr);
+}
 
 template <class T>
 Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id, Mode mode, std::uint64_t seed,
@@ -96,6 +127,8 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
                        find_param(b + "fc_proj_w"), find_param(b + "fc_proj_b")});
   }
   if (last_) head_ = {find_param("lnf_w"), find_param("lnf_b"), find_param("lm_head_w")};
+  for (int l = first_layer_; l < first_layer_ + num_layers_; ++l) layer_names_.push_back(block_name(l));
+  perturb_ = perturb_from_environment(shape.n_layer);
 }
 
 template <class T>
@@ -167,13 +200,14 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     Kokkos::deep_copy(entry, x_in);
   }
 
-  const auto call = block_call(n, nullptr);
   for (int b = 0; b < num_layers_; ++b) {
+    const std::string& layer = layer_names_[static_cast<std::size_t>(b)];
     // The block's output: the next block's input, the head's input, or the stage's output.
     Mat<T> out = b + 1 < num_layers_ ? rows(acts_.block(mb.index, b + 1).x_in, N)
                                      : (last_ ? rows(acts_.head(mb.index).x, N) : y_out);
-    Block<T>::forward(call, blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b), out);
-    if (observer_) observer_->activation(block_name(first_layer_ + b), mb, out);
+    const Tap t = tap(layer, mb, true);
+    Block<T>::forward(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b), out);
+    if (observer_) observer_->activation(layer, mb, out);
   }
 
   if (last_) {
@@ -182,8 +216,13 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     LayerNorm<T>::forward(mode_, t.x, cvec(h.lnf_w->value), cvec(h.lnf_b->value), t.lnf, flat_mut(t.lnf_mean),
                           flat_mut(t.lnf_rstd));
     if (observer_) observer_->activation("lnf", mb, t.lnf);
+    const Tap k = tap(kHead, mb, true);
+    k.produced("lnf_mean", t.lnf_mean);
+    k.produced("lnf_rstd", t.lnf_rstd);
     Linear<T>::forward(mode_, t.lnf, cmat(*h.lm_head_w), CVec<T>(), t.logits, kernels_, &h.lm_head_w->packed_fwd);
+    k.produced("logits", t.logits);
     CrossEntropy<T>::forward(mode_, t.logits, targets, flat_mut(t.losses));
+    k.produced("losses", t.losses);
     const std::size_t s0 = static_cast<std::size_t>(mb.sample0), s1 = s0 + static_cast<std::size_t>(n);
     if (in.sample_loss.extent(0) < s1 || in.sample_tokens.extent(0) < s1)
       throw std::logic_error("F on the last stage " + std::to_string(id_) + ", micro-batch " +
@@ -205,20 +244,24 @@ template <class T>
 void Stage<T>::recompute(const MicroBatch& mb) {
   ProfileRegion region("Stage::recompute");
   const Recompute r = acts_.recompute();
-  const auto call = block_call(mb.nsamples, nullptr);
   for (int b = 0; b < num_layers_; ++b) {
     const BlockActivations<T> a = acts_.block(mb.index, b);
+    const Tap t = tap(layer_names_[static_cast<std::size_t>(b)], mb, false);  // the test hook acts again
     if (r == Recompute::attention)
-      Block<T>::forward_attention(call, a);
+      Block<T>::forward_attention(block_call(mb.nsamples, t.get()), a);
     else
-      Block<T>::forward_to_gelu(call, blocks_[static_cast<std::size_t>(b)], a);
+      Block<T>::forward_to_gelu(block_call(mb.nsamples, t.get()), blocks_[static_cast<std::size_t>(b)], a);
   }
   if (last_ && r == Recompute::block) {
     const HeadActivations<T> t = acts_.head(mb.index);
+    const Tap k = tap(kHead, mb, false);
     LayerNorm<T>::forward(mode_, t.x, cvec(head_.lnf_w->value), cvec(head_.lnf_b->value), t.lnf, flat_mut(t.lnf_mean),
                           flat_mut(t.lnf_rstd));
+    k.produced("lnf_mean", t.lnf_mean);
+    k.produced("lnf_rstd", t.lnf_rstd);
     Linear<T>::forward(mode_, t.lnf, cmat(*head_.lm_head_w), CVec<T>(), t.logits, kernels_,
                        &head_.lm_head_w->packed_fwd);
+    k.produced("logits", t.logits);
   }
 }
 
@@ -245,21 +288,26 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   if (last_) {
     const HeadActivations<T> t = acts_.head(mb.index);
     const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
+    const Tap k = tap(kHead, mb, true);
     CrossEntropy<T>::backward_input(mode_, t.logits, targets, scale, t.dlogits);
+    k.produced("dlogits", t.dlogits);
     Linear<T>::backward_input(mode_, t.dlogits, cmat(*head_.lm_head_w), t.d_lnf, kernels_,
                               &head_.lm_head_w->packed_bwd);
+    k.produced("d_lnf", t.d_lnf);
     LayerNorm<T>::backward_input(mode_, t.x, cvec(head_.lnf_w->value), cv(t.lnf_mean), cv(t.lnf_rstd), t.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
     Kokkos::deep_copy(top, dy);
   }
 
-  const auto call = block_call(n, nullptr);
   for (int b = num_layers_ - 1; b >= 0; --b) {
+    const std::string& layer = layer_names_[static_cast<std::size_t>(b)];
     // The gradient of the block's input: the previous block's dout or the stage's exit.
     Mat<T> out = b > 0 ? rows(acts_.block(mb.index, b - 1).dout, N) : exit_grad();
-    Block<T>::backward_input(call, blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b), out);
-    if (observer_) observer_->input_grad(block_name(first_layer_ + b), mb, out);
+    const Tap t = tap(layer, mb, true);
+    Block<T>::backward_input(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b),
+                             out);
+    if (observer_) observer_->input_grad(layer, mb, out);
   }
   acts_.end_backward(mb.index);
   action_peak_ = stored_bytes();

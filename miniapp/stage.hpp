@@ -4,12 +4,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "activation_store.hpp"
 #include "block.hpp"
 #include "data.hpp"
+#include "kernel_outputs.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/grad_accum.hpp"
 #include "kernels/optimizer.hpp"
@@ -68,6 +70,11 @@ class TensorObserver {
   virtual ~TensorObserver() = default;
   virtual void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) = 0;
   virtual void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) = 0;
+  // A kernel's output inside a block or the head: layer "layer_03" or "head", a name of
+  // kernel_outputs.hpp (the kernel-level dump). Called only while wants_kernel_outputs().
+  virtual void kernel_output(const std::string& /*layer*/, const char* /*name*/, const MicroBatch& /*mb*/,
+                             CMat<T> /*x*/) {}
+  virtual bool wants_kernel_outputs() const { return false; }
 };
 
 // The parameters of one part of the model, resolved by global name (never by position).
@@ -145,6 +152,10 @@ class Stage {
   void check_stored(const MicroBatch& mb, const char* action) const;
   typename Block<T>::Call block_call(int n, const KernelTap<T>* tap) { return {mode_, n, shape_, kernels_, tap}; }
   void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
+  class Tap;
+  // The tap of one part ("layer_03", "head") for an action: observes when `observe` and the
+  // observer wants kernel outputs, and applies the test hook.
+  Tap tap(const std::string& layer, const MicroBatch& mb, bool observe) const;
   Param<T>* find_param(const std::string& name);
 
   ModelShape shape_;
@@ -161,8 +172,10 @@ class Stage {
   std::vector<BlockParams<T>> blocks_;                            // one per block, in layer order
   HeadParams<T> head_;                                            // last stage only
   TensorObserver<T>* observer_ = nullptr;
-  ActivationStore<T> acts_;  // what F keeps for I and W, and what I remakes (recompute)
-  KernelWorkspace kernels_;  // GEMM packing and dW buffers of the Linear kernels, shared by the actions
+  std::vector<std::string> layer_names_;  // block_name of each block
+  std::optional<Perturb> perturb_;        // MINIPIPE_TEST_PERTURB (kernel_outputs.hpp)
+  ActivationStore<T> acts_;               // what F keeps for I and W, and what I remakes (recompute)
+  KernelWorkspace kernels_;               // GEMM packing and dW buffers of the Linear kernels, shared by the actions
 };
 
 }  // namespace minipipe
