@@ -150,7 +150,7 @@ class Stage {
 
  private:
   void check_stored(const MicroBatch& mb, const char* action) const;
-  typename Block<T>::Call block_call(int n, const KernelTap<T>* tap) { return {mode_, n, shape_, kernels_, tap}; }
+  typename Block<T>::Call block_call(int n, const KernelTap<T>* k) { return {mode_, n, shape_, kernels_, k}; }
   void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
   class Tap;
   // The tap of one part ("layer_03", "head") for an action: observes when `observe` and the
