@@ -10,12 +10,13 @@ bin=$1 deck=$2 out=$3
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out" && rm -f "$out"/*.h5
 L=2
-args=(--deck "$deck" --model.n_layer $L --train.steps 2 --schedule 1f1b -m 3 --output.dump_level kernels)
+args=(--deck "$deck" --model.n_layer $L --train.steps 2 --schedule 1f1b -m 3)
 fail() { echo "FAIL: $*"; exit 1; }
 run() {  # file ranks [perturb] extra-args...
   local f=$1 n=$2 p=$3
   shift 3
-  env ${p:+MINIPIPE_TEST_PERTURB=$p} ${MPIEXEC:-mpiexec} -n "$n" "$bin" run "${args[@]}" --dump "$out/$f" "$@" \
+  env ${p:+MINIPIPE_TEST_PERTURB=$p} ${MPIEXEC:-mpiexec} -n "$n" "$bin" run "${args[@]}" --dump "$out/$f" \
+    --output.dump_level "${level:-kernels}" "$@" \
     >"$out/$f.log" 2>&1 || fail "run $f ($p) exited $? ($(tail -n 3 "$out/$f.log"))"
 }
 # The first dataset of a.h5 and b.h5 in dataflow order whose bits differ ("none" if none does).
@@ -44,6 +45,12 @@ for path in host device; do
     echo "$path path, MINIPIPE_TEST_PERTURB=$target: first difference $got"
   done
 done
+# The hook acts at any dump level: at the full level the first difference is the block's output.
+# (Not with qkv: element 0 is query 0's first channel, and query 0 sees key 0 only, so its
+# softmax is 1 whatever the score and nothing after qkv changes.)
+level=full run perturbed_full.h5 1 layer_00/ln1
+got=$(first_difference "$out/base_host.h5" "$out/perturbed_full.h5")
+[ "$got" = /step_0000/activations/layer_00 ] || fail "dump level full, MINIPIPE_TEST_PERTURB=layer_00/ln1: first difference $got"
 # Bad values: exit 2, naming the variable, the value and the allowed names.
 for bad in layer_00 layer_09/qkv layer_00/nope head/qkv; do
   MINIPIPE_TEST_PERTURB=$bad "$bin" run "${args[@]}" --dump "$out/bad.h5" >"$out/bad.log" 2>&1
