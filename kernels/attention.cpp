@@ -3,22 +3,15 @@
 // is branch-free and vectorizes, so it is the faster one on every host (fast mode's tolerance
 // contract allows its bits).
 //
-// Every output element is one fixed reduction chain, the same on every backend (DESIGN.md §4):
-//   score(t,t2) = (((0 + q_t[0] k_t2[0]) + q_t[1] k_t2[1]) + ...) * scale, one fma per term;
-//   softmax: max, then exp, then the sum of the exps in the canonical lane order of row_reduce.hpp
-//   (32 strided lane chains over t2, a fixed pairwise tree), then one division;
-//   out_t[i] = fma chain over t2 = 0..t;
-//   d(t,t2) = fma chain over i of dout_t[i] v_t2[i]; rowdot(t) = the lane order over t2 of
-//   att d, each lane an fma chain;
-//   dpre(t,t2) = (att (d - rowdot)) * scale; dq_t[i] = fma chain over t2 = 0..t of dpre k_t2[i];
-//   dk_t2[i], dv_t2[i] = fma chains over t = t2..T-1 of dpre q_t[i] and att dout_t[i].
+// Every output element is one fixed reduction chain, the same on every backend (DESIGN.md §4),
+// written once as plain loops in attention_order.hpp.
 // The kernels below only choose which thread computes which elements and in what loop order:
 // one team per (b, h) stages the head's K (forward) or V (backward) transposed in scratch, then
 // computes register tiles of independent elements (4 queries x 16 keys of scores, 4 queries x
 // up to 16 channels of out/dq, 2 keys x up to 16 channels of dk/dv) so the host compiler can
 // vectorise across elements while each element's own chain runs in its original order. The
 // backward pass keeps dpre of the head in scratch (computed once instead of three times; the
-// same values). Heads too large for team scratch use the original one-thread-per-row loops.
+// same values). Heads too large for team scratch run attention_order's own row kernels.
 // The device path (attention_device.cpp, taken when use_device_path()) runs the same chains in
 // tiled team kernels whose scratch does not grow with T.
 #include "attention.hpp"
@@ -29,6 +22,7 @@
 #include <type_traits>
 
 #include "attention_device.hpp"
+#include "attention_order.hpp"
 #include "detmath.hpp"
 #include "host_simd.hpp"
 #include "kernel_path.hpp"
@@ -489,36 +483,8 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   const int n_scratch = hs * Tp;   // K^T of the head (hs, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
   const int level = scratch_level(bytes);
-  if (level < 0) {
-    Kokkos::parallel_for(
-        "Attention::forward_rows", Kokkos::RangePolicy<ExecSpace>(0, B * H * T),
-        KOKKOS_LAMBDA(const int r) {  // row r = (b*H + h)*T + t of att (B*H*T, T)
-          const int b = r / (H * T);
-          const int h = (r / T) % H;
-          const int t = r % T;
-          const int nq = b * T + t;
-          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-          // scores of the unmasked keys t2 <= t, kept in att until normalised
-          Real mx = 0;
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const int nk = b * T + t2;
-            Real dot = 0;
-            for (int i = 0; i < hs; ++i) dot = fma_exact(qkv(nq, qo + i), qkv(nk, ko + i), dot);
-            const Real s = dot * scale;
-            att(r, t2) = s;
-            mx = (t2 == 0 || s > mx) ? s : mx;
-          }
-          for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = det::exp(att(r, t2) - mx);
-          const Real sum =
-              rowred::reduce<rowred::Sum, Real>(t + 1, [&](const int t2, const Real a) { return a + att(r, t2); });
-          for (int t2 = 0; t2 <= t; ++t2) att(r, t2) = att(r, t2) / sum;
-          for (int t2 = t + 1; t2 < T; ++t2) att(r, t2) = 0;
-          for (int i = 0; i < hs; ++i) {
-            Real o = 0;
-            for (int t2 = 0; t2 <= t; ++t2) o = fma_exact(att(r, t2), qkv(b * T + t2, vo + i), o);
-            out(nq, qo + i) = o;
-          }
-        });
+  if (level < 0) {  // the canonical order's own row kernels
+    attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);
     return;
   }
   const Real* qkv_p = qkv.data();
@@ -599,71 +565,8 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   const int n_scratch = hs * Tp + T * Tp;  // V^T of the head (hs, Tp), then dpre (T, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
   const int level = scratch_level(bytes);
-  if (level < 0) {
-    // With datt(t,t2) = dout_t . v_t2 the softmax backward is
-    //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
-    // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
-    // Each gradient row is owned by one thread (query rows for dq, key rows for dk/dv), so there
-    // are no atomics and every sum has a fixed order. rowdot(t) is parked in the first dq entry
-    // of its row (dqkv is overwritten anyway), which avoids a scratch allocation per call.
-    Kokkos::parallel_for(
-        "Attention::backward_rowdot_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
-        KOKKOS_LAMBDA(const int r) {  // query row r = (b*H + h)*T + t
-          const int b = r / (H * T);
-          const int h = (r / T) % H;
-          const int t = r % T;
-          const int nq = b * T + t;
-          const int qo = h * hs, vo = 2 * C + h * hs;
-          const Real rd = rowred::reduce<rowred::Sum, Real>(t + 1, [&](const int t2, const Real a) {
-            Real d = 0;
-            for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(b * T + t2, vo + i), d);
-            return fma_exact(att(r, t2), d, a);
-          });
-          dqkv(nq, qo) = rd;
-        });
-    Kokkos::parallel_for(
-        "Attention::backward_dkv_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
-        KOKKOS_LAMBDA(const int r) {  // key row r = (b*H + h)*T + t2
-          const int b = r / (H * T);
-          const int h = (r / T) % H;
-          const int t2 = r % T;
-          const int nk = b * T + t2;
-          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-          for (int i = 0; i < hs; ++i) {
-            dqkv(nk, ko + i) = 0;
-            dqkv(nk, vo + i) = 0;
-          }
-          for (int t = t2; t < T; ++t) {  // queries that see key t2
-            const int rq = (b * H + h) * T + t;
-            const int nq = b * T + t;
-            const Real a = att(rq, t2);
-            Real d = 0;
-            for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(nk, vo + i), d);
-            const Real dp = (a * (d - dqkv(nq, qo))) * scale;
-            for (int i = 0; i < hs; ++i) {
-              dqkv(nk, ko + i) = fma_exact(dp, qkv(nq, qo + i), dqkv(nk, ko + i));
-              dqkv(nk, vo + i) = fma_exact(a, dout(nq, qo + i), dqkv(nk, vo + i));
-            }
-          }
-        });
-    Kokkos::parallel_for(
-        "Attention::backward_dq_rows", Kokkos::RangePolicy<ExecSpace>(0, rows),
-        KOKKOS_LAMBDA(const int r) {  // query row r = (b*H + h)*T + t
-          const int b = r / (H * T);
-          const int h = (r / T) % H;
-          const int t = r % T;
-          const int nq = b * T + t;
-          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-          const Real rd = dqkv(nq, qo);  // parked by backward_rowdot; read before overwriting
-          for (int i = 0; i < hs; ++i) dqkv(nq, qo + i) = 0;
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const int nk = b * T + t2;
-            Real d = 0;
-            for (int i = 0; i < hs; ++i) d = fma_exact(dout(nq, qo + i), qkv(nk, vo + i), d);
-            const Real dp = (att(r, t2) * (d - rd)) * scale;
-            for (int i = 0; i < hs; ++i) dqkv(nq, qo + i) = fma_exact(dp, qkv(nk, ko + i), dqkv(nq, qo + i));
-          }
-        });
+  if (level < 0) {  // the canonical order's own row kernels
+    attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);
     return;
   }
   (void)rows;

@@ -2,8 +2,11 @@
 // for float and double.
 #include "elementwise.hpp"
 
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace minipipe {
 
@@ -38,6 +41,30 @@ void Elementwise<T>::copy(CVec<T> x, Vec<T> y) {
   Kokkos::parallel_for(
       "Elementwise::copy", Kokkos::RangePolicy<ExecSpace>(0, y.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { y(i) = x(i); });
+}
+
+template <class T>
+void Elementwise<T>::next_up_first(Vec<T> x) {
+  if (x.extent(0) == 0) return;
+  using Bits = typename std::conditional<sizeof(T) == 4, std::uint32_t, std::uint64_t>::type;
+  Kokkos::parallel_for(
+      "Elementwise::next_up_first", Kokkos::RangePolicy<ExecSpace>(0, 1), KOKKOS_LAMBDA(const int) {
+        const T v = x(0);
+        if (v != v || (!(v - v == T(0)) && v > T(0))) return;  // NaN or +inf
+        if (v == T(0)) {                                       // either zero: the smallest positive subnormal
+          const Bits one = 1;
+          T r;
+          std::memcpy(&r, &one, sizeof(T));
+          x(0) = r;
+          return;
+        }
+        Bits b;
+        std::memcpy(&b, &v, sizeof(T));
+        b = v > T(0) ? b + 1 : b - 1;  // away from zero when positive, towards it when negative
+        T r;
+        std::memcpy(&r, &b, sizeof(T));
+        x(0) = r;
+      });
 }
 
 template struct Elementwise<float>;

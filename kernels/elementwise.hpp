@@ -1,4 +1,4 @@
-// Elementwise kernels of the residual stream: out = a + b, y += x, y = x.
+// Elementwise kernels of the residual stream: out = a + b, y += x, y = x (and a test hook's nudge).
 // Exact per element (one rounding, no reduction), so one code path serves both modes.
 #pragma once
 
@@ -14,6 +14,8 @@ struct Elementwise {
   static void accumulate(Vec<T> y, CVec<T> x);
   // y (n) = x (n)
   static void copy(CVec<T> x, Vec<T> y);
+  // x(0) = nextafter(x(0), +inf) in a one-element kernel (NaN and +inf stay): the one-ULP test hook.
+  static void next_up_first(Vec<T> x);
 };
 
 extern template struct Elementwise<float>;

@@ -112,6 +112,38 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
 // the per-element order of the one-thread-per-column loop it replaces.
 constexpr int kBiasLanes = 64;
 
+// The bias chain, the one order of every bias gradient (DESIGN §4 rule 1): for the columns
+// o0 + l, l < no <= L, acc[l] = acc[l] + dy(r, o0 + l) for the rows r = r0 .. r1-1 in order.
+// seen(r, l, v) sees each value as it is read (hold_samples copies it on the way).
+template <int L, class T, class Seen>
+KOKKOS_INLINE_FUNCTION void bias_chain(const T* dy, std::ptrdiff_t ldy, std::ptrdiff_t r0, std::ptrdiff_t r1, int o0,
+                                       int no, T (&acc)[L], const Seen& seen) {
+  for (std::ptrdiff_t r = r0; r < r1; ++r)
+    for (int l = 0; l < no; ++l) {
+      const T v = dy[r * ldy + o0 + l];
+      seen(r, l, v);
+      acc[l] = acc[l] + v;
+    }
+}
+struct Unseen {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void operator()(std::ptrdiff_t, int, T) const {}
+};
+
+// Deterministic db: per sample s < S (Tr rows each) the bias chain from zero, each added exactly
+// (bt != nullptr; else only seen runs).
+template <int L, class T, class Seen = Unseen>
+KOKKOS_INLINE_FUNCTION void bias_samples_exact(const T* dy, std::ptrdiff_t ldy, int S, int Tr, int o0, int no,
+                                               const ExactTarget* bt, const Seen& seen = Seen()) {
+  for (int s = 0; s < S; ++s) {
+    T acc[L] = {};  // this sample's partial, t in order
+    bias_chain<L>(dy, ldy, static_cast<std::ptrdiff_t>(s) * Tr, static_cast<std::ptrdiff_t>(s + 1) * Tr, o0, no, acc,
+                  seen);
+    if (bt)
+      for (int l = 0; l < no; ++l) bt->add(o0 + l, static_cast<double>(acc[l]));
+  }
+}
+
 // Copies the S samples (Tr rows each) of x (N,I) and dy (N,O) behind those held in dW.pending,
 // adding the held ones first when they would not fit and when the group is full. With bt, adds
 // the bias sums of the samples (db_add_exact's chains) from the dy values as they are copied.
@@ -150,19 +182,8 @@ void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int gr
       KOKKOS_LAMBDA(const int blk) {
         const int o0 = blk * kBiasLanes;
         const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
-        for (int s = 0; s < S; ++s) {
-          T acc[kBiasLanes] = {};  // this sample's bias partial, t in order
-          for (int t = 0; t < Tr; ++t) {
-            const std::ptrdiff_t r = static_cast<std::ptrdiff_t>(s) * Tr + t;
-            for (int l = 0; l < no; ++l) {
-              const T v = dys[r * ldy + o0 + l];
-              hdy[r * O + o0 + l] = v;
-              acc[l] = acc[l] + v;
-            }
-          }
-          if (sums)
-            for (int l = 0; l < no; ++l) b.add(o0 + l, static_cast<double>(acc[l]));
-        }
+        bias_samples_exact<kBiasLanes>(dys, ldy, S, Tr, o0, no, sums ? &b : nullptr,
+                                       [&](std::ptrdiff_t r, int l, T v) { hdy[r * O + o0 + l] = v; });
       });
   fence_space(ExecSpace(), "Linear::dW_hold");
   p.count += S;
@@ -262,13 +283,13 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     }
     if (db) {
       auto s = db->sum;
+      const T* dys = dy.data();
       Kokkos::parallel_for(
           "Linear::db_fast", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
             const int o0 = blk * kBiasLanes;
             const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
-            T acc[kBiasLanes] = {};
-            for (int n = 0; n < N; ++n)
-              for (int l = 0; l < no; ++l) acc[l] += dy(n, o0 + l);
+            T acc[kBiasLanes] = {};  // one chain over all N rows
+            bias_chain<kBiasLanes>(dys, ldy, 0, N, o0, no, acc, Unseen());
             for (int l = 0; l < no; ++l) s(o0 + l) += acc[l];
           });
     }
@@ -311,28 +332,19 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   }
   if (db) {
     const ExactTarget bt = db->exact_target();
+    const T* dys = dy.data();
     if (device) {
       // One thread per column (coalesced across threads), the same per-element chain as below.
       Kokkos::parallel_for(
-          "Linear::db_add_exact_device", Kokkos::RangePolicy<ExecSpace>(0, O), KOKKOS_LAMBDA(const int o) {
-            for (int s = 0; s < S; ++s) {
-              T acc = T(0);
-              for (int t = 0; t < Tr; ++t) acc = acc + dy(s * Tr + t, o);
-              bt.add(o, static_cast<double>(acc));
-            }
-          });
+          "Linear::db_add_exact_device", Kokkos::RangePolicy<ExecSpace>(0, O),
+          KOKKOS_LAMBDA(const int o) { bias_samples_exact<1>(dys, ldy, S, Tr, o, 1, &bt); });
       return;
     }
     Kokkos::parallel_for(
         "Linear::db_add_exact", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
           const int o0 = blk * kBiasLanes;
           const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
-          for (int s = 0; s < S; ++s) {
-            T acc[kBiasLanes] = {};  // this sample's partial, t in order
-            for (int t = 0; t < Tr; ++t)
-              for (int l = 0; l < no; ++l) acc[l] = acc[l] + dy(s * Tr + t, o0 + l);
-            for (int l = 0; l < no; ++l) bt.add(o0 + l, static_cast<double>(acc[l]));
-          }
+          bias_samples_exact<kBiasLanes>(dys, ldy, S, Tr, o0, no, &bt);
         });
   }
 }

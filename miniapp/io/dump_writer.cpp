@@ -32,7 +32,8 @@ DumpLevel parse_dump_level(const std::string& text) {
   if (text == "loss") return DumpLevel::loss;
   if (text == "grads") return DumpLevel::grads;
   if (text == "full") return DumpLevel::full;
-  throw DumpError("invalid dump level \"" + text + "\"; allowed values: none, loss, grads, full");
+  if (text == "kernels") return DumpLevel::kernels;
+  throw DumpError("invalid dump level \"" + text + "\"; allowed values: none, loss, grads, full, kernels");
 }
 
 const char* to_string(DumpLevel level) {
@@ -45,6 +46,8 @@ const char* to_string(DumpLevel level) {
       return "grads";
     case DumpLevel::full:
       return "full";
+    case DumpLevel::kernels:
+      return "kernels";
   }
   return "?";
 }

@@ -14,7 +14,7 @@ namespace minipipe::io {
 
 // How much a run dumps (DESIGN.md §5): none; loss only; plus gradients and updated parameters;
 // plus activations and input gradients.
-enum class DumpLevel { none, loss, grads, full };
+enum class DumpLevel { none, loss, grads, full, kernels };
 
 // "none" | "loss" | "grads" | "full"; anything else throws DumpError naming the allowed values.
 DumpLevel parse_dump_level(const std::string& text);

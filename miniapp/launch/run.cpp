@@ -13,6 +13,7 @@
 #include <sstream>
 #include <variant>
 
+#include "miniapp/model/kernel_outputs.hpp"
 #include "kernels/kernel_path.hpp"
 #include "miniapp/io/compare.hpp"
 #include "miniapp/io/dump_writer.hpp"
@@ -168,6 +169,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.opt = optimizer_from_deck(deck);
   su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
+  (void)perturb_from_environment(checked_shape.n_layer);  // the test hook's value, refused up front
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
   su.timeout = pipeline_timeout(deck);

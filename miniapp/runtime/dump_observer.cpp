@@ -3,6 +3,9 @@
 #include "miniapp/runtime/dump_observer.hpp"
 
 #include <cstdio>
+#include <cstring>
+
+#include "miniapp/model/kernel_outputs.hpp"
 
 namespace minipipe {
 
@@ -71,6 +74,18 @@ void DumpObserver<T>::begin_step(int step) {
     w_.create_dataset(group_ + "/activations/lnf", {B, Tl, C}, dtype<T>());
     w_.create_dataset(group_ + "/input_grads/lnf", {B, Tl, C}, dtype<T>());
   }
+  if (level_ >= io::DumpLevel::kernels) {  // every kernel output of DESIGN §5, blocks then head
+    auto create = [&](const std::string& part, const std::vector<KernelOutput>& list) {
+      for (const auto& k : list)
+        w_.create_dataset(group_ + "/kernels/" + part + "/" + k.name, k.dims(shape_, batch_), dtype<T>());
+    };
+    for (int l = 0; l < shape_.n_layer; ++l) {
+      create(block_name(l), block_forward_outputs());
+      create(block_name(l), block_backward_outputs());
+    }
+    create("head", head_forward_outputs());
+    create("head", head_backward_outputs());
+  }
   if (level_ >= io::DumpLevel::grads) {
     create_param_sets(group_ + "/grads");
     create_param_sets(group_ + "/params");
@@ -106,6 +121,25 @@ void DumpObserver<T>::activation(const std::string& layer, const MicroBatch& mb,
 template <class T>
 void DumpObserver<T>::input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) {
   if (level_ >= io::DumpLevel::full) write_tensor(group_ + "/input_grads/" + layer, mb, dx);
+}
+
+template <class T>
+void DumpObserver<T>::kernel_output(const std::string& layer, const char* name, const MicroBatch& mb, CMat<T> x) {
+  if (level_ < io::DumpLevel::kernels) return;
+  const std::string path = group_ + "/kernels/" + layer + "/" + name;
+  if (std::strcmp(name, "att") != 0) {
+    write_tensor(path, mb, x);
+    return;
+  }
+  // Attention probabilities (n*H*T, T): the entries above the diagonal are written as 0, whatever
+  // a kernel path leaves there.
+  fence_space(ExecSpace(), "Dump::fence");
+  Kokkos::View<T**, Kokkos::LayoutRight, HostSpace> h("Dump::att", x.extent(0), x.extent(1));  // a copy to edit
+  Kokkos::deep_copy(h, x);
+  const std::size_t Tl = h.extent(1);
+  for (std::size_t r = 0; r < h.extent(0); ++r)
+    for (std::size_t t2 = r % Tl + 1; t2 < Tl; ++t2) h(r, t2) = T(0);
+  w_.write_rows(path, static_cast<std::uint64_t>(mb.sample0), static_cast<std::uint64_t>(mb.nsamples), h.data());
 }
 
 template <class T>

@@ -28,6 +28,8 @@ class DumpObserver final : public StepObserver<T> {
 
   void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) override;
   void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) override;
+  void kernel_output(const std::string& layer, const char* name, const MicroBatch& mb, CMat<T> x) override;
+  bool wants_kernel_outputs() const override { return level_ >= io::DumpLevel::kernels; }
   void grads_ready(const Stage<T>& stage) override;
   void params_updated(const Stage<T>& stage) override;
 

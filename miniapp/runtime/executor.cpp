@@ -47,6 +47,10 @@ class Executor<T>::Watch final : public TensorObserver<T> {
     check(layer, mb, dx, "input gradient");
     if (inner_) timed([&] { inner_->input_grad(layer, mb, dx); });
   }
+  void kernel_output(const std::string& layer, const char* name, const MicroBatch& mb, CMat<T> x) override {
+    if (inner_) timed([&] { inner_->kernel_output(layer, name, mb, x); });
+  }
+  bool wants_kernel_outputs() const override { return inner_ && inner_->wants_kernel_outputs(); }
   double seconds = 0;
   int stage = -1;  // of the action running
 

@@ -4,27 +4,22 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "miniapp/model/kernel_outputs.hpp"
+#include "miniapp/runtime/activation_store.hpp"
+#include "miniapp/runtime/block.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/grad_accum.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/types.hpp"
+#include "kernels/workspace.hpp"
 #include "miniapp/model/data.hpp"
 #include "miniapp/model/model.hpp"
 
 namespace minipipe {
-
-template <class T>
-struct Param {
-  ParamSpec spec;
-  View1<T> value, grad, m, v;  // m, v: optimizer state (AdamW moments or SGD momentum in m)
-  GradAccum<T> acc;
-  // Linear weights: the packed W^T (forward) and W (backward-input) that a step's micro-batches
-  // share (PackedB); enabled by begin_step for a step of several micro-batches.
-  PackedB<T> packed_fwd, packed_bwd;
-};
 
 // The rows of one micro-batch: samples [sample0, sample0 + nsamples) of the global batch.
 struct MicroBatch {
@@ -75,18 +70,17 @@ class TensorObserver {
   virtual ~TensorObserver() = default;
   virtual void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) = 0;
   virtual void input_grad(const std::string& layer, const MicroBatch& mb, CMat<T> dx) = 0;
+  // A kernel's output inside a block or the head: layer "layer_03" or "head", a name of
+  // kernel_outputs.hpp (the kernel-level dump). Called only while wants_kernel_outputs().
+  virtual void kernel_output(const std::string& /*layer*/, const char* /*name*/, const MicroBatch& /*mb*/,
+                             CMat<T> /*x*/) {}
+  virtual bool wants_kernel_outputs() const { return false; }
 };
 
 // The parameters of one part of the model, resolved by global name (never by position).
 template <class T>
 struct EmbeddingParams {
   Param<T>*wte = nullptr, *wpe = nullptr;
-};
-template <class T>
-struct BlockParams {
-  Param<T>*ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *attn_proj_w = nullptr,
-  *attn_proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fc_proj_w = nullptr,
-  *fc_proj_b = nullptr;
 };
 template <class T>
 struct HeadParams {
@@ -108,7 +102,7 @@ class Stage {
   std::vector<Param<T>>& params() { return params_; }
   const std::vector<Param<T>>& params() const { return params_; }
   const ModelShape& shape() const { return shape_; }
-  Recompute recompute() const { return recompute_; }
+  Recompute recompute() const { return acts_.recompute(); }
   // Between steps (nothing stored): later micro-batches keep what `r` says. Buffer sets are pooled
   // per mode and size; release_buffers (nothing stored) frees every pooled set.
   void set_recompute(Recompute r);
@@ -143,8 +137,8 @@ class Stage {
 
   // Stored micro-batches: forward done and W not yet done (in micro-batches and bytes). The bytes
   // are what F keeps plus, from I to W, what I recomputes and the gradients W consumes.
-  int stored_microbatches() const { return static_cast<int>(store_.size()); }
-  std::size_t stored_bytes() const;
+  int stored_microbatches() const { return acts_.size(); }
+  std::size_t stored_bytes() const { return acts_.stored_bytes(); }
   // The most bytes stored at any moment of the last action (I and W of a B action hold the
   // recomputed values and gradients only inside the action, so stored_bytes() after it misses them).
   std::size_t action_peak_bytes() const { return action_peak_; }
@@ -155,23 +149,19 @@ class Stage {
   void observe(TensorObserver<T>* observer) { observer_ = observer; }
 
  private:
-  struct BlockBuf;
-  struct Buffers;
-  struct Saved;
-  struct Workspace;
-  Saved& saved(const MicroBatch& mb, const char* action);
-  std::unique_ptr<Buffers> take_buffers(std::vector<std::unique_ptr<Buffers>>& pool, int n, int phase);
-  BlockBuf block_views(const Saved& s, const Buffers* scratch, int b) const;
-  Buffers top_views(const Saved& s, const Buffers* scratch) const;  // embedding and head values
-  void forward_block(int b, int n, const BlockBuf& k);              // x_in -> ln1 .. gelu
-  void recompute(const MicroBatch& mb, Saved& s);
+  void check_stored(const MicroBatch& mb, const char* action) const;
+  typename Block<T>::Call block_call(int n, const KernelTap<T>* k) { return {mode_, n, shape_, kernels_, k}; }
+  void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
+  class Tap;
+  // The tap of one part ("layer_03", "head") for an action: observes when `observe` and the
+  // observer wants kernel outputs, and applies the test hook.
+  Tap tap(const std::string& layer, const MicroBatch& mb, bool observe) const;
   Param<T>* find_param(const std::string& name);
 
   ModelShape shape_;
   int id_, first_layer_, num_layers_;
   bool first_, last_;
   Mode mode_;
-  Recompute recompute_;
   std::size_t action_peak_ = 0;
   int w_expected_ = 0, w_done_ = 0;  // W actions of the step (begin_step) and those run so far
   bool added_held_ = false;          // see last_w_added_held
@@ -182,11 +172,10 @@ class Stage {
   std::vector<BlockParams<T>> blocks_;                            // one per block, in layer order
   HeadParams<T> head_;                                            // last stage only
   TensorObserver<T>* observer_ = nullptr;
-  std::map<int, std::unique_ptr<Saved>> store_;
-  // Freed buffers kept for reuse: what F keeps (kept_pool_) and what lives from I to W
-  // (work_pool_) are pooled apart, so the device holds as many of each as are ever alive at once.
-  std::vector<std::unique_ptr<Buffers>> kept_pool_, work_pool_;
-  std::unique_ptr<Workspace> ws_;  // scratch shared by the stage's actions
+  std::vector<std::string> layer_names_;  // block_name of each block
+  std::optional<Perturb> perturb_;        // MINIPIPE_TEST_PERTURB (kernel_outputs.hpp)
+  ActivationStore<T> acts_;               // what F keeps for I and W, and what I remakes (recompute)
+  KernelWorkspace kernels_;               // GEMM packing and dW buffers of the Linear kernels, shared by the actions
 };
 
 }  // namespace minipipe

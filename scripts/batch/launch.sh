@@ -11,7 +11,7 @@
 #                      MPICH_GPU_SUPPORT_ENABLED=1 for Cray MPICH / MPICH)
 #   MP_BIN             the minipipe binary             MP_DECK            the input deck
 #   MP_OUT             directory for dumps, reports, timelines and the log (created)
-#   MP_DUMP_LEVEL      none | loss | grads | full      MP_DRY_RUN=1       print the line, run nothing
+#   MP_DUMP_LEVEL      none | loss | grads | full | kernels  MP_DRY_RUN=1       print the line, run nothing
 #   MPIEXEC            the mpiexec to use (default: mpiexec on PATH)
 
 # Sets the array MP_LINE to the launcher part of the command for the current settings.

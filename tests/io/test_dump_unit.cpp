@@ -29,10 +29,11 @@ TEST(DumpLevelTest, ParsesEveryLevelAndNamesAllowedValues) {
   EXPECT_EQ(minipipe::io::parse_dump_level("loss"), DumpLevel::loss);
   EXPECT_EQ(minipipe::io::parse_dump_level("grads"), DumpLevel::grads);
   EXPECT_EQ(minipipe::io::parse_dump_level("full"), DumpLevel::full);
-  for (auto l : {DumpLevel::none, DumpLevel::loss, DumpLevel::grads, DumpLevel::full})
+  EXPECT_EQ(minipipe::io::parse_dump_level("kernels"), DumpLevel::kernels);
+  for (auto l : {DumpLevel::none, DumpLevel::loss, DumpLevel::grads, DumpLevel::full, DumpLevel::kernels})
     EXPECT_EQ(minipipe::io::parse_dump_level(minipipe::io::to_string(l)), l);
   const std::string msg = error_of([] { minipipe::io::parse_dump_level("Full"); });
-  EXPECT_EQ(msg, "invalid dump level \"Full\"; allowed values: none, loss, grads, full");
+  EXPECT_EQ(msg, "invalid dump level \"Full\"; allowed values: none, loss, grads, full, kernels");
   EXPECT_THROW(minipipe::io::parse_dump_level(""), DumpError);
 }
 

@@ -1,18 +1,23 @@
-// Attention kernels against the frozen reference (attention_reference.hpp): out, att and dqkv must
-// be bitwise identical in both modes, float and double, over shapes that cover T = 1, T not a
-// multiple of any block size, several head sizes and several samples (DESIGN.md §4), and heads
-// too large for team scratch, which take the one-thread-per-row kernels.
+// Attention kernels against their canonical order (kernels/attention_order.hpp): the optimised
+// host path's out, att and dqkv must be bitwise those of the order's plain loops in both modes,
+// float and double, over shapes that cover T = 1, T not a multiple of any block size, several head
+// sizes and several samples (DESIGN.md §4). The order itself is checked against attention computed
+// in long double (another way: softmax and its gradient written out directly), and so are heads too
+// large for team scratch, which run the order's own row kernels.
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
-#include "attention_reference.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/attention_order.hpp"
 #include "test_util.hpp"
 
 namespace minipipe {
@@ -39,10 +44,92 @@ void expect_same_bits(Tensor<T>& got, Tensor<T>& ref, const std::string& what) {
                    << (i >= 0 ? static_cast<double>(ref.h(i)) : 0.0) << ")";
 }
 
-// One shape, one mode: forward of both implementations, then backward of both from the same att.
+// Attention in long double straight from its definition: att = softmax(q k^T scale) over the keys
+// t2 <= t, out = att v, and with datt = dout v^T, dpre = att (datt - sum_t2 att datt),
+// dq = scale dpre k, dk = scale dpre^T q, dv = att^T dout. Returns att, out, dqkv (host, flat).
+struct LongDoubleAttention {
+  std::vector<long double> att, out, dqkv;
+};
+template <class T>
+LongDoubleAttention attention_long_double(Tensor<T>& qkv_t, Tensor<T>& dout_t, int B, int Tn, int C, int H) {
+  qkv_t.pull();
+  dout_t.pull();
+  const int hs = C / H;
+  const long double scale = 1.0L / std::sqrt(static_cast<long double>(hs));
+  auto q = [&](int n, int i) { return static_cast<long double>(qkv_t.h(std::size_t(n) * 3 * C + i)); };
+  auto dout = [&](int n, int i) { return static_cast<long double>(dout_t.h(std::size_t(n) * C + i)); };
+  LongDoubleAttention r;
+  r.att.assign(std::size_t(B) * H * Tn * Tn, 0.0L);
+  r.out.assign(std::size_t(B) * Tn * C, 0.0L);
+  r.dqkv.assign(std::size_t(B) * Tn * 3 * C, 0.0L);
+  std::vector<long double> dpre(std::size_t(Tn) * Tn);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+      long double* a = &r.att[std::size_t(b * H + h) * Tn * Tn];
+      for (int t = 0; t < Tn; ++t) {
+        long double mx = -INFINITY, sum = 0;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          long double s = 0;
+          for (int i = 0; i < hs; ++i) s += q(b * Tn + t, qo + i) * q(b * Tn + t2, ko + i);
+          a[t * Tn + t2] = s * scale;
+          mx = std::max(mx, a[t * Tn + t2]);
+        }
+        for (int t2 = 0; t2 <= t; ++t2) sum += (a[t * Tn + t2] = std::exp(a[t * Tn + t2] - mx));
+        for (int t2 = 0; t2 <= t; ++t2) a[t * Tn + t2] /= sum;
+        for (int i = 0; i < hs; ++i) {
+          long double o = 0;
+          for (int t2 = 0; t2 <= t; ++t2) o += a[t * Tn + t2] * q(b * Tn + t2, vo + i);
+          r.out[std::size_t(b * Tn + t) * C + qo + i] = o;
+        }
+        long double rowdot = 0;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          long double d = 0;
+          for (int i = 0; i < hs; ++i) d += dout(b * Tn + t, qo + i) * q(b * Tn + t2, vo + i);
+          dpre[t * Tn + t2] = d;
+          rowdot += a[t * Tn + t2] * d;
+        }
+        for (int t2 = 0; t2 <= t; ++t2) dpre[t * Tn + t2] = a[t * Tn + t2] * (dpre[t * Tn + t2] - rowdot) * scale;
+      }
+      for (int t = 0; t < Tn; ++t)
+        for (int t2 = 0; t2 <= t; ++t2)
+          for (int i = 0; i < hs; ++i) {
+            const long double p = dpre[t * Tn + t2];
+            r.dqkv[std::size_t(b * Tn + t) * 3 * C + qo + i] += p * q(b * Tn + t2, ko + i);
+            r.dqkv[std::size_t(b * Tn + t2) * 3 * C + ko + i] += p * q(b * Tn + t, qo + i);
+            r.dqkv[std::size_t(b * Tn + t2) * 3 * C + vo + i] += a[t * Tn + t2] * dout(b * Tn + t, qo + i);
+          }
+    }
+  return r;
+}
+
+// got within tol * max|ref| of ref everywhere (tol a few rounding errors of a chain of `depth`).
+template <class T>
+void expect_close(Tensor<T>& got, const std::vector<long double>& ref, int depth, const std::string& what) {
+  got.pull();
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  long double scale = 0, worst = 0;
+  std::size_t at = 0;
+  for (long double v : ref) scale = std::max(scale, std::fabs(v));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const long double e = std::fabs(static_cast<long double>(got.h(i)) - ref[i]);
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  const long double tol =
+      64.0L * std::numeric_limits<T>::epsilon() * std::sqrt(static_cast<long double>(depth)) * std::max(scale, 1.0L);
+  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << static_cast<double>(got.h(at)) << ", expected "
+                        << static_cast<double>(ref[at]);
+}
+
+// One shape, one mode: forward of the kernels and of the canonical order, then backward of both
+// from the same att; with `exact`, the order's results against attention in long double too.
 // amp scales qkv so that large logits (exp underflow to 0 and subnormals) are covered too.
 template <class T>
-void check_shape(Mode mode, int B, int Tn, int C, int H, double amp, std::uint64_t seed, int nan_key = -1) {
+void check_shape(Mode mode, int B, int Tn, int C, int H, double amp, std::uint64_t seed, int nan_key = -1,
+                 bool exact = false) {
   const int N = B * Tn;
   const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " " + to_string(mode) + " B" +
                            std::to_string(B) + " T" + std::to_string(Tn) + " C" + std::to_string(C) + " H" +
@@ -64,16 +151,45 @@ void check_shape(Mode mode, int B, int Tn, int C, int H, double amp, std::uint64
   test::fill_uniform(dqkv_ref, seed + 5, -9.0, 9.0);
 
   Attention<T>::forward(mode, B, Tn, C, H, qkv.cmat(), att.mat(), out.mat());
-  test::AttentionReference<T>::forward(mode, B, Tn, C, H, qkv.cmat(), att_ref.mat(), out_ref.mat());
+  attention_order::forward<T>("test::order::", B, Tn, C, H, qkv.cmat(), att_ref.mat(), out_ref.mat());
   fence("test::attention_bits");
   expect_same_bits(out, out_ref, what + " out");
   expect_same_bits(att, att_ref, what + " att");
 
   Attention<T>::backward_input(mode, B, Tn, C, H, qkv.cmat(), att_ref.cmat(), dout.cmat(), dqkv.mat());
-  test::AttentionReference<T>::backward_input(mode, B, Tn, C, H, qkv.cmat(), att_ref.cmat(), dout.cmat(),
-                                              dqkv_ref.mat());
+  attention_order::backward_input<T>("test::order::", B, Tn, C, H, qkv.cmat(), att_ref.cmat(), dout.cmat(),
+                                     dqkv_ref.mat());
   fence("test::attention_bits");
   expect_same_bits(dqkv, dqkv_ref, what + " dqkv");
+  if (!exact) return;
+  const LongDoubleAttention ld = attention_long_double(qkv, dout, B, Tn, C, H);
+  const int depth = std::max(C / H, Tn);
+  expect_close(att_ref, ld.att, depth, what + " att (order vs long double)");
+  expect_close(out_ref, ld.out, depth, what + " out (order vs long double)");
+  expect_close(dqkv_ref, ld.dqkv, depth, what + " dqkv (order vs long double)");
+}
+
+// The row kernels of a head too large for team scratch (the canonical order's own) against
+// attention in long double; the production call must have taken them.
+template <class T>
+void check_rows_close(Mode mode, int B, int Tn, int C, int H, std::uint64_t seed) {
+  const int N = B * Tn;
+  const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " row kernels B" + std::to_string(B) +
+                           " T" + std::to_string(Tn) + " C" + std::to_string(C) + " H" + std::to_string(H);
+  Tensor<T> qkv("qkv", N, 3 * C), dout("dout", N, C), att("att", B * H * Tn, Tn), out("out", N, C),
+      dqkv("dqkv", N, 3 * C);
+  test::fill_uniform(qkv, seed, -2.0, 2.0);
+  test::fill_uniform(dout, seed + 1);
+  test::fill_uniform(att, seed + 2, -9.0, 9.0);
+  test::fill_uniform(dqkv, seed + 3, -9.0, 9.0);
+  Attention<T>::forward(mode, B, Tn, C, H, qkv.cmat(), att.mat(), out.mat());
+  Attention<T>::backward_input(mode, B, Tn, C, H, qkv.cmat(), att.cmat(), dout.cmat(), dqkv.mat());
+  fence("test::attention_rows");
+  const LongDoubleAttention ld = attention_long_double(qkv, dout, B, Tn, C, H);
+  const int depth = C / H;
+  expect_close(att, ld.att, depth, what + " att");
+  expect_close(out, ld.out, depth, what + " out");
+  expect_close(dqkv, ld.dqkv, depth, what + " dqkv");
 }
 
 template <class T>
@@ -95,9 +211,14 @@ void check_all_shapes() {
         }
   // Large logits: many exp results underflow or are subnormal.
   for (Mode mode : {Mode::deterministic, Mode::fast}) check_shape<T>(mode, 2, 37, 64, 4, 12.0, seed + 7);
-  // A NaN key: the rows of the queries that see it are NaN with the reference's bits, the others
+  // A NaN key: the rows of the queries that see it are NaN with the order's bits, the others
   // are unchanged.
   check_shape<T>(Mode::deterministic, 2, 70, 64, 4, 2.0, seed + 8, 33);
+  // The order itself against long double, on a few shapes.
+  for (Mode mode : {Mode::deterministic, Mode::fast}) {
+    check_shape<T>(mode, 2, 37, 64, 4, 2.0, seed + 9, -1, true);
+    check_shape<T>(mode, 1, 130, 48, 2, 2.0, seed + 10, -1, true);
+  }
 }
 
 // Kernel names launched while a RecordKernels is alive (Kokkos Tools begin_parallel_for hook).
@@ -120,7 +241,8 @@ struct RecordKernels {
 // A head whose K^T (forward) and V^T + dpre (backward) exceed the largest team scratch of the
 // backend: hs * T elements above scratch_size_max(1) (20 MiB on Serial/OpenMP, less on GPUs), as
 // long sequences (T around 2000 and up) reach in practice. Few rows and very wide heads keep the
-// cost low (the work grows with T^2 hs). The row kernels must have run, with the same bits.
+// cost low (the work grows with T^2 hs). The row kernels (the canonical order's own) must have run,
+// and agree with attention in long double.
 template <class T>
 void check_row_fallback(Mode mode, int B, int H) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -128,7 +250,7 @@ void check_row_fallback(Mode mode, int B, int H) {
   const std::size_t limit = static_cast<std::size_t>(Policy::scratch_size_max(1));
   const int hs = static_cast<int>(limit / sizeof(T) / Tn) + 64;  // hs * Tp * sizeof(T) > limit
   RecordKernels rec;
-  check_shape<T>(mode, B, Tn, hs * H, H, 2.0, 3000 + H);
+  check_rows_close<T>(mode, B, Tn, hs * H, H, 3000 + H);
   EXPECT_TRUE(launched().count("Attention::forward_rows")) << "the forward row kernel did not run";
   EXPECT_TRUE(launched().count("Attention::backward_rowdot_rows")) << "the backward row kernels did not run";
   EXPECT_FALSE(launched().count("Attention::forward") || launched().count("Attention::backward_input"))
@@ -137,17 +259,17 @@ void check_row_fallback(Mode mode, int B, int H) {
 
 // Two heads of one sample in float (head offsets), two samples of one head in double (sample
 // offsets); the two modes differ only in exp, so one of each keeps the test short.
-TEST(AttentionBits, RowFallbackFloatMatchesReference) {
+TEST(AttentionBits, RowFallbackFloatAgreesWithLongDouble) {
   check_row_fallback<float>(Mode::deterministic, 1, 2);
 }
-TEST(AttentionBits, RowFallbackDoubleMatchesReference) {
+TEST(AttentionBits, RowFallbackDoubleAgreesWithLongDouble) {
   check_row_fallback<double>(Mode::fast, 2, 1);
 }
 
-TEST(AttentionBits, FloatMatchesReference) {
+TEST(AttentionBits, FloatMatchesCanonicalOrder) {
   check_all_shapes<float>();
 }
-TEST(AttentionBits, DoubleMatchesReference) {
+TEST(AttentionBits, DoubleMatchesCanonicalOrder) {
   check_all_shapes<double>();
 }
 

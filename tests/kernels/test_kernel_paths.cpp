@@ -13,6 +13,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_device.hpp"
+#include "kernels/attention_order.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/detmath.hpp"
 #include "kernels/gemm.hpp"
@@ -298,6 +299,15 @@ void attention_case(int B, int Tn, int C, int H) {
   EXPECT_SAME_BITS(att[1], att[0], what + " att");
   EXPECT_SAME_BITS(out[1], out[0], what + " out");
   EXPECT_SAME_BITS(dqkv[1], dqkv[0], what + " dqkv");
+  // Both against the canonical order's plain loops (attention_order.hpp), not only each other.
+  Tensor<T> att_o("ao", B * H * Tn, Tn), out_o("oo", N, C), dqkv_o("go", N, 3 * C);
+  attention_order::forward<T>("test::order::", B, Tn, C, H, qkv.cmat(), att_o.mat(), out_o.mat());
+  attention_order::backward_input<T>("test::order::", B, Tn, C, H, qkv.cmat(), att[0].cmat(), dout.cmat(),
+                                     dqkv_o.mat());
+  fence("test::attention_order");
+  EXPECT_SAME_BITS(att[1], att_o, what + " att (device vs order)");
+  EXPECT_SAME_BITS(out[1], out_o, what + " out (device vs order)");
+  EXPECT_SAME_BITS(dqkv[1], dqkv_o, what + " dqkv (device vs order)");
 }
 
 TEST(KernelPath, AttentionDeviceEqualsHost) {

@@ -14,7 +14,7 @@ namespace minipipe::reference {
 struct RunInfo {
   Shape shape;
   int B = 0, steps = 0, p = 0, v = 0, m = 0;
-  std::string level;       // loss | grads | full (output.dump_level of the deck)
+  std::string level;       // loss | grads | full | kernels (output.dump_level of the deck)
   std::string schedule;    // /meta@schedule
   std::string mode;        // deterministic | fast
   std::string float_type;  // "f32" or "f64": the type of every floating-point tensor

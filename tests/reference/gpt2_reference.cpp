@@ -243,6 +243,16 @@ StepResult run_step(const Shape& s, const Params& ps, const std::vector<int>& to
     const Vec mlp = linear(k.g, param(ps, p + "fc_proj_w"), &param(ps, p + "fc_proj_b"), N);
     for (std::size_t i = 0; i < N * C; ++i) x[i] = k.res1[i] + mlp[i];
     r.activations[layer_name(l)] = x;
+    for (const auto& [name, v] : std::vector<std::pair<const char*, const Vec*>>{{"ln1", &k.ln1},
+                                                                                 {"qkv", &k.qkv},
+                                                                                 {"atty", &k.atty},
+                                                                                 {"attn_proj", &a},
+                                                                                 {"res1", &k.res1},
+                                                                                 {"ln2", &k.ln2},
+                                                                                 {"fc", &k.fc},
+                                                                                 {"gelu", &k.g},
+                                                                                 {"fc_proj", &mlp}})
+      r.kernels[p + name] = *v;
   }
   LnCache cf;
   const Vec lnf = layernorm(x, param(ps, "lnf_w"), param(ps, "lnf_b"), N, C, cf);
@@ -302,6 +312,15 @@ StepResult run_step(const Shape& s, const Params& ps, const std::vector<int>& to
     const Vec dln1 =
         linear_backward(k.ln1, param(ps, p + "qkv_w"), dqkv, N, r.grads[p + "qkv_w"], &r.grads[p + "qkv_b"]);
     dx = layernorm_backward(k.c1, param(ps, p + "ln1_w"), dln1, N, C, r.grads[p + "ln1_w"], r.grads[p + "ln1_b"]);
+    for (const auto& [name, v] : std::vector<std::pair<const char*, const Vec*>>{{"d_gelu", &dg},
+                                                                                 {"d_fc", &dfc},
+                                                                                 {"d_ln2", &dln2},
+                                                                                 {"d_res1", &dres1},
+                                                                                 {"d_atty", &datty},
+                                                                                 {"d_qkv", &dqkv},
+                                                                                 {"d_ln1", &dln1},
+                                                                                 {"d_x_ln1", &dx}})
+      r.kernels[p + name] = *v;
     for (std::size_t i = 0; i < N * C; ++i) dx[i] += dres1[i];
     r.input_grads[layer_name(l)] = dx;
   }

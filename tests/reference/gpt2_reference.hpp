@@ -36,6 +36,9 @@ struct StepResult {
   std::vector<int> per_sample_tokens;                // [B]
   double loss = 0;                                   // sum of token losses / valid tokens of the whole batch
   std::map<std::string, std::vector<double>> grads;  // dL/dparam, same shapes as the params
+  // Intermediates of each block, by kernel-level dump name ("layer_00/qkv", "layer_00/d_fc"),
+  // row-major as dumped ([B,T,C], [B,T,3C], [B,T,4C]).
+  std::map<std::string, std::vector<double>> kernels;
 };
 
 // Forward and backward of the whole model on tokens/targets [B,T] (target -1 = padding).

@@ -95,7 +95,7 @@ struct Checker {
 // Checks one step; `params` are the run's parameters entering the step (updated in place to the
 // run's parameters after it), `state` the reference optimizer state.
 void check_step(const io::DumpReader& r, Checker& ck, int k, ref::Params& params,
-                std::map<std::string, ref::Moments>& state, bool full) {
+                std::map<std::string, ref::Moments>& state, bool full, bool kernels) {
   const ref::RunInfo& info = ck.info;
   const ref::Shape& s = info.shape;
   const int L = s.n_layer;
@@ -131,6 +131,14 @@ void check_step(const io::DumpReader& r, Checker& ck, int k, ref::Params& params
     ck.add(k, "activations", "lnf", read_real(r, g + "/activations/lnf"), res.activations.at("lnf"), L + 2);
     ck.add(k, "input_grads", "lnf", read_real(r, g + "/input_grads/lnf"), res.input_grads.at("lnf"), L + 3);
   }
+  // Kernel level: the block intermediates the reference forms (as deep as their block's output
+  // or input gradient).
+  if (kernels)
+    for (const auto& [name, refv] : res.kernels) {
+      const int l = std::stoi(name.substr(6, name.find('/') - 6));  // "layer_NN/..."
+      const bool backward = name.compare(name.find('/') + 1, 2, "d_") == 0;
+      ck.add(k, "kernels", name, read_real(r, g + "/kernels/" + name), refv, backward ? L + 3 + (L - l) : l + 2);
+    }
   // Gradients against the reference; the update against the reference optimizer applied to the
   // run's own gradients.
   for (const auto& [name, pdims] : ref::parameter_table(s)) {
@@ -257,7 +265,8 @@ int main(int argc, char** argv) {
       params[name] = std::move(t);
     }
     std::map<std::string, ref::Moments> state;
-    for (int k = 0; k < info.steps; ++k) check_step(r, ck, k, params, state, info.level == "full");
+    for (int k = 0; k < info.steps; ++k)
+      check_step(r, ck, k, params, state, info.level == "full" || info.level == "kernels", info.level == "kernels");
 
     // Report: the worst tensor of each (step, group), every failing tensor, and the margin.
     double worst_ratio = 0;
