@@ -49,7 +49,7 @@ std::string parse_problem(const std::string& what) {
   const auto col = m.find("column ");
   if (col != std::string::npos && m.find(": ", col) != std::string::npos) m = m.substr(m.find(": ", col) + 2);
   const auto exp = m.find("; expected ");
-  if (exp == std::string::npos) return "expected a JSON document (" + m + ")";
+  if (exp == std::string::npos) return "expected a JSON value (" + m + ")";
   return m.substr(exp + 2) + " (" + m.substr(0, exp) + ")";
 }
 
