@@ -94,3 +94,6 @@ message(STATUS "miniPipe: BLAS ${BLAS_LIBRARIES}")
 
 find_package(tomlplusplus REQUIRED)
 find_package(CLI11 REQUIRED)
+# Header-only; linked PRIVATE by the host-only libraries that read or write JSON (schedules,
+# minipipe_host), so no device-compiled translation unit sees it.
+find_package(nlohmann_json 3 REQUIRED)

@@ -1,5 +1,5 @@
 // Formatting of simulation results for people (aligned table) and for tools (JSON).
-// Numbers go to JSON with 17 significant digits so a reader recovers the exact doubles.
+// JSON through json_text (schedules/text.hpp): numbers read back as the exact doubles.
 #include "schedules/report.hpp"
 
 #include <algorithm>
@@ -19,10 +19,6 @@ std::string fmt(double x, const char* spec = "%.6g") {
   return buf;
 }
 
-std::string exact(double x) {
-  return exact_text(x);
-}
-
 std::string list_text(const std::vector<double>& v) {
   bool same = true;
   for (double x : v) same = same && x == v.front();
@@ -30,12 +26,6 @@ std::string list_text(const std::vector<double>& v) {
   std::string out;
   for (std::size_t k = 0; k < v.size(); ++k) out += (k ? ":" : "") + fmt(v[k]);
   return out;
-}
-
-std::string json_list(const std::vector<double>& v) {
-  std::string out = "[";
-  for (std::size_t k = 0; k < v.size(); ++k) out += (k ? "," : "") + exact(v[k]);
-  return out + "]";
 }
 
 // Slowest stage's F+B over the mean: 1 means balanced; every other stage waits for the excess.
@@ -98,26 +88,34 @@ void write_json(const Schedule& s, const CostModel& cost, const SimResult& r, st
                 std::ostream& out) {
   const CostModel c = cost.resolved(s.num_stages(), s.v);
   const std::string formula = is_generated(s) ? analytic_formula(s.name) : "";
-  out << "{\n  \"schedule\": " << json_quote(s.name) << ",\n  \"p\": " << s.p << ",\n  \"v\": " << s.v
-      << ",\n  \"m\": " << s.m << ",\n  \"stages\": " << s.num_stages()
-      << ",\n  \"placement\": " << json_quote(describe_placement(s)) << ",\n  \"stage_to_rank\": [";
-  for (std::size_t k = 0; k < s.stage_to_rank.size(); ++k) out << (k ? "," : "") << s.stage_to_rank[k];
-  out << "],\n  \"costs\": {\"F\": " << json_list(c.F) << ", \"B\": " << json_list(c.B) << ", \"I\": " << json_list(c.I)
-      << ", \"W\": " << json_list(c.W) << ", \"comm\": " << exact(c.comm) << ", \"overlap\": " << exact(c.overlap_fb)
-      << "},\n";
-  out << "  \"stage_imbalance\": " << exact(stage_imbalance(c)) << ",\n";
-  out << "  \"makespan\": " << exact(r.makespan) << ",\n  \"bubble_fraction\": " << exact(r.bubble_fraction)
-      << ",\n  \"analytic_bubble_fraction\": " << (analytic ? exact(*analytic) : "null")
-      << ",\n  \"analytic_formula\": " << (formula.empty() ? "null" : json_quote(formula))
-      << ",\n  \"interior_bubble_fraction\": " << exact(r.interior_bubble_fraction) << ",\n  \"ranks\": [";
-  for (int k = 0; k < s.p; ++k) {
-    out << (k ? "," : "") << "\n    {\"rank\": " << k << ", \"busy\": " << exact(r.busy[k])
-        << ", \"idle\": " << exact(r.idle[k]) << ", \"interior_idle\": " << exact(r.interior_idle[k])
-        << ", \"start\": " << exact(r.start[k]) << ", \"end\": " << exact(r.end[k])
-        << ", \"peak_inflight\": " << r.peak_inflight[k] << ", \"peak_waiting_w\": " << r.peak_waiting_w[k]
-        << ", \"peak_held\": " << r.peak_held[k] << ", \"activation_mem\": " << exact(r.activation_mem[k]) << "}";
-  }
-  out << "\n  ]\n}\n";
+  Json j;
+  j["schedule"] = s.name;
+  j["p"] = s.p;
+  j["v"] = s.v;
+  j["m"] = s.m;
+  j["stages"] = s.num_stages();
+  j["placement"] = describe_placement(s);
+  j["stage_to_rank"] = s.stage_to_rank;
+  j["costs"] = {{"F", c.F}, {"B", c.B}, {"I", c.I}, {"W", c.W}, {"comm", c.comm}, {"overlap", c.overlap_fb}};
+  j["stage_imbalance"] = stage_imbalance(c);
+  j["makespan"] = r.makespan;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["analytic_bubble_fraction"] = analytic ? Json(*analytic) : Json();
+  j["analytic_formula"] = formula.empty() ? Json() : Json(formula);
+  j["interior_bubble_fraction"] = r.interior_bubble_fraction;
+  j["ranks"] = Json::array();
+  for (int k = 0; k < s.p; ++k)
+    j["ranks"].push_back({{"rank", k},
+                          {"busy", r.busy[k]},
+                          {"idle", r.idle[k]},
+                          {"interior_idle", r.interior_idle[k]},
+                          {"start", r.start[k]},
+                          {"end", r.end[k]},
+                          {"peak_inflight", r.peak_inflight[k]},
+                          {"peak_waiting_w", r.peak_waiting_w[k]},
+                          {"peak_held", r.peak_held[k]},
+                          {"activation_mem", r.activation_mem[k]}});
+  out << json_text(j) << "\n";
 }
 
 }  // namespace minipipe::sched

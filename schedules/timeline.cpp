@@ -175,24 +175,37 @@ void write_svg(const Timeline& tl, std::ostream& out) {
 }
 
 void write_chrome_trace(const Timeline& tl, std::ostream& out) {
-  out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
-      << json_quote(tl.title.empty() ? "pipeline" : tl.title) << "}}";
-  for (int r = 0; r < tl.p; ++r)
-    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r << ",\"args\":{\"name\":\"rank " << r
-        << "\"}}"
-        << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
-        << ",\"args\":{\"sort_index\":" << r << "}}";
+  // Microseconds to the nanosecond (what the viewer resolves), as JSON numbers.
+  auto us = [&](double t) { return std::round(t * tl.us_per_unit * 1e3) / 1e3; };
+  Json events = Json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 0},
+                    {"tid", 0},
+                    {"args", {{"name", tl.title.empty() ? "pipeline" : tl.title}}}});
+  for (int r = 0; r < tl.p; ++r) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", "rank " + std::to_string(r)}}}});
+    events.push_back(
+        {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", r}, {"args", {{"sort_index", r}}}});
+  }
   for (const auto& e : tl.events) {
     const bool compute = e.label.empty();
-    out << ",\n{\"name\":"
-        << json_quote(compute ? std::to_string(e.stage) + op_name(e.op) + std::to_string(e.microbatch) : e.label)
-        << ",\"cat\":" << json_quote(compute ? op_name(e.op) : "communication")
-        << ",\"ph\":\"X\",\"pid\":0,\"tid\":" << e.rank << ",\"ts\":" << num(e.start * tl.us_per_unit, 3)
-        << ",\"dur\":" << num((e.end - e.start) * tl.us_per_unit, 3) << ",\"args\":{\"stage\":" << e.stage
-        << ",\"microbatch\":" << e.microbatch << ",\"overlapped\":" << (e.overlapped ? "true" : "false") << "}}";
+    events.push_back(
+        {{"name", compute ? std::to_string(e.stage) + op_name(e.op) + std::to_string(e.microbatch) : e.label},
+         {"cat", compute ? std::string(op_name(e.op)) : std::string("communication")},
+         {"ph", "X"},
+         {"pid", 0},
+         {"tid", e.rank},
+         {"ts", us(e.start)},
+         {"dur", us(e.end - e.start)},
+         {"args", {{"stage", e.stage}, {"microbatch", e.microbatch}, {"overlapped", e.overlapped}}}});
   }
-  out << "\n]}\n";
+  // One event per line: depth 2 (the events) and below are written inline.
+  out << json_text(Json{{"displayTimeUnit", "ms"}, {"traceEvents", events}}, 2) << "\n";
 }
 
 }  // namespace minipipe::sched

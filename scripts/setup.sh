@@ -8,7 +8,7 @@ build=${BUILD_DIR:-$here/build}
 packages=(cmake g++ ninja-build pkg-config
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libopenblas-dev
-  libgtest-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev)
+  libgtest-dev libbenchmark-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

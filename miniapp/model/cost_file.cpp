@@ -1,14 +1,15 @@
-// Cost file: JSON written by `minipipe profile`, read back by the split optimizer and the tuner
-// with a small strict reader (objects, arrays, numbers, strings, booleans, null).
+// Cost file: JSON written by `minipipe profile`, read back by the split optimizer and the tuner,
+// both through nlohmann-json. Reading is strict: one JSON document (no comments, nothing after
+// it), no key twice in an object, every key present with its type.
 #include "miniapp/model/cost_file.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iomanip>
-#include <map>
-#include <memory>
+#include <set>
 #include <sstream>
+
+#include "schedules/text.hpp"
 
 namespace minipipe {
 
@@ -19,118 +20,83 @@ const char* kModes[3] = {"none", "attention", "block"};
 // times each size in steps of its m micro-batches and adds W_tail.
 const char* kFormat = "minipipe-costs-3";
 
-// ---- a strict JSON reader: enough for the cost file ----
-struct Json {
-  enum Kind { null, boolean, number, string, array, object } kind = null;
-  double num = 0;
-  bool b = false;
-  std::string str;
-  std::vector<Json> items;
-  std::map<std::string, Json> fields;
-};
+using Json = nlohmann::json;
 
-class Reader {
- public:
-  Reader(const std::string& text, const std::string& origin) : t_(text), origin_(origin) {}
-  Json document() {
-    Json v = value();
-    skip();
-    if (i_ != t_.size()) fail("text after the JSON document");
-    return v;
+const char* kind_name(Json::value_t t) {
+  switch (t) {
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float:
+      return "a number";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::object:
+      return "an object";
+    default:
+      return "null";
   }
+}
 
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError("cost file " + origin_ + ": not a valid cost file at byte " + std::to_string(i_) + ": " + what);
-  }
-  void skip() {
-    while (i_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[i_]))) ++i_;
-  }
-  bool eat(char c) {
-    skip();
-    if (i_ < t_.size() && t_[i_] == c) return ++i_, true;
-    return false;
-  }
-  void expect(char c) {
-    if (!eat(c)) fail(std::string("expected '") + c + "'");
-  }
-  std::string text() {
-    expect('"');
-    std::string out;
-    while (i_ < t_.size() && t_[i_] != '"') {
-      if (t_[i_] == '\\') {
-        if (++i_ >= t_.size()) break;
-        const char e = t_[i_];
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-      } else {
-        out += t_[i_];
-      }
-      ++i_;
-    }
-    if (i_ >= t_.size()) fail("unterminated string");
-    ++i_;
-    return out;
-  }
-  Json value() {
-    skip();
-    if (i_ >= t_.size()) fail("unexpected end");
-    Json v;
-    const char c = t_[i_];
-    if (c == '{') {
-      ++i_;
-      v.kind = Json::object;
-      if (eat('}')) return v;
-      do {
-        skip();
-        const std::string k = text();
-        expect(':');
-        v.fields[k] = value();
-      } while (eat(','));
-      expect('}');
-    } else if (c == '[') {
-      ++i_;
-      v.kind = Json::array;
-      if (eat(']')) return v;
-      do v.items.push_back(value());
-      while (eat(','));
-      expect(']');
-    } else if (c == '"') {
-      v.kind = Json::string;
-      v.str = text();
-    } else if (t_.compare(i_, 4, "true") == 0 || t_.compare(i_, 5, "false") == 0) {
-      v.kind = Json::boolean;
-      v.b = t_[i_] == 't';
-      i_ += v.b ? 4 : 5;
-    } else if (t_.compare(i_, 4, "null") == 0) {
-      i_ += 4;
-    } else {
-      const char* start = t_.c_str() + i_;
-      char* end = nullptr;
-      v.num = std::strtod(start, &end);
-      if (end == start || !std::isfinite(v.num)) fail("expected a value");
-      v.kind = Json::number;
-      i_ += static_cast<std::size_t>(end - start);
-    }
-    return v;
-  }
-  const std::string& t_;
-  std::string origin_;
-  std::size_t i_ = 0;
-};
+// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 76: syntax error
+// while parsing object - unexpected end of input; expected string literal" as
+// "expected string literal (syntax error while parsing object - unexpected end of input)".
+std::string parse_problem(const std::string& what) {
+  std::string m = what;
+  const auto col = m.find("column ");
+  if (col != std::string::npos && m.find(": ", col) != std::string::npos) m = m.substr(m.find(": ", col) + 2);
+  const auto exp = m.find("; expected ");
+  if (exp == std::string::npos) return "expected a JSON value (" + m + ")";
+  return m.substr(exp + 2) + " (" + m.substr(0, exp) + ")";
+}
 
-const Json& field(const Json& o, const std::string& key, Json::Kind kind, const std::string& origin) {
-  auto it = o.kind == Json::object ? o.fields.find(key) : o.fields.end();
-  static const char* kinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-  if (it == o.fields.end())
-    throw InputError("cost file " + origin + ": key '" + key + "' is missing; allowed: " + kinds[kind] +
+// Parses the whole text as one JSON document; InputError naming the file and the byte.
+Json parse_document(const std::string& text, const std::string& origin) {
+  // Keys seen in each open object, innermost last: a key twice is refused (nlohmann keeps the last).
+  std::vector<std::set<std::string>> open;
+  std::string twice;
+  auto check = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) open.emplace_back();
+    if (event == Json::parse_event_t::object_end && !open.empty()) open.pop_back();
+    if (event == Json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+        twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
+  Json doc;
+  try {
+    doc = Json::parse(text, check, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const Json::parse_error& e) {
+    throw InputError("cost file " + origin + ": not a valid cost file at byte " + std::to_string(e.byte) + ": " +
+                     parse_problem(e.what()));
+  }
+  if (!twice.empty())
+    throw InputError("cost file " + origin + ": key '" + twice +
+                     "' appears twice in one object; allowed: each key once (write the file with `minipipe profile`)");
+  return doc;
+}
+
+const Json& field(const Json& o, const std::string& key, Json::value_t kind, const std::string& origin) {
+  const auto it = o.is_object() ? o.find(key) : o.end();
+  if (it == o.end())
+    throw InputError("cost file " + origin + ": key '" + key + "' is missing; allowed: " + kind_name(kind) +
                      " (write the file with `minipipe profile`)");
-  if (it->second.kind != kind)
-    throw InputError("cost file " + origin + ": key '" + key + "' is " + kinds[it->second.kind] +
-                     "; allowed: " + kinds[kind] + " (write the file with `minipipe profile`)");
-  return it->second;
+  if (std::string(kind_name(it->type())) != kind_name(kind))
+    throw InputError("cost file " + origin + ": key '" + key + "' is " + kind_name(it->type()) +
+                     "; allowed: " + kind_name(kind) + " (write the file with `minipipe profile`)");
+  return *it;
+}
+const std::string& text_of(const Json& o, const std::string& key, const std::string& origin) {
+  return field(o, key, Json::value_t::string, origin).get_ref<const std::string&>();
+}
+bool boolean(const Json& o, const std::string& key, const std::string& origin) {
+  return field(o, key, Json::value_t::boolean, origin).get<bool>();
 }
 double number(const Json& o, const std::string& key, const std::string& origin) {
-  const double x = field(o, key, Json::number, origin).num;
+  const double x = field(o, key, Json::value_t::number_float, origin).get<double>();
   if (x < 0)
     throw InputError("cost file " + origin + ": key '" + key + "' has value " + std::to_string(x) +
                      "; allowed: a number >= 0");
@@ -263,45 +229,54 @@ LayerTimes layer_times(const CostFile& costs, int samples, Recompute r) {
 }
 
 void write_cost_file(const CostFile& c, std::ostream& out) {
-  out << std::setprecision(9);
-  out << "{\n  \"format\": \"" << kFormat << "\",\n";
-  out << "  \"backend\": \"" << c.backend << "\", \"mode\": \"" << c.mode << "\", \"comm_path\": \"" << c.comm_path
-      << "\",\n";
-  out << "  \"model\": {\"vocab\": " << c.shape.vocab << ", \"seq_len\": " << c.shape.seq_len
-      << ", \"channels\": " << c.shape.channels << ", \"n_head\": " << c.shape.n_head
-      << ", \"n_layer\": " << c.shape.n_layer << "},\n";
-  out << "  \"batch\": " << c.batch << ", \"real_bytes\": " << c.real_bytes << ",\n";
-  out << "  \"profiled_ranks\": " << c.profiled_ranks << ",\n";
-  out << "  \"step_fixed_ms\": [";
-  for (std::size_t k = 0; k < c.step_fixed_ms.size(); ++k) out << (k ? ", " : "") << c.step_fixed_ms[k];
-  out << "],\n";
+  sched::Json j;
+  j["format"] = kFormat;
+  j["backend"] = c.backend;
+  j["mode"] = c.mode;
+  j["comm_path"] = c.comm_path;
+  j["model"] = {{"vocab", c.shape.vocab},
+                {"seq_len", c.shape.seq_len},
+                {"channels", c.shape.channels},
+                {"n_head", c.shape.n_head},
+                {"n_layer", c.shape.n_layer}};
+  j["batch"] = c.batch;
+  j["real_bytes"] = c.real_bytes;
+  j["profiled_ranks"] = c.profiled_ranks;
+  j["step_fixed_ms"] = c.step_fixed_ms;
   const Calibration& k = c.calibration;
-  out << "  \"calibration\": {\"measured\": " << (k.measured ? "true" : "false") << ", \"ranks\": " << k.ranks
-      << ", \"m\": " << k.m << ", \"runs\": " << k.runs << ", \"config\": \"" << k.config
-      << "\", \"slowdown\": " << k.slowdown << ", \"action_overhead_ms\": " << k.action_overhead_ms
-      << ", \"fixed_slowdown\": " << k.fixed_slowdown << ", \"action_cv\": " << k.action_cv
-      << ",\n    \"measured_step_ms\": " << k.measured_step_ms
-      << ", \"measured_makespan_ms\": " << k.measured_makespan_ms << ", \"predicted_step_ms\": " << k.predicted_step_ms
-      << ", \"predicted_makespan_ms\": " << k.predicted_makespan_ms << "},\n";
-  out << "  \"transfer\": {\"measured\": " << (c.transfer_measured ? "true" : "false")
-      << ", \"latency_ms\": " << c.latency_ms << ", \"ms_per_byte\": " << c.ms_per_byte << "},\n";
-  out << "  \"sizes\": [";
-  for (std::size_t k = 0; k < c.sizes.size(); ++k) {
-    const SizeCosts& s = c.sizes[k];
-    out << (k ? "," : "") << "\n    {\"samples\": " << s.samples << ", \"parts\": [";
+  j["calibration"] = {{"measured", k.measured},
+                      {"ranks", k.ranks},
+                      {"m", k.m},
+                      {"runs", k.runs},
+                      {"config", k.config},
+                      {"slowdown", k.slowdown},
+                      {"action_overhead_ms", k.action_overhead_ms},
+                      {"fixed_slowdown", k.fixed_slowdown},
+                      {"action_cv", k.action_cv},
+                      {"measured_step_ms", k.measured_step_ms},
+                      {"measured_makespan_ms", k.measured_makespan_ms},
+                      {"predicted_step_ms", k.predicted_step_ms},
+                      {"predicted_makespan_ms", k.predicted_makespan_ms}};
+  j["transfer"] = {{"measured", c.transfer_measured}, {"latency_ms", c.latency_ms}, {"ms_per_byte", c.ms_per_byte}};
+  j["sizes"] = sched::Json::array();
+  for (const SizeCosts& s : c.sizes) {
+    sched::Json parts = sched::Json::array();
     for (std::size_t p = 0; p < s.parts.size(); ++p) {
-      out << (p ? "," : "") << "\n      {\"name\": \"" << part_name(static_cast<int>(p), c.shape.n_layer) << "\"";
+      sched::Json part = {{"name", part_name(static_cast<int>(p), c.shape.n_layer)}};
       for (int r = 0; r < 3; ++r) {
         const PartCost& pc = s.parts[p][static_cast<std::size_t>(r)];
-        out << ", \"" << kModes[r] << "\": {\"F\": " << pc.F << ", \"I\": " << pc.I << ", \"W\": " << pc.W
-            << ", \"W_tail\": " << pc.W_tail << ", \"kept_bytes\": " << pc.kept_bytes
-            << ", \"work_bytes\": " << pc.work_bytes << "}";
+        part[kModes[r]] = {{"F", pc.F},
+                           {"I", pc.I},
+                           {"W", pc.W},
+                           {"W_tail", pc.W_tail},
+                           {"kept_bytes", pc.kept_bytes},
+                           {"work_bytes", pc.work_bytes}};
       }
-      out << "}";
+      parts.push_back(part);
     }
-    out << "]}";
+    j["sizes"].push_back({{"samples", s.samples}, {"parts", parts}});
   }
-  out << "\n  ]\n}\n";
+  out << sched::json_text(j) << "\n";
 }
 
 CostFile read_cost_file(const std::string& path) {
@@ -310,16 +285,16 @@ CostFile read_cost_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  const Json doc = Reader(text, path).document();
-  const std::string& fmt = field(doc, "format", Json::string, path).str;
+  const Json doc = parse_document(text, path);
+  const std::string& fmt = text_of(doc, "format", path);
   if (fmt != kFormat)
     throw InputError("cost file " + path + ": key 'format' has value \"" + fmt + "\"; allowed: " + kFormat +
                      " (write it again with `minipipe profile`)");
   CostFile c;
-  c.backend = field(doc, "backend", Json::string, path).str;
-  c.mode = field(doc, "mode", Json::string, path).str;
-  c.comm_path = field(doc, "comm_path", Json::string, path).str;
-  const Json& model = field(doc, "model", Json::object, path);
+  c.backend = text_of(doc, "backend", path);
+  c.mode = text_of(doc, "mode", path);
+  c.comm_path = text_of(doc, "comm_path", path);
+  const Json& model = field(doc, "model", Json::value_t::object, path);
   c.shape.vocab = static_cast<int>(number(model, "vocab", path));
   c.shape.seq_len = static_cast<int>(number(model, "seq_len", path));
   c.shape.channels = static_cast<int>(number(model, "channels", path));
@@ -328,22 +303,22 @@ CostFile read_cost_file(const std::string& path) {
   c.batch = static_cast<int>(number(doc, "batch", path));
   c.real_bytes = static_cast<int>(number(doc, "real_bytes", path));
   c.profiled_ranks = static_cast<int>(number(doc, "profiled_ranks", path));
-  for (const Json& x : field(doc, "step_fixed_ms", Json::array, path).items) {
-    if (x.kind != Json::number || x.num < 0)
+  for (const Json& x : field(doc, "step_fixed_ms", Json::value_t::array, path)) {
+    if (!x.is_number() || x.get<double>() < 0)
       throw InputError("cost file " + path + ": key 'step_fixed_ms' has an entry that is not a number >= 0");
-    c.step_fixed_ms.push_back(x.num);
+    c.step_fixed_ms.push_back(x.get<double>());
   }
   if (static_cast<int>(c.step_fixed_ms.size()) != c.shape.n_layer + 2)
     throw InputError("cost file " + path + ": key 'step_fixed_ms' has " + std::to_string(c.step_fixed_ms.size()) +
                      " entries; allowed: n_layer + 2 = " + std::to_string(c.shape.n_layer + 2) +
                      " (embedding, each block, head)");
-  const Json& cal = field(doc, "calibration", Json::object, path);
+  const Json& cal = field(doc, "calibration", Json::value_t::object, path);
   Calibration& k = c.calibration;
-  k.measured = field(cal, "measured", Json::boolean, path).b;
+  k.measured = boolean(cal, "measured", path);
   k.ranks = static_cast<int>(number(cal, "ranks", path));
   k.m = static_cast<int>(number(cal, "m", path));
   k.runs = static_cast<int>(number(cal, "runs", path));
-  k.config = field(cal, "config", Json::string, path).str;
+  k.config = text_of(cal, "config", path);
   k.slowdown = number(cal, "slowdown", path);
   if (!(k.slowdown > 0))
     throw InputError("cost file " + path + ": key 'slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
@@ -356,15 +331,15 @@ CostFile read_cost_file(const std::string& path) {
   k.measured_makespan_ms = number(cal, "measured_makespan_ms", path);
   k.predicted_step_ms = number(cal, "predicted_step_ms", path);
   k.predicted_makespan_ms = number(cal, "predicted_makespan_ms", path);
-  const Json& tr = field(doc, "transfer", Json::object, path);
-  c.transfer_measured = field(tr, "measured", Json::boolean, path).b;
+  const Json& tr = field(doc, "transfer", Json::value_t::object, path);
+  c.transfer_measured = boolean(tr, "measured", path);
   c.latency_ms = number(tr, "latency_ms", path);
   c.ms_per_byte = number(tr, "ms_per_byte", path);
-  for (const Json& s : field(doc, "sizes", Json::array, path).items) {
+  for (const Json& s : field(doc, "sizes", Json::value_t::array, path)) {
     SizeCosts sc;
     sc.samples = static_cast<int>(number(s, "samples", path));
     if (sc.samples < 1) throw InputError("cost file " + path + ": key 'samples' is 0; allowed: >= 1");
-    const auto& parts = field(s, "parts", Json::array, path).items;
+    const Json& parts = field(s, "parts", Json::value_t::array, path);
     if (static_cast<int>(parts.size()) != c.shape.n_layer + 2)
       throw InputError("cost file " + path + ": key 'parts' has " + std::to_string(parts.size()) +
                        " entries; allowed: n_layer + 2 = " + std::to_string(c.shape.n_layer + 2) +
@@ -372,7 +347,7 @@ CostFile read_cost_file(const std::string& path) {
     for (const Json& p : parts) {
       std::array<PartCost, 3> pc;
       for (int r = 0; r < 3; ++r) {
-        const Json& m = field(p, kModes[r], Json::object, path);
+        const Json& m = field(p, kModes[r], Json::value_t::object, path);
         pc[static_cast<std::size_t>(r)] = {number(m, "F", path),          number(m, "I", path),
                                            number(m, "W", path),          number(m, "kept_bytes", path),
                                            number(m, "work_bytes", path), number(m, "W_tail", path)};

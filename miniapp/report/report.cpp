@@ -1,5 +1,6 @@
-// JSON report and end-of-run table. The JSON writer is deliberately tiny: flat objects,
-// numbers printed with 17 significant digits so a report can be re-read without loss.
+// JSON report and end-of-run table. The report is built as a JSON value, one function per
+// section, and written by sched::json_text (nlohmann-json: numbers read back as the same doubles,
+// every string escaped, invalid UTF-8 replaced).
 #include "miniapp/report/report.hpp"
 
 #include <cmath>
@@ -12,60 +13,105 @@
 namespace minipipe {
 
 namespace {
-using sched::json_number;
-using sched::json_quote;
-template <class V>
-std::string arr(const V& v) {
-  return sched::json_array(std::vector<double>(v.begin(), v.end()));
+
+using sched::Json;
+
+Json fom_section(const LaunchSummary& launch) {
+  return {{"value", launch.fom_tokens_per_second}, {"unit", "tokens/s"}, {"model_tflops", launch.model_tflops}};
 }
+
+// A run's time budget (time_budget.hpp), in ms.
+Json budget_section(const TimeBudget& b) {
+  auto line = [](const BudgetLine& l) {
+    return Json{{"compute", ms_of(l.compute)},
+                {"ideal_bubble", ms_of(l.ideal_bubble)},
+                {"imbalance_wait", ms_of(l.imbalance_wait)},
+                {"exposed_comm", ms_of(l.exposed_comm)},
+                {"overhead", ms_of(l.overhead)}};
+  };
+  Json j;
+  j["unit"] = "ms";
+  j["measured_makespan"] = ms_of(b.makespan);
+  j["simulated_makespan"] = {
+      {"ideal", ms_of(b.sim_makespan[0])}, {"imbalance", ms_of(b.sim_makespan[1])}, {"comm", ms_of(b.sim_makespan[2])}};
+  j["stage_costs"] = {
+      {"F", b.costs.F}, {"B", b.costs.B}, {"I", b.costs.I}, {"W", b.costs.W}, {"W_tail", b.costs.W_tail}};
+  j["link_latency"] = b.link_ms;
+  j["link_samples"] = b.link_samples;
+  j["total"] = line(b.total);
+  j["ranks"] = Json::array();
+  for (const BudgetLine& l : b.ranks) j["ranks"].push_back(line(l));
+  // Beside the pipeline, per rank (ms).
+  j["allreduce"] = Json::array();
+  j["optimizer"] = Json::array();
+  for (double x : b.allreduce) j["allreduce"].push_back(1e3 * x);
+  for (double x : b.optimizer) j["optimizer"].push_back(1e3 * x);
+  return j;
+}
+
+Json rank_section(const RankReport& q) {
+  return {{"rank", q.rank},
+          {"stages", q.stages},
+          {"F", q.time_F},
+          {"I", q.time_I},
+          {"W", q.time_W},
+          {"B", q.time_B},
+          {"busy", q.busy},
+          {"comm_wait", q.comm_wait},
+          {"allreduce", q.allreduce},
+          {"idle", q.idle},
+          {"dump_io", q.dump_io},
+          {"peak_stored_microbatches", q.peak_stored_mb},
+          {"peak_stored_bytes", q.peak_stored_bytes},
+          {"workspace_bytes", q.workspace_bytes}};
+}
+
+Json run_section(const RunReport& r) {
+  Json j;
+  j["schedule"] = r.schedule;
+  j["p"] = r.p;
+  j["dp"] = r.dp;
+  j["v"] = r.v;
+  j["m"] = r.m;
+  j["first_step"] = r.first_step;
+  j["steps"] = r.steps;
+  j["batch"] = r.batch;
+  j["seq_len"] = r.seq_len;
+  j["mode"] = r.mode;
+  j["backend"] = r.backend;
+  j["blas"] = r.blas;
+  j["gemm"] = r.gemm;
+  j["comm_path"] = r.comm_path;
+  j["loss"] = r.losses;
+  j["step_seconds"] = r.step_seconds;
+  j["step_seconds_mean"] = r.step_seconds_mean;
+  j["tokens_per_second"] = r.tokens_per_second;
+  j["makespan"] = r.makespan;
+  j["bubble_measured"] = r.bubble_measured;
+  j["bubble_simulated"] = r.bubble_simulated;
+  j["bubble_analytic"] = r.bubble_analytic ? Json(*r.bubble_analytic) : Json();
+  j["imbalance"] = r.imbalance;
+  j["stage_compute_seconds"] = r.stage_compute;
+  j["time_budget"] = budget_section(r.budget);
+  j["ranks"] = Json::array();
+  for (const RankReport& q : r.ranks) j["ranks"].push_back(rank_section(q));
+  j["dump"] = r.dump_path;
+  j["dump_vs_reference"] = r.dump_vs_reference;
+  return j;
+}
+
 }  // namespace
 
 void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch, const std::string& deck_toml,
                 std::ostream& out) {
-  out << "{\n  \"fom\": {\"value\": " << json_number(launch.fom_tokens_per_second)
-      << ", \"unit\": \"tokens/s\", \"model_tflops\": " << json_number(launch.model_tflops) << "},\n";
-  out << "  \"verification\": " << json_quote(launch.verification)
-      << ", \"verified\": " << (launch.verified ? "true" : "false") << ",\n";
-  out << "  \"deck\": " << json_quote(deck_toml) << ",\n  \"runs\": [\n";
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const auto& r = runs[i];
-    out << "    {\n";
-    out << "      \"schedule\": " << json_quote(r.schedule) << ", \"p\": " << r.p << ", \"dp\": " << r.dp
-        << ", \"v\": " << r.v << ", \"m\": " << r.m << ", \"first_step\": " << r.first_step
-        << ", \"steps\": " << r.steps << ", \"batch\": " << r.batch << ", \"seq_len\": " << r.seq_len << ",\n";
-    out << "      \"mode\": " << json_quote(r.mode) << ", \"backend\": " << json_quote(r.backend)
-        << ", \"blas\": " << json_quote(r.blas) << ", \"gemm\": " << json_quote(r.gemm)
-        << ", \"comm_path\": " << json_quote(r.comm_path) << ",\n";
-    out << "      \"loss\": " << arr(r.losses) << ",\n";
-    out << "      \"step_seconds\": " << arr(r.step_seconds)
-        << ", \"step_seconds_mean\": " << json_number(r.step_seconds_mean)
-        << ", \"tokens_per_second\": " << json_number(r.tokens_per_second) << ",\n";
-    out << "      \"makespan\": " << json_number(r.makespan)
-        << ", \"bubble_measured\": " << json_number(r.bubble_measured)
-        << ", \"bubble_simulated\": " << json_number(r.bubble_simulated)
-        << ", \"bubble_analytic\": " << (r.bubble_analytic ? json_number(*r.bubble_analytic) : "null")
-        << ", \"imbalance\": " << json_number(r.imbalance) << ",\n";
-    out << "      \"stage_compute_seconds\": " << arr(r.stage_compute) << ",\n";
-    out << "      \"time_budget\": " << budget_json(r.budget) << ",\n";
-    out << "      \"ranks\": [\n";
-    for (std::size_t k = 0; k < r.ranks.size(); ++k) {
-      const auto& q = r.ranks[k];
-      out << "        {\"rank\": " << q.rank << ", \"stages\": " << arr(q.stages)
-          << ", \"F\": " << json_number(q.time_F) << ", \"I\": " << json_number(q.time_I)
-          << ", \"W\": " << json_number(q.time_W) << ", \"B\": " << json_number(q.time_B)
-          << ", \"busy\": " << json_number(q.busy) << ", \"comm_wait\": " << json_number(q.comm_wait)
-          << ", \"allreduce\": " << json_number(q.allreduce) << ", \"idle\": " << json_number(q.idle)
-          << ", \"dump_io\": " << json_number(q.dump_io) << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
-          << ", \"peak_stored_bytes\": " << json_number(q.peak_stored_bytes)
-          << ", \"workspace_bytes\": " << json_number(q.workspace_bytes) << "}" << (k + 1 < r.ranks.size() ? "," : "")
-          << "\n";
-    }
-    out << "      ],\n";
-    out << "      \"dump\": " << json_quote(r.dump_path)
-        << ", \"dump_vs_reference\": " << json_quote(r.dump_vs_reference) << "\n";
-    out << "    }" << (i + 1 < runs.size() ? "," : "") << "\n";
-  }
-  out << "  ]\n}\n";
+  Json j;
+  j["fom"] = fom_section(launch);
+  j["verification"] = launch.verification;
+  j["verified"] = launch.verified;
+  j["deck"] = deck_toml;
+  j["runs"] = Json::array();
+  for (const RunReport& r : runs) j["runs"].push_back(run_section(r));
+  out << sched::json_text(j) << "\n";
 }
 
 void print_table(const std::vector<RunReport>& runs, std::ostream& out) {

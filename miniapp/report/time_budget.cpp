@@ -9,7 +9,6 @@
 #include <tuple>
 
 #include "miniapp/report/report.hpp"
-#include "schedules/text.hpp"
 
 namespace minipipe {
 
@@ -20,9 +19,6 @@ std::int64_t ns_of_seconds(double s) {
 }
 std::int64_t ns_of_ms(double ms) {
   return std::isfinite(ms) ? static_cast<std::int64_t>(std::llround(ms * 1e6)) : 0;
-}
-double ms_of(std::int64_t ns) {
-  return static_cast<double>(ns) * 1e-6;
 }
 
 double mean_of(const std::vector<double>& v) {
@@ -121,31 +117,8 @@ LinkEstimate measured_link(const std::vector<RankStepStats>& ranks) {
   return e;
 }
 
-std::string budget_json(const TimeBudget& b) {
-  using sched::json_number;
-  auto line = [](const BudgetLine& l) {
-    return "{\"compute\": " + json_number(ms_of(l.compute)) +
-           ", \"ideal_bubble\": " + json_number(ms_of(l.ideal_bubble)) +
-           ", \"imbalance_wait\": " + json_number(ms_of(l.imbalance_wait)) +
-           ", \"exposed_comm\": " + json_number(ms_of(l.exposed_comm)) +
-           ", \"overhead\": " + json_number(ms_of(l.overhead)) + "}";
-  };
-  std::string out =
-      "{\"unit\": \"ms\", \"measured_makespan\": " + json_number(ms_of(b.makespan)) +
-      ", \"simulated_makespan\": {\"ideal\": " + json_number(ms_of(b.sim_makespan[0])) +
-      ", \"imbalance\": " + json_number(ms_of(b.sim_makespan[1])) +
-      ", \"comm\": " + json_number(ms_of(b.sim_makespan[2])) +
-      "}, \"stage_costs\": {\"F\": " + sched::json_array(b.costs.F) + ", \"B\": " + sched::json_array(b.costs.B) +
-      ", \"I\": " + sched::json_array(b.costs.I) + ", \"W\": " + sched::json_array(b.costs.W) +
-      ", \"W_tail\": " + sched::json_array(b.costs.W_tail) + "}, \"link_latency\": " + json_number(b.link_ms) +
-      ", \"link_samples\": " + std::to_string(b.link_samples) + ", \"total\": " + line(b.total) + ", \"ranks\": [";
-  for (std::size_t r = 0; r < b.ranks.size(); ++r) out += (r ? ", " : "") + line(b.ranks[r]);
-  // Beside the pipeline, per rank (ms).
-  std::vector<double> ar, opt;
-  for (double x : b.allreduce) ar.push_back(1e3 * x);
-  for (double x : b.optimizer) opt.push_back(1e3 * x);
-  out += "], \"allreduce\": " + sched::json_array(ar) + ", \"optimizer\": " + sched::json_array(opt) + "}";
-  return out;
+double ms_of(std::int64_t ns) {
+  return static_cast<double>(ns) * 1e-6;
 }
 
 std::string budget_rank_text(const TimeBudget& b) {

@@ -66,9 +66,10 @@ struct LinkEstimate {
 };
 LinkEstimate measured_link(const std::vector<RankStepStats>& ranks);
 
-// Reports: one JSON object (one line), the per-rank lines of a run's summary, the launch's table
-// (one row per run) and a stacked bar per rank as SVG.
-std::string budget_json(const TimeBudget& b);
+// Nanoseconds as the reports print them (ms).
+double ms_of(std::int64_t ns);
+// Reports (the JSON section is report.cpp's budget_section): the per-rank lines of a run's
+// summary, the launch's table (one row per run) and a stacked bar per rank as SVG.
 std::string budget_rank_text(const TimeBudget& b);
 void print_budget_table(const std::vector<RunReport>& runs, std::ostream& out);
 void write_budget_svg(const TimeBudget& b, const std::string& title, std::ostream& out);

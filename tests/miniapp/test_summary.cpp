@@ -138,7 +138,8 @@ TEST(Summary, MeasuredTimelineHoldsEveryActionInMilliseconds) {
   ms::write_svg(tl2, svg);
   ms::write_chrome_trace(tl2, trace);
   EXPECT_NE(svg.str().find("rank 1 all-reduce [10.000, 14.000]"), std::string::npos);
-  EXPECT_NE(trace.str().find("{\"name\":\"all-reduce\",\"cat\":\"communication\""), std::string::npos) << trace.str();
+  EXPECT_NE(trace.str().find("{\"name\": \"all-reduce\", \"cat\": \"communication\""), std::string::npos)
+      << trace.str();
 }
 
 TEST(Summary, RefusesIncompleteMeasurements) {

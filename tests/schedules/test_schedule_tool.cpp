@@ -100,7 +100,7 @@ TEST_F(ScheduleToolTest, OneF1BNumbersAndAllFiles) {
 
   const std::string trace = slurp(path("t.json"));
   EXPECT_NE(trace.find("\"traceEvents\""), std::string::npos);
-  EXPECT_EQ(count(trace, "\"ph\":\"X\""), 64u);
+  EXPECT_EQ(count(trace, "\"ph\": \"X\""), 64u);
 
   std::ifstream csv(path("s.csv"));
   EXPECT_EQ(ms::read_csv(csv).ranks, ms::make_schedule("1f1b", 4, 8).ranks);

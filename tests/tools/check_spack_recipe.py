@@ -9,6 +9,7 @@ py_compile.compile(recipe, cfile=pyc, doraise=True)
 
 # Dependency names as the Spack builtin repository spells them (packages and virtuals).
 SPACK_NAMES = {"c", "cxx", "cmake", "kokkos", "kokkos-kernels", "mpi", "hdf5", "blas", "cli11", "tomlplusplus",
+               "nlohmann-json",
                "googletest", "benchmark"}
 recorded = {"variant": [], "depends_on": [], "conflicts": [], "version": []}
 
@@ -83,7 +84,8 @@ for spec in deps:
     name = spec.split("@")[0].split("+")[0].split("~")[0].split(" ")[0]
     if name not in SPACK_NAMES:
         failures.append("depends_on('{0}'): '{1}' is not a Spack package name this check knows".format(spec, name))
-for needed in ("kokkos@3.4:", "kokkos-kernels@3.4:", "mpi", "hdf5+mpi", "blas", "cli11", "tomlplusplus"):
+for needed in ("kokkos@3.4:", "kokkos-kernels@3.4:", "mpi", "hdf5+mpi", "blas", "cli11", "tomlplusplus",
+               "nlohmann-json@3:"):
     if needed not in deps:
         failures.append("depends_on('{0}') missing".format(needed))
 

@@ -36,6 +36,7 @@ class Minipipe(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("blas")
     depends_on("cli11")
     depends_on("tomlplusplus")
+    depends_on("nlohmann-json@3:")
     depends_on("googletest", type="test")
     depends_on("benchmark", when="+benchmarks")
 
