@@ -179,6 +179,12 @@ void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t
                                 std::to_string(g.size()) + " elements, expected " + std::to_string(n));
 }
 
+// "Linear::forward (192x64)": the kernel label with its weight's [out x in], so each weight
+// shape is one point of the roofline.
+std::string weight_label(const char* kernel, int O, int I) {
+  return std::string(kernel) + " (" + std::to_string(O) + "x" + std::to_string(I) + ")";
+}
+
 }  // namespace
 
 template <class T>
@@ -191,6 +197,11 @@ void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, Ke
                                std::to_string(b.extent(0)) + "), " + shape("y", y.extent(0), y.extent(1)));
   ProfileRegion region("Linear::forward");
   const bool has_bias = b.extent(0) != 0;
+  // 2 N O I FLOPs (the FOM's model) plus the bias; x, W (and b) read once, y written once.
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::forward", O, I).c_str() : "",
+                           2 * nio + (has_bias ? double(N) * O : 0.0),
+                           sz * (double(N) * I + double(O) * I + double(N) * O + (has_bias ? O : 0)), 2 * nio);
   if (mode == Mode::deterministic || fast_gemm_on_gemm_det()) {
     // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed; bias in the epilogue.
     gemm_det<T>(ws, N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
@@ -215,6 +226,9 @@ void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, Kern
     shape_error("backward_input",
                 shape("dy", N, O) + ", " + shape("W", W.extent(0), I) + ", " + shape("dx", dx.extent(0), dx.extent(1)));
   ProfileRegion region("Linear::backward_input");
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_input", O, I).c_str() : "", 2 * nio,
+                           sz * (double(N) * O + double(O) * I + double(N) * I), 2 * nio);
   if (mode == Mode::deterministic || fast_gemm_on_gemm_det()) {
     // dx(n,i) = sum_o dy(n,o) W(o,i), o in order.
     gemm_det<T>(ws, N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(),
@@ -239,6 +253,13 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   if (db) check_accum("bias", *db, mode, static_cast<std::size_t>(O));
   if (N == 0) return;
   ProfileRegion region("Linear::backward_weight");
+  // dW += dy^T x: 2 N O I FLOPs (the FOM's model), db: N O. Counted at the call even when the
+  // host path holds the samples back for a later call's GEMM (Linear::flush_weight then shows
+  // the time and no work).
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", O, I).c_str() : "",
+                           2 * nio + (db ? double(N) * O : 0.0),
+                           sz * (double(N) * I + double(N) * O + 2.0 * O * I + (db ? 2.0 * O : 0.0)), 2 * nio);
   const int Tr = rows_per_sample;
   const int S = N / Tr;
   const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
@@ -341,6 +362,7 @@ template <class T>
 void Linear<T>::flush_weight(GradAccum<T>& dW, KernelWorkspace& ws) {
   if (dW.pending.count == 0) return;
   ProfileRegion region("Linear::flush_weight");
+  counters::WorkScope work("Linear::flush_weight", 0.0, 0.0);
   add_held(dW, ws);
 }
 

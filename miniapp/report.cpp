@@ -61,7 +61,9 @@ void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch,
     }
     out << "      ],\n";
     out << "      \"dump\": " << json_quote(r.dump_path)
-        << ", \"dump_vs_reference\": " << json_quote(r.dump_vs_reference) << "\n";
+        << ", \"dump_vs_reference\": " << json_quote(r.dump_vs_reference);
+    if (!r.kernel_counters_json.empty()) out << ",\n      \"kernel_counters\": " << r.kernel_counters_json;
+    out << "\n";
     out << "    }" << (i + 1 < runs.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";

@@ -41,7 +41,8 @@ struct RunReport {
   std::vector<double> stage_compute;  // per stage: F + I + W + B seconds in the timed step
   std::vector<RankReport> ranks;
   std::string dump_path;
-  std::string dump_vs_reference;  // "reference", "identical", "DIFFERS", "error", "-" (no dump)
+  std::string dump_vs_reference;     // "reference", "identical", "DIFFERS", "error", "-" (no dump)
+  std::string kernel_counters_json;  // profile.kernels: the JSON object of kernel_report.hpp, else empty
 };
 
 // The launch as a whole: the figure of merit and the verification verdict (verdict.hpp).
