@@ -161,16 +161,16 @@ const std::vector<DeckKey>& deck_keys() {
        std::string(""),
        "SVG roofline of the kernel counters (needs profile.kernels; empty = none); a sweep adds _<schedule>_m<M>",
        {}},
+      {"output.verify",
+       std::string(""),
+       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise)",
+       {}},
       // Built-in kernel counters (kernels/kernel_counters.hpp): Kokkos Tools callbacks miniPipe
       // registers itself; off, nothing is registered.
       {"profile.kernels",
        false,
        "built-in kernel counters: per kernel calls, fenced time, FLOPs, bytes and rates beside a same-run sgemm and "
        "triad; per step fences and host-device copies (kernels are fenced while on, so steps run slower)",
-       {}},
-      {"output.verify",
-       std::string(""),
-       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise)",
        {}},
   };
   return keys;
