@@ -96,12 +96,23 @@ void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, Strided
 }
 
 // Adds the samples held in dW.pending (gemm_det_exact over all of them) and empties it.
+// "Linear::forward (192x64)": the kernel label with its weight's [out x in], so each weight
+// shape is one point of the roofline.
+std::string weight_label(const char* kernel, int O, int I) {
+  return std::string(kernel) + " (" + std::to_string(O) + "x" + std::to_string(I) + ")";
+}
+
 template <class T>
 void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
   PendingSamples<T>& p = dW.pending;
   if (p.count == 0) return;
   const int n = p.count;
   p.count = 0;  // emptied first: a throwing add must not leave the samples to be added twice
+  // The held samples' dW GEMM (2 rows I O FLOPs, the FOM's model) is counted here, where it runs;
+  // the calls that held the samples counted their copies and bias sums only.
+  const double rows = double(n) * p.rows, nio = rows * p.in * p.out, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", p.out, p.in).c_str() : "",
+                           2 * nio, sz * (rows * p.in + rows * p.out + 2.0 * p.in * p.out), 2 * nio);
   gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out),
                      static_cast<std::ptrdiff_t>(p.rows) * p.out, row_major(p.x.data(), p.in),
                      static_cast<std::ptrdiff_t>(p.rows) * p.in, dW.exact_target());
@@ -179,12 +190,6 @@ void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t
                                 std::to_string(g.size()) + " elements, expected " + std::to_string(n));
 }
 
-// "Linear::forward (192x64)": the kernel label with its weight's [out x in], so each weight
-// shape is one point of the roofline.
-std::string weight_label(const char* kernel, int O, int I) {
-  return std::string(kernel) + " (" + std::to_string(O) + "x" + std::to_string(I) + ")";
-}
-
 }  // namespace
 
 template <class T>
@@ -253,15 +258,20 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   if (db) check_accum("bias", *db, mode, static_cast<std::size_t>(O));
   if (N == 0) return;
   ProfileRegion region("Linear::backward_weight");
-  // dW += dy^T x: 2 N O I FLOPs (the FOM's model), db: N O. Counted at the call even when the
-  // host path holds the samples back for a later call's GEMM (Linear::flush_weight then shows
-  // the time and no work).
-  const double nio = double(N) * I * O, sz = sizeof(T);
-  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", O, I).c_str() : "",
-                           2 * nio + (db ? double(N) * O : 0.0),
-                           sz * (double(N) * I + double(N) * O + 2.0 * O * I + (db ? 2.0 * O : 0.0)), 2 * nio);
   const int Tr = rows_per_sample;
   const int S = N / Tr;
+  // dW += dy^T x: 2 N O I FLOPs (the FOM's model), db: N O. A call whose samples the host path
+  // holds back (see the held branch below) only copies them: add_held counts the GEMM where it runs.
+  const bool holds = counters::counting() && mode == Mode::deterministic && std::is_same<T, float>::value &&
+                     std::is_same<MemSpace, Kokkos::HostSpace>::value && !use_device_path() && dW.pending.enabled &&
+                     S < gemm_det_exact_group(Tr);
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  const double gemm = holds ? 0.0 : 2 * nio;
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", O, I).c_str() : "",
+                           gemm + (db ? double(N) * O : 0.0),
+                           holds ? sz * 2.0 * (double(N) * I + double(N) * O)
+                                 : sz * (double(N) * I + double(N) * O + 2.0 * O * I + (db ? 2.0 * O : 0.0)),
+                           gemm);
   const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
   const int nob = (O + kBiasLanes - 1) / kBiasLanes;
 
@@ -362,7 +372,10 @@ template <class T>
 void Linear<T>::flush_weight(GradAccum<T>& dW, KernelWorkspace& ws) {
   if (dW.pending.count == 0) return;
   ProfileRegion region("Linear::flush_weight");
-  counters::WorkScope work("Linear::flush_weight", 0.0, 0.0);
+  // The GEMM of the samples still held (add_held counts its work under this label).
+  counters::WorkScope work(
+      counters::counting() ? weight_label("Linear::flush_weight", dW.pending.out, dW.pending.in).c_str() : "", 0.0,
+      0.0);
   add_held(dW, ws);
 }
 
