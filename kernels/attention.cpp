@@ -471,6 +471,11 @@ template <class Real>
 void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
   check_shapes("Attention::forward", B, T, C, H, qkv.extent(0), qkv.extent(1), att.extent(0), att.extent(1),
                out.extent(0), out.extent(1));
+  // Causal: query t meets t+1 keys. q k^T and P v: 2 (t+1) C FLOPs each per token (the FOM's
+  // model); softmax (scale, max, exp, sum, divide): 5 FLOPs a kept score.
+  const double pairs = double(B) * T * (T + 1) / 2, sz = sizeof(Real);
+  counters::WorkScope work("Attention::forward", 4.0 * pairs * C + 5.0 * pairs * H, sz * (4.0 * B * T * C + pairs * H),
+                           4.0 * pairs * C);
   if (use_device_path() && attention_device::fits<Real>(C / H)) {  // both modes: the same chains
     attention_device::forward<Real>(B, T, C, H, qkv, att, out);
     return;
@@ -552,6 +557,11 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
                dout.extent(0), dout.extent(1));
   if (dqkv.extent(0) != qkv.extent(0) || dqkv.extent(1) != qkv.extent(1))
     throw std::invalid_argument("Attention::backward_input: dqkv must be (B*T, 3C)");
+  // dP = dO v^T, dv = P^T dO, dq = dS k, dk = dS^T q: 8 (t+1) C FLOPs per token (the FOM's model);
+  // softmax backward (row dot, dS): 4 FLOPs a kept score. qkv, P and dO read, dqkv written.
+  const double pairs = double(B) * T * (T + 1) / 2, sz = sizeof(Real);
+  counters::WorkScope work("Attention::backward_input", 8.0 * pairs * C + 4.0 * pairs * H,
+                           sz * (7.0 * B * T * C + pairs * H), 8.0 * pairs * C);
   (void)mode;  // no transcendental functions in backward: both modes run the same loops
   if (use_device_path() && attention_device::fits<Real>(C / H)) {
     attention_device::backward_input<Real>(B, T, C, H, qkv, att, dout, dqkv);

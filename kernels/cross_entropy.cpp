@@ -61,6 +61,9 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
   const int V = static_cast<int>(logits.extent(1));
   require(targets.extent(0) == logits.extent(0) && losses.extent(0) == logits.extent(0), "CrossEntropy::forward",
           "targets and losses must have one entry per logits row");
+  // Per logit: max 1, exp of the difference 2, sum 1 FLOPs; logits read, targets and losses.
+  const double nv = double(N) * V, sz = sizeof(Real);
+  counters::WorkScope work("CrossEntropy::forward", 4 * nv, sz * (nv + N) + 4.0 * N);
   if (mode == Mode::deterministic && use_device_path()) {
     const std::size_t bytes = RowScratch<Real>::shmem_size(rowred::kLanes);
     Kokkos::parallel_for(
@@ -116,6 +119,7 @@ void CrossEntropy<Real>::sample_sums(int B, int T, CVec<Real> losses, CIdx targe
           "losses and targets must have B*T = " + std::to_string(N) + " entries");
   require(loss_sum.extent(0) == std::size_t(B) && valid.extent(0) == std::size_t(B), "CrossEntropy::sample_sums",
           "loss_sum and valid must have B entries");
+  counters::WorkScope work("CrossEntropy::sample_sums", double(N), sizeof(Real) * double(N) + 4.0 * N + 12.0 * B);
   Kokkos::parallel_for(
       "CrossEntropy::sample_sums", Kokkos::RangePolicy<ExecSpace>(0, B), KOKKOS_LAMBDA(const int b) {
         double s = 0.0;
@@ -138,6 +142,9 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
   require(targets.extent(0) == logits.extent(0), "CrossEntropy::backward_input", "targets must have N entries");
   require(dlogits.extent(0) == logits.extent(0) && dlogits.extent(1) == logits.extent(1),
           "CrossEntropy::backward_input", "dlogits must have the shape of logits");
+  // Per logit: max 1, exp of the difference 2, sum 1, softmax minus one-hot times scale 3 FLOPs.
+  const double nv = double(N) * V, sz = sizeof(Real);
+  counters::WorkScope work("CrossEntropy::backward_input", 7 * nv, sz * 2 * nv + 4.0 * N);
   if (mode == Mode::deterministic && use_device_path()) {
     const std::size_t bytes = RowScratch<Real>::shmem_size(rowred::kLanes);
     Kokkos::parallel_for(

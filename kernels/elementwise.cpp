@@ -22,6 +22,7 @@ template <class T>
 void Elementwise<T>::add(CVec<T> a, CVec<T> b, Vec<T> out) {
   require_same_length(a.extent(0), b.extent(0), "Elementwise::add");
   require_same_length(a.extent(0), out.extent(0), "Elementwise::add");
+  counters::WorkScope work("Elementwise::add", double(out.extent(0)), 3.0 * sizeof(T) * out.extent(0));
   Kokkos::parallel_for(
       "Elementwise::add", Kokkos::RangePolicy<ExecSpace>(0, out.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { out(i) = a(i) + b(i); });
@@ -30,6 +31,7 @@ void Elementwise<T>::add(CVec<T> a, CVec<T> b, Vec<T> out) {
 template <class T>
 void Elementwise<T>::accumulate(Vec<T> y, CVec<T> x) {
   require_same_length(y.extent(0), x.extent(0), "Elementwise::accumulate");
+  counters::WorkScope work("Elementwise::accumulate", double(y.extent(0)), 3.0 * sizeof(T) * y.extent(0));
   Kokkos::parallel_for(
       "Elementwise::accumulate", Kokkos::RangePolicy<ExecSpace>(0, y.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { y(i) += x(i); });
@@ -38,6 +40,7 @@ void Elementwise<T>::accumulate(Vec<T> y, CVec<T> x) {
 template <class T>
 void Elementwise<T>::copy(CVec<T> x, Vec<T> y) {
   require_same_length(y.extent(0), x.extent(0), "Elementwise::copy");
+  counters::WorkScope work("Elementwise::copy", 0.0, 2.0 * sizeof(T) * y.extent(0));
   Kokkos::parallel_for(
       "Elementwise::copy", Kokkos::RangePolicy<ExecSpace>(0, y.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { y(i) = x(i); });

@@ -15,6 +15,8 @@ void Embedding<Real>::forward(int B, int T, CIdx tokens, CMat<Real> wte, CMat<Re
   require(wpe.extent(1) == std::size_t(C) && wpe.extent(0) >= std::size_t(T), "Embedding::forward",
           "wpe must be (Tmax >= T, C)");
   require(out.extent(0) == N && out.extent(1) == std::size_t(C), "Embedding::forward", "out must be (B*T, C)");
+  // out = wte[token] + wpe[t]: one add an element; two rows gathered, one written.
+  counters::WorkScope work("Embedding::forward", double(N) * C, sizeof(Real) * 3.0 * N * C + 4.0 * N);
   Kokkos::parallel_for(
       "Embedding::forward", Kokkos::RangePolicy<ExecSpace>(0, N * std::size_t(C)),
       KOKKOS_LAMBDA(const std::size_t i) {  // element (n, c) of out (B*T, C)
@@ -31,6 +33,8 @@ void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat
   const int N = B * T;
   require(tokens.extent(0) == std::size_t(N) && dout.extent(0) == std::size_t(N), "Embedding::backward_weight",
           "tokens and dout must have B*T rows");
+  // dwte[token] += dout and dwpe[t] += dout: two adds an element.
+  counters::WorkScope work("Embedding::backward_weight", 2.0 * N * C, sizeof(Real) * 5.0 * N * C + 4.0 * N);
   require(C > 0 && dwte.size() % std::size_t(C) == 0, "Embedding::backward_weight", "dwte must be V*C");
   require(dwpe.size() >= std::size_t(T) * std::size_t(C), "Embedding::backward_weight",
           "dwpe must be Tmax*C, Tmax >= T");

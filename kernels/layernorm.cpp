@@ -27,6 +27,10 @@ void LayerNorm<T>::forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> ou
   require(w.extent(0) == std::size_t(C) && b.extent(0) == std::size_t(C), "LayerNorm::forward",
           "w and b must have C = " + std::to_string(C) + " entries");
   require(out.extent(0) == x.extent(0) && out.extent(1) == x.extent(1), "LayerNorm::forward", "out shape != x shape");
+
+  // Per element: mean 1, variance 3, normalize and affine 4 FLOPs; x read, out written.
+  const double nc = double(N) * C, sz = sizeof(T);
+  counters::WorkScope work("LayerNorm::forward", 8 * nc, sz * (2 * nc + 2.0 * C + 2.0 * N));
   require(mean.extent(0) == x.extent(0) && rstd.extent(0) == x.extent(0), "LayerNorm::forward",
           "mean and rstd must have N entries");
   const T Cf = static_cast<T>(C);
@@ -100,6 +104,9 @@ void LayerNorm<T>::backward_input(Mode mode, CMat<T> x, CVec<T> w, CVec<T> mean,
                                   Mat<T> dx) {
   const int N = static_cast<int>(x.extent(0));
   const int C = static_cast<int>(x.extent(1));
+  // Per element: x-hat 2, dout*w 1, two row sums 3, dx 4 FLOPs; x and dout read, dx written.
+  const double nc = double(N) * C, sz = sizeof(T);
+  counters::WorkScope work("LayerNorm::backward_input", 10 * nc, sz * (3 * nc + C + 2.0 * N));
   require(w.extent(0) == std::size_t(C), "LayerNorm::backward_input", "w must have C entries");
   require(dout.extent(0) == x.extent(0) && dout.extent(1) == x.extent(1) && dx.extent(0) == x.extent(0) &&
               dx.extent(1) == x.extent(1),
@@ -173,6 +180,9 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
                                    GradAccum<T>& dw, GradAccum<T>& db) {
   const int N = static_cast<int>(x.extent(0));
   const int C = static_cast<int>(x.extent(1));
+  // Per element: x-hat 2, dw and db 3 FLOPs; x and dout read, the 2C sums read and written.
+  const double nc = double(N) * C, sz = sizeof(T);
+  counters::WorkScope work("LayerNorm::backward_weight", 5 * nc, sz * (2 * nc + 2.0 * N + 4.0 * C));
   require(rows_per_sample > 0 && N % rows_per_sample == 0, "LayerNorm::backward_weight",
           "rows_per_sample = " + std::to_string(rows_per_sample) + " must divide N = " + std::to_string(N));
   require(dw.size() == std::size_t(C) && db.size() == std::size_t(C), "LayerNorm::backward_weight",

@@ -96,12 +96,23 @@ void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, Strided
 }
 
 // Adds the samples held in dW.pending (gemm_det_exact over all of them) and empties it.
+// "Linear::forward (192x64)": the kernel label with its weight's [out x in], so each weight
+// shape is one point of the roofline.
+std::string weight_label(const char* kernel, int O, int I) {
+  return std::string(kernel) + " (" + std::to_string(O) + "x" + std::to_string(I) + ")";
+}
+
 template <class T>
 void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
   PendingSamples<T>& p = dW.pending;
   if (p.count == 0) return;
   const int n = p.count;
   p.count = 0;  // emptied first: a throwing add must not leave the samples to be added twice
+  // The held samples' dW GEMM (2 rows I O FLOPs, the FOM's model) is counted here, where it runs;
+  // the calls that held the samples counted their copies and bias sums only.
+  const double rows = double(n) * p.rows, nio = rows * p.in * p.out, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", p.out, p.in).c_str() : "",
+                           2 * nio, sz * (rows * p.in + rows * p.out + 2.0 * p.in * p.out), 2 * nio);
   gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out),
                      static_cast<std::ptrdiff_t>(p.rows) * p.out, row_major(p.x.data(), p.in),
                      static_cast<std::ptrdiff_t>(p.rows) * p.in, dW.exact_target());
@@ -212,6 +223,11 @@ void Linear<T>::forward(Mode mode, CMat<T> x, CMat<T> W, CVec<T> b, Mat<T> y, Ke
                                std::to_string(b.extent(0)) + "), " + shape("y", y.extent(0), y.extent(1)));
   ProfileRegion region("Linear::forward");
   const bool has_bias = b.extent(0) != 0;
+  // 2 N O I FLOPs (the FOM's model) plus the bias; x, W (and b) read once, y written once.
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::forward", O, I).c_str() : "",
+                           2 * nio + (has_bias ? double(N) * O : 0.0),
+                           sz * (double(N) * I + double(O) * I + double(N) * O + (has_bias ? O : 0)), 2 * nio);
   if (mode == Mode::deterministic || fast_gemm_on_gemm_det()) {
     // y(n,o) = sum_i x(n,i) W(o,i): B(k=i, n=o) is W read transposed; bias in the epilogue.
     gemm_det<T>(ws, N, O, I, row_major(x.data(), x.stride(0)), transposed(W.data(), W.stride(0)), y.data(), y.stride(0),
@@ -236,6 +252,9 @@ void Linear<T>::backward_input(Mode mode, CMat<T> dy, CMat<T> W, Mat<T> dx, Kern
     shape_error("backward_input",
                 shape("dy", N, O) + ", " + shape("W", W.extent(0), I) + ", " + shape("dx", dx.extent(0), dx.extent(1)));
   ProfileRegion region("Linear::backward_input");
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_input", O, I).c_str() : "", 2 * nio,
+                           sz * (double(N) * O + double(O) * I + double(N) * I), 2 * nio);
   if (mode == Mode::deterministic || fast_gemm_on_gemm_det()) {
     // dx(n,i) = sum_o dy(n,o) W(o,i), o in order.
     gemm_det<T>(ws, N, I, O, row_major(dy.data(), dy.stride(0)), row_major(W.data(), W.stride(0)), dx.data(),
@@ -262,6 +281,18 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   ProfileRegion region("Linear::backward_weight");
   const int Tr = rows_per_sample;
   const int S = N / Tr;
+  // dW += dy^T x: 2 N O I FLOPs (the FOM's model), db: N O. A call whose samples the host path
+  // holds back (see the held branch below) only copies them: add_held counts the GEMM where it runs.
+  const bool holds = counters::counting() && mode == Mode::deterministic && std::is_same<T, float>::value &&
+                     std::is_same<MemSpace, Kokkos::HostSpace>::value && !use_device_path() && dW.pending.enabled &&
+                     S < gemm_det_exact_group(Tr);
+  const double nio = double(N) * I * O, sz = sizeof(T);
+  const double gemm = holds ? 0.0 : 2 * nio;
+  counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", O, I).c_str() : "",
+                           gemm + (db ? double(N) * O : 0.0),
+                           holds ? sz * 2.0 * (double(N) * I + double(N) * O)
+                                 : sz * (double(N) * I + double(N) * O + 2.0 * O * I + (db ? 2.0 * O : 0.0)),
+                           gemm);
   const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
   const int nob = (O + kBiasLanes - 1) / kBiasLanes;
 
@@ -353,6 +384,10 @@ template <class T>
 void Linear<T>::flush_weight(GradAccum<T>& dW, KernelWorkspace& ws) {
   if (dW.pending.count == 0) return;
   ProfileRegion region("Linear::flush_weight");
+  // The GEMM of the samples still held (add_held counts its work under this label).
+  counters::WorkScope work(
+      counters::counting() ? weight_label("Linear::flush_weight", dW.pending.out, dW.pending.in).c_str() : "", 0.0,
+      0.0);
   add_held(dW, ws);
 }
 

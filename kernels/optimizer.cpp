@@ -30,6 +30,8 @@ NonFinite AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, V
   const std::size_t n = param.extent(0);
   require(grad.extent(0) == n && m.extent(0) == n && v.extent(0) == n, "AdamW::update",
           "param, grad, m and v lengths differ");
+  // m, v, their bias corrections and the step: 15 FLOPs a parameter; p, g, m, v read, p, m, v written.
+  counters::WorkScope work("AdamW::update", 15.0 * n, 7.0 * sizeof(T) * n);
   const T b1 = static_cast<T>(cfg.beta1);
   const T b2 = static_cast<T>(cfg.beta2);
   const T one_minus_b1 = static_cast<T>(1.0 - cfg.beta1);
@@ -63,6 +65,7 @@ template <class T>
 NonFinite Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf) {
   const std::size_t n = param.extent(0);
   require(grad.extent(0) == n, "Sgd::update", "param and grad lengths differ");
+  counters::WorkScope work("Sgd::update", 5.0 * n, 5.0 * sizeof(T) * n);
   const bool use_momentum = cfg.momentum != 0.0;
   require(!use_momentum || momentum_buf.extent(0) == n, "Sgd::update",
           "momentum = " + std::to_string(cfg.momentum) + " needs a momentum buffer of the parameter's length");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs a GPU build of minipipe into a kit for a bare Linux machine that has only a GPU driver:
 # the binary, the shared libraries it lacks (MPI with launcher and plugins, HDF5, BLAS), decks,
-# CPU-made reference dumps and run.sh (see the kit's README or `run.sh --help`).
+# CPU-made reference dumps (block level, and kernel level for the first-divergence locator) and
+# run.sh (see docs/device-kit.md or `run.sh --help`).
 #
 #   scripts/device_kit.sh BUILD_DIR OUT_DIR [--cpu-build DIR] [--max-mib N]
 #
@@ -14,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 die() { echo "device_kit.sh: error: $*" >&2; exit 2; }
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 [[ $# -ge 1 && ( $1 == -h || $1 == --help ) ]] && { usage; exit 0; }
 [[ $# -ge 2 ]] || { usage >&2; exit 2; }
@@ -128,6 +129,26 @@ while read -r deck steps level; do
     --output.dump_level "$level" --output.force true > "$kit/ref/$deck.log" 2>&1 ||
     die "the reference run of $deck failed; see $kit/ref/$deck.log"
 done < "$kit/ref/checks.txt"
+# Kernel-level CPU references for the first-divergence locator (the `kernels` dump level: every
+# intermediate of each block, DESIGN §5): on a mismatch run.sh reruns the smallest failing deck at
+# that level and prints the first kernel that differs. ref/locate.txt lists them as "deck steps
+# batch". Only tiny's first step fits (about 8 MiB compressed; the kit is about 45 MiB without it):
+# a kernel-level dump holds everything `full` does, and small's parameters, gradients and updated
+# parameters alone are 19 MB, so a mismatch of small only is located at block level.
+printf '%s\n' "tiny 1 8" > "$kit/ref/locate.txt"
+while read -r deck steps batch; do
+  rc=0
+  "$cpu_exe" run --deck "$here/inputs/$deck.toml" --train.mode deterministic --train.steps "$steps" \
+    --train.batch "$batch" --pipeline.schedule sequential --pipeline.microbatches 1 \
+    --output.dump "$kit/ref/${deck}_kernels.h5" --output.dump_level kernels --output.force true \
+    > "$kit/ref/${deck}_kernels.log" 2>&1 || rc=$?
+  if [[ $rc -eq 2 ]] && grep -q "dump_level" "$kit/ref/${deck}_kernels.log"; then
+    echo "device_kit.sh: note: $cpu_exe has no 'kernels' dump level; the kit names a divergence at block level only"
+    rm -f "$kit/ref/locate.txt" "$kit/ref/${deck}_kernels.log"
+    break
+  fi
+  [[ $rc -eq 0 ]] || die "the kernel-level reference run of $deck failed; see $kit/ref/${deck}_kernels.log"
+done < "$kit/ref/locate.txt"
 "$cpu_exe" --version > "$kit/ref/cpu_build.txt" 2>&1 || true
 cp "$here/scripts/device_kit_run.sh" "$kit/run.sh"
 chmod +x "$kit/run.sh"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The device kit's run.sh (scripts/device_kit.sh copies it into the kit): on one GPU, checks the
-# tiny and small decks bitwise against CPU-made dumps, then times a GPT-2-124M-shaped deck in
-# deterministic and fast mode, and writes every result into one JSON.
+# tiny and small decks bitwise against CPU-made dumps; on a mismatch reruns the smallest failing
+# case at the `kernels` dump level against the kit's kernel-level CPU reference and prints the
+# first divergent kernel; then times a GPT-2-124M-shaped deck in deterministic and fast mode, with
+# the built-in kernel counters on in a second run of each, and writes every result into one JSON
+# (docs/device-kit.md says how to read it).
 #
 #   ./run.sh [RESULT_DIR] [--steps N] [--timeout S] [--timing-deck NAME]
 #
@@ -13,7 +16,7 @@
 set -uo pipefail
 kit=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 result=$kit/result
 steps=3
 limit=150
@@ -81,6 +84,7 @@ field() { sed -n "s/.*\"$2\": *{\"value\": *\([-0-9.eE+]*\).*/\1/p; s/.*\"$2\": 
 
 checks=()
 worst=0
+first_fail=""  # the smallest failing case, "deck schedule p m" (checks.txt lists the decks smallest first)
 while read -r deck ref_steps level; do
   for layout in "sequential 1 1" "1f1b 2 4"; do
     read -r sched np m <<< "$layout"
@@ -105,9 +109,48 @@ while read -r deck ref_steps level; do
     [[ $verdict == DIFFERS ]] && ((worst < 1)) && worst=1
     [[ $verdict != IDENTICAL && $verdict != DIFFERS ]] && worst=3
     echo "run.sh: $deck $sched p=$np vs CPU reference: $verdict"
-        checks+=("{\"deck\": \"$deck\", \"steps\": $ref_steps, \"dump_level\": \"$level\", \"schedule\": \"$sched\", \"p\": $np, \"m\": $m, \"verdict\": \"$verdict\"}")
+    first=""
+    if [[ $verdict == DIFFERS ]]; then
+      first=$(grep -m1 '^first divergence:' "$result/$name.compare.txt" || true)
+      [[ -n $first ]] && echo "run.sh:   $first"
+      [[ -z $first_fail ]] && first_fail="$deck $sched $np $m"
+    fi
+    checks+=("{\"deck\": \"$deck\", \"steps\": $ref_steps, \"dump_level\": \"$level\", \"schedule\": \"$sched\", \"p\": $np, \"m\": $m, \"verdict\": \"$verdict\", \"first_divergence\": \"$(json_text "$first")\"}")
   done
 done < "$kit/ref/checks.txt"
+
+# The locator: the smallest failing case again at the `kernels` dump level (every intermediate of
+# each block), on the batch of the kit's kernel-level CPU reference, and its first divergence.
+locate="null"
+if [[ -n $first_fail ]]; then
+  read -r deck sched np m <<< "$first_fail"
+  lsteps="" lbatch=""
+  [[ -f $kit/ref/locate.txt ]] && read -r _ lsteps lbatch < <(grep "^$deck " "$kit/ref/locate.txt" || true)
+  if [[ -n $lsteps && -f $kit/ref/${deck}_kernels.h5 ]]; then
+    lm=$((m < lbatch ? m : lbatch))
+    name=locate_${deck}_${sched}_p${np}
+    run_mp "$name" "$np" --deck "$kit/decks/$deck.toml" --train.mode deterministic --train.steps "$lsteps" \
+      --train.batch "$lbatch" --pipeline.schedule "$sched" --pipeline.microbatches "$lm" \
+      --output.dump "$result/$name.h5" --output.dump_level kernels < /dev/null
+    rc=$?
+    line="the kernel-level rerun failed with exit code $rc (see $name.log)"
+    if [[ $rc -eq 0 ]]; then
+      "$mp" compare "$kit/ref/${deck}_kernels.h5" "$result/$name.h5" > "$result/$name.compare.txt" 2>&1 < /dev/null
+      line=$(grep -m1 '^first divergence:' "$result/$name.compare.txt" || echo "no first-divergence line (see $name.compare.txt)")
+    fi
+    echo "run.sh: kernel level, $deck $sched p=$np m=$lm batch $lbatch: $line"
+    locate="{\"deck\": \"$deck\", \"schedule\": \"$sched\", \"p\": $np, \"m\": $lm, \"batch\": $lbatch, \"steps\": $lsteps, \"line\": \"$(json_text "$line")\"}"
+  else
+    echo "run.sh: no kernel-level reference of $deck in this kit: the block-level first divergence above is all it can say"
+  fi
+fi
+
+# The kernel_counters object of a run's JSON report (report.cpp writes it last in the run's object,
+# its own lines indented by at least six spaces), or null.
+counters_of() {
+  [[ -f $1 ]] || { echo null; return; }
+  awk '/"kernel_counters": /{on=1; sub(/.*"kernel_counters": /, "")} on && /^    }/{exit} on{print}' "$1" | tr -d '\n' | sed 's/^$/null/'
+}
 
 timings=()
 for mode in deterministic fast; do
@@ -127,8 +170,23 @@ for mode in deterministic fast; do
     status="failed with exit code $rc (see $name.log)"
     worst=3
   fi
-    echo "run.sh: $timing_deck $mode: ${tps:-null} tokens/s, ${tflops:-null} model TFLOP/s ($status)"
-  timings+=("{\"deck\": \"$timing_deck\", \"mode\": \"$mode\", \"status\": \"$status\", \"tokens_per_second\": ${tps:-null}, \"model_tflops\": ${tflops:-null}, \"step_seconds_mean\": ${step:-null}}")
+  echo "run.sh: $timing_deck $mode: ${tps:-null} tokens/s, ${tflops:-null} model TFLOP/s ($status)"
+  # The same deck with the kernel counters on (every kernel fenced, so slower): per-kernel rates
+  # beside a same-run sgemm and triad, the roofline, the host synchronizations per step.
+  cname=counters_${timing_deck}_$mode
+  run_mp "$cname" 1 --deck "$kit/decks/$timing_deck.toml" --train.mode "$mode" --train.steps 2 \
+    --pipeline.schedule 1f1b --pipeline.microbatches 4 --profile.kernels true \
+    --output.json "$result/$cname.json" --output.roofline "$result/$cname.svg" < /dev/null
+  rc=$?
+  cstatus=ok
+  if [[ $rc -ne 0 ]]; then
+    cstatus="failed with exit code $rc (see $cname.log)"
+    ((rc == 124)) && cstatus="timed out after ${limit} s"
+    worst=3
+  else
+    sed -n '/^kernel counters/,/^roofline:/p' "$result/$cname.log" | sed 's/^/run.sh: /'
+  fi
+  timings+=("{\"deck\": \"$timing_deck\", \"mode\": \"$mode\", \"status\": \"$status\", \"tokens_per_second\": ${tps:-null}, \"model_tflops\": ${tflops:-null}, \"step_seconds_mean\": ${step:-null}, \"counters_status\": \"$(json_text "$cstatus")\", \"roofline\": \"$cname.svg\", \"kernel_counters\": $(counters_of "$result/$cname.json")}")
 done
 
 join() { local IFS=,; echo "$*"; }
@@ -140,6 +198,7 @@ join() { local IFS=,; echo "$*"; }
   echo "  \"gemm_fast\": \"$(json_text "$(sed -n 's/^fast-mode GEMM: //p' "$result/version.txt")")\","
   echo "  \"vendor_blas_dir\": \"$(json_text "$vendor_lib")\","
   echo "  \"bitwise\": [$(join "${checks[@]}")],"
+  echo "  \"first_divergence_kernel_level\": $locate,"
     echo "  \"timing\": [$(join "${timings[@]}")],"
   echo "  \"seconds\": $(($(date +%s) - t_start)),"
   echo "  \"exit_code\": $worst"

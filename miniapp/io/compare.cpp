@@ -121,6 +121,7 @@ void compare_block(const T* a, const T* b, std::uint64_t n, std::uint64_t base, 
       const double m = std::max(std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])));
       rel = abs / m;  // m > 0: the values differ
     }
+    if (d.differing == 1) d.first_ulp = ulp;
     d.max_abs = std::max(d.max_abs, abs);
     d.max_rel = std::max(d.max_rel, rel);
     d.max_ulp = std::max(d.max_ulp, ulp);
@@ -273,6 +274,40 @@ std::string short_text(const std::string& s) {
 
 }  // namespace
 
+std::string first_divergence_line(const CompareReport& rep) {
+  std::ostringstream os;
+  os << "first divergence: ";
+  if (!rep.first.found) {
+    os << "none";
+    if (rep.first.one_file_only > 0)
+      os << " among the datasets both files hold (" << rep.first.one_file_only << " in one file only)";
+    return os.str();
+  }
+  const DatasetDiff& d = rep.datasets[rep.first.dataset];
+  const DatasetOrigin& o = d.origin;
+  os << o.short_path << " (kernel " << o.kernel << ", step " << o.step << ", layer " << o.layer << ") ";
+  switch (d.status) {
+    case DiffStatus::shape_mismatch:
+      os << "shape " << dims_text(d.dims_a) << " vs " << dims_text(d.dims_b);
+      break;
+    case DiffStatus::type_mismatch:
+      os << "type " << d.type_a << " vs " << d.type_b;
+      break;
+    case DiffStatus::not_comparable:
+      os << "not comparable (" << d.type_a << ", variable-length)";
+      break;
+    default:
+      os << "element " << d.first_index << " " << index_text(d.first_index, d.dims_a) << ": ";
+      if (d.first_a.empty())
+        os << "bytes differ";  // a non-numeric type: no values to print
+      else
+        os << d.first_a << " vs " << d.first_b << ", " << d.first_ulp << " ULP";
+      break;
+  }
+  os << "; " << rep.first.later << " later datasets differ";
+  return os.str();
+}
+
 CompareReport compare_dumps(const std::string& a, const std::string& b, const CompareOptions& opt) {
   const DumpReader ra(a), rb(b);
   Tolerance tol;
@@ -286,12 +321,24 @@ CompareReport compare_dumps(const std::string& a, const std::string& b, const Co
   std::map<std::string, DatasetInfo> da, db;
   for (auto& i : ra.list_datasets(skip)) da.emplace(i.path, i);
   for (auto& i : rb.list_datasets(skip)) db.emplace(i.path, i);
+  // Datasets in the order the computation made them, so the per-dataset lines and the first
+  // divergence read like the run.
+  std::string optimizer = "AdamW::update";
+  try {
+    optimizer = optimizer_update_label(ra.string_attribute("/meta", "deck"));
+  } catch (const ReadError&) {
+    // no deck in /meta (a file not written by miniPipe): keep the default optimizer's label
+  }
   std::set<std::string> names;
   for (const auto& [k, v] : da) names.insert(k);
   for (const auto& [k, v] : db) names.insert(k);
+  std::vector<DatasetOrigin> order;
+  for (const auto& n : names) order.push_back(dataset_origin(n, optimizer));
+  std::sort(order.begin(), order.end());
 
   CompareReport rep;
-  for (const auto& n : names) {
+  for (auto& origin : order) {
+    const std::string& n = origin.path;
     const auto ia = da.find(n), ib = db.find(n);
     DatasetDiff d;
     if (ib == db.end()) {
@@ -333,6 +380,15 @@ CompareReport compare_dumps(const std::string& a, const std::string& b, const Co
     rep.max_rel = std::max(rep.max_rel, d.max_rel);
     rep.max_norm_rel = std::max(rep.max_norm_rel, d.norm_rel);
     rep.max_ulp = std::max(rep.max_ulp, d.max_ulp);
+    d.origin = std::move(origin);
+    const bool one_file = d.status == DiffStatus::only_in_a || d.status == DiffStatus::only_in_b;
+    const bool diverges = !one_file && d.status != DiffStatus::identical && d.status != DiffStatus::within_tolerance;
+    if (one_file) ++rep.first.one_file_only;
+    if (diverges && rep.first.found) ++rep.first.later;
+    if (diverges && !rep.first.found) {
+      rep.first.found = true;
+      rep.first.dataset = rep.datasets.size();
+    }
     rep.datasets.push_back(std::move(d));
   }
   if (opt.include_meta) compare_attributes(ra, rb, rep);
@@ -415,7 +471,7 @@ void print_report(const CompareReport& rep, const CompareOptions& opt, std::ostr
   if (opt.norm_rtol) os << " (normwise rtol " << num(*opt.norm_rtol) << ")";
   if (opt.rtol) os << " (rtol " << num(*opt.rtol) << ")";
   if (opt.atol) os << " (atol " << num(*opt.atol) << ")";
-  os << "\n";
+  os << "\n" << first_divergence_line(rep) << "\n";
   out << os.str();
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "miniapp/io/dataflow_order.hpp"
+
 namespace minipipe::io {
 
 struct CompareOptions {
@@ -53,6 +55,8 @@ struct DatasetDiff {
   std::uint64_t max_ulp = 0;           // integers: |a-b|; floats: distance in the ordered bit space
   std::uint64_t first_index = 0;       // flat index of the first differing element
   std::string first_a, first_b;        // its values, printed to round-trip precision
+  std::uint64_t first_ulp = 0;         // its ULP distance (integers: |a-b|)
+  DatasetOrigin origin;                // dataflow position and producing kernel
 };
 
 struct AttributeDiff {
@@ -62,8 +66,18 @@ struct AttributeDiff {
   bool same = true;
 };
 
+// The first dataset, in dataflow order, whose values differ beyond tolerance (or whose shape or
+// type differs); datasets present in one file only are skipped, as the dataflow order says.
+struct FirstDivergence {
+  bool found = false;
+  std::size_t dataset = 0;        // index into CompareReport::datasets
+  std::size_t later = 0;          // differing datasets after it (one-file-only ones excluded)
+  std::size_t one_file_only = 0;  // datasets present in one file only
+};
+
 struct CompareReport {
-  std::vector<DatasetDiff> datasets;                               // union of both files' datasets, sorted by path
+  std::vector<DatasetDiff> datasets;  // union of both files' datasets, in dataflow order (dataflow_order.hpp)
+  FirstDivergence first;
   std::vector<AttributeDiff> attributes;                           // only with include_meta
   std::size_t identical = 0, within_tolerance = 0, differing = 0;  // differing includes below
   std::size_t missing = 0, mismatched = 0;                         // only in one file; shape/type/not comparable
@@ -76,7 +90,12 @@ struct CompareReport {
 // Compares and returns the structured result; throws ReadError when a file cannot be read.
 CompareReport compare_dumps(const std::string& a, const std::string& b, const CompareOptions& opt);
 
-// Writes the per-dataset lines and the final one-line summary.
+// Writes the per-dataset lines, the one-line summary and, last, the first-divergence line:
+// "first divergence: <path> (kernel <label>, step <N>, layer <layer>) element <flat> [<i,j,..>]:
+// <a> vs <b>, <ulp> ULP; <K> later datasets differ", or "first divergence: none".
+// The first-divergence line alone (no newline).
+std::string first_divergence_line(const CompareReport& report);
+
 void print_report(const CompareReport& report, const CompareOptions& opt, std::ostream& out);
 
 // compare_dumps + print_report; returns 0 / 1, or 2 after printing "error: ..." when a file

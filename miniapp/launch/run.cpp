@@ -13,7 +13,8 @@
 #include <sstream>
 #include <variant>
 
-#include "miniapp/model/kernel_outputs.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/kernel_counters.hpp"
 #include "kernels/kernel_path.hpp"
 #include "miniapp/io/compare.hpp"
 #include "miniapp/io/dump_writer.hpp"
@@ -21,7 +22,9 @@
 #include "miniapp/io/output_file.hpp"
 #include "miniapp/model/cost_file.hpp"
 #include "miniapp/model/deck_checks.hpp"
+#include "miniapp/model/kernel_outputs.hpp"
 #include "miniapp/mpi/peer_wait.hpp"
+#include "miniapp/report/kernel_report.hpp"
 #include "miniapp/report/report.hpp"
 #include "miniapp/report/summary.hpp"
 #include "miniapp/report/time_budget.hpp"
@@ -363,6 +366,8 @@ std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, 
 struct TrainRecord {
   std::vector<double> losses, step_seconds, makespans;
   RankStepStats last;
+  std::vector<counters::SyncCounts> sync_per_step;  // profile.kernels: this rank's syncs in each step
+  int counted_steps = 0;                            // steps in the kernel counters' work and time
 };
 
 // Phase 3: the step loop, with one step line per print_every steps on rank 0.
@@ -398,7 +403,16 @@ TrainRecord train(const Deck& deck, Trainer<Real>& trainer, DumpObserver<Real>* 
       CollectiveGuard guard(su.timeout, "every rank to create the dump datasets of step " + std::to_string(step));
       dump->begin_step(step);
     }
+    const counters::SyncCounts sync0 = counters::counting() ? counters::sync_now() : counters::SyncCounts{};
     StepResult res = trainer.step(step, batch, share, dump);
+    if (counters::counting()) {
+      rec.sync_per_step.push_back(counters::sync_now() - sync0);
+      // The first step warms up (allocations, packing): kernel rates count the steps after it.
+      if (step == su.first_step && su.steps - su.first_step > 1)
+        counters::reset_work();
+      else
+        ++rec.counted_steps;
+    }
     if (dump) dump->end_step(batch, res, rank == 0, holds_loss);
     // Step time = the slowest rank's whole step; the pipeline's makespan likewise.
     // The makespan is the measured replica's (the bubble is summarized from its ranks).
@@ -510,6 +524,64 @@ void write_pictures(const Deck& deck, const RunSetup& su, const Plan& pl, const 
                           [&](std::ostream& f) { sched::write_chrome_trace(tl, f); });
 }
 
+// profile.kernels: the counters run from the first step to the end of the launch.
+struct KernelCountersOn {
+  explicit KernelCountersOn(bool on) : on_(on) {
+    if (on_) counters::enable(/*timed=*/true);
+  }
+  ~KernelCountersOn() {
+    if (on_) counters::disable();
+  }
+  KernelCountersOn(const KernelCountersOn&) = delete;
+  KernelCountersOn& operator=(const KernelCountersOn&) = delete;
+
+ private:
+  bool on_;
+};
+
+// Phase 4, profile.kernels: every pipeline rank's per-step synchronizations on rank 0 (the
+// ranks of one job run the same binary, so the counts travel as bytes), with rank 0's kernels.
+std::unique_ptr<KernelCounterReport> gather_kernel_counters(MPI_Comm comm, const TrainRecord& rec) {
+  static_assert(std::is_trivially_copyable<counters::SyncCounts>::value, "SyncCounts travel as bytes");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int bytes = static_cast<int>(rec.sync_per_step.size() * sizeof(counters::SyncCounts));
+  std::vector<counters::SyncCounts> all(rank == 0 ? rec.sync_per_step.size() * static_cast<std::size_t>(size) : 0);
+  MPI_Gather(rec.sync_per_step.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, 0, comm);
+  if (rank != 0) return nullptr;
+  auto r = std::make_unique<KernelCounterReport>();
+  const counters::Snapshot snap = counters::snapshot();
+  r->timed = true;
+  r->steps = rec.counted_steps;
+  r->work = snap.work;
+  r->kokkos = snap.kokkos;
+  r->fence_labels = snap.fence_labels;
+  r->run_steps = rec.counted_steps;
+  const std::size_t steps = rec.sync_per_step.size();
+  for (int k = 0; k < size; ++k)
+    r->sync.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(k * steps),
+                         all.begin() + static_cast<std::ptrdiff_t>((k + 1) * steps));
+  return r;
+}
+
+// Phase 5 (rank 0), profile.kernels: the same-run peaks, the table, the JSON section and the
+// roofline. Sizes: big enough to reach the peak of the memory the kernels use, small on a host.
+void report_kernel_counters(const Deck& deck, const RunSetup& su, const Plan& pl, KernelCounterReport& r,
+                            RunReport& rep, std::ostream& out) {
+  const bool host_memory = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  r.dw_exact_group = gemm_det_exact_group(su.shape.seq_len);
+  r.peaks = counters::measure_peaks(host_memory ? 512 : 4096, host_memory ? (1u << 22) : (1u << 26), 5);
+  print_kernel_report(r, out);
+  rep.kernel_counters_json = kernel_counters_json(r);
+  const std::string svg = deck.get_string("output.roofline");
+  if (!svg.empty()) {
+    const std::string path = picture_path(svg, pl, su.plans.size() > 1, ".svg");
+    io::write_output_file(path, su.force, [&](std::ostream& f) { write_roofline_svg(r, f); });
+    out << "roofline: " << path << "\n";
+  }
+}
+
 // Phase 5 (rank 0): the dump of this entry against the sweep's first ("reference"), bit for bit.
 std::string compare_to_reference(const Plan& pl, std::string& reference_dump) {
   if (pl.dump.empty()) return "-";
@@ -584,7 +656,9 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
   std::string reference_dump;
   const Coordinates at(comm, su.p);
   std::unique_ptr<Verdict> stopped;  // a run diverged: the launch stops, its report says why
+  KernelCountersOn counters_on(deck.get_bool("profile.kernels"));
   for (const auto& pl : su.plans) {
+    counters::reset_work();
     if (rank == 0)
       out << "\n== schedule " << pl.schedule << ", p = " << su.p << ", v = " << pl.lowered.v << ", m = " << pl.m
           << " ==\n";
@@ -616,6 +690,11 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
     }
     writer.reset();
 
+    std::unique_ptr<KernelCounterReport> counted;
+    if (counters::counting()) {
+      CollectiveGuard guard(su.timeout, "every rank's kernel counters of " + pl.schedule);
+      counted = gather_kernel_counters(at.pipeline, rec);
+    }
     // Replica 0's pipeline is measured (world rank 0 is its first rank); the others match it.
     RunMeasurements meas;
     {
@@ -634,6 +713,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
       rep.dump_vs_reference = compare_to_reference(pl, reference_dump);
       write_pictures(deck, su, pl, ctx, meas, rep);
       print_run(rep, out);
+      if (counted) report_kernel_counters(deck, su, pl, *counted, rep, out);
       reports.push_back(std::move(rep));
     }
   }

@@ -166,11 +166,22 @@ const std::vector<DeckKey>& deck_keys() {
       {"output.svg", std::string(""), "SVG timeline of the last step (empty = none)", {}},
       {"output.trace", std::string(""), "Chrome-trace JSON of the last step (empty = none)", {}},
       {"output.print_every", 1LL, "print a step line every N steps", A::at_least(1)},
+      {"output.roofline",
+       std::string(""),
+       "SVG roofline of the kernel counters (needs profile.kernels; empty = none); a sweep adds _<schedule>_m<M>",
+       {}},
       {"output.verify",
        std::string(""),
        "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise, with AdamW "
        "up "
        "to its first update)",
+       {}},
+      // Built-in kernel counters (kernels/kernel_counters.hpp): Kokkos Tools callbacks miniPipe
+      // registers itself; off, nothing is registered.
+      {"profile.kernels",
+       false,
+       "built-in kernel counters: per kernel calls, fenced time, FLOPs, bytes and rates beside a same-run sgemm and "
+       "triad; per step fences and host-device copies (kernels are fenced while on, so steps run slower)",
        {}},
   };
   return keys;

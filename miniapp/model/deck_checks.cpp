@@ -82,6 +82,10 @@ void check_effective_keys(const Deck& deck) {
               "with train.mode = " + quoted_text(deck.get_string("train.mode")),
               "leave it at \"auto\", or set train.mode = fast");
 
+  if (!deck.get_bool("profile.kernels") && !deck.get_string("output.roofline").empty())
+    no_effect("output.roofline", quoted_text(deck.get_string("output.roofline")), "unless profile.kernels = true",
+              "leave it empty, or set profile.kernels = true");
+
   const std::string& source = deck.get_string("data.source");
   if (source != "hdf5") {
     if (!deck.get_string("data.path").empty())
@@ -157,6 +161,7 @@ std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
     out.push_back({"output.svg", svg, force, false});
     out.push_back({"output.svg", budget_svg_path(svg), force, false});
     out.push_back({"output.trace", trace, force, false});
+    out.push_back({"output.roofline", deck.get_string("output.roofline"), force, false});
   } else {
     for (const auto& name : names) {
       for (long long m : ms) {
@@ -165,6 +170,8 @@ std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
         out.push_back({"output.svg", sweep_file_name(svg, tag, ".svg"), force, false});
         out.push_back({"output.svg", budget_svg_path(sweep_file_name(svg, tag, ".svg")), force, false});
         out.push_back({"output.trace", sweep_file_name(trace, tag, ".json"), force, false});
+        out.push_back(
+            {"output.roofline", sweep_file_name(deck.get_string("output.roofline"), tag, ".svg"), force, false});
       }
     }
   }

@@ -97,6 +97,9 @@ Json run_section(const RunReport& r) {
   for (const RankReport& q : r.ranks) j["ranks"].push_back(rank_section(q));
   j["dump"] = r.dump_path;
   j["dump_vs_reference"] = r.dump_vs_reference;
+  // The kernel counters' section comes as JSON text from the device-side counters (kernel_report),
+  // which may not include nlohmann-json; read back here so the report stays one JSON value.
+  if (!r.kernel_counters_json.empty()) j["kernel_counters"] = Json::parse(r.kernel_counters_json);
   return j;
 }
 

@@ -44,7 +44,8 @@ struct RunReport {
   std::vector<RankReport> ranks;
   TimeBudget budget;  // the last step's pipeline time in five kinds (time_budget.hpp)
   std::string dump_path;
-  std::string dump_vs_reference;  // "reference", "identical", "DIFFERS", "error", "-" (no dump)
+  std::string dump_vs_reference;     // "reference", "identical", "DIFFERS", "error", "-" (no dump)
+  std::string kernel_counters_json;  // profile.kernels: the JSON object of kernel_report.hpp, else empty
 };
 
 // The launch as a whole: the figure of merit and the verification verdict (verdict.hpp).

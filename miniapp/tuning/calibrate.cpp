@@ -42,8 +42,9 @@ int run_config(const Deck& deck, MPI_Comm comm, std::string keys, int steps, Run
   d.set_from_text("train.recompute", f.at(4));
   d.set_from_text("pipeline.costs", "");
   d.set_from_text("train.steps", std::to_string(steps));
-  for (const char* key : {"output.dump", "output.json", "output.svg", "output.trace", "output.verify",
-                          "checkpoint.path", "checkpoint.restart"})
+  d.set_from_text("profile.kernels", "false");
+  for (const char* key : {"output.dump", "output.json", "output.svg", "output.trace", "output.roofline",
+                          "output.verify", "checkpoint.path", "checkpoint.restart"})
     d.set_from_text(key, "");
   std::ostream quiet(nullptr);
   std::vector<RunReport> reports;

@@ -103,7 +103,8 @@ TEST(CompareTest, IdenticalContentExits0AndIgnoresMetaUnlessAsked) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(
       out,
-      "summary: 4 datasets compared, 4 identical, 0 differing; max abs 0, max rel 0, max normwise rel 0, max ulp 0\n");
+      "summary: 4 datasets compared, 4 identical, 0 differing; max abs 0, max rel 0, max normwise rel 0, max ulp 0\n"
+      "first divergence: none\n");
 
   CompareOptions verbose;
   verbose.verbose = true;
@@ -146,7 +147,11 @@ TEST(CompareTest, OneUlpFloatChangeIsOneDifferingElementWithMaxUlp1) {
   EXPECT_TRUE(contains(out, "DIFFERENT         /grads/w  f32 [3,4]  1 of 12 elements differ; max abs ")) << out;
   EXPECT_TRUE(contains(out, "max ulp 1; first at [1,2]: ")) << out;
   EXPECT_TRUE(contains(out, "summary: 4 datasets compared, 3 identical, 1 differing; max abs ")) << out;
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;  // identical ones are not listed
+  // Identical ones are not listed; the first-divergence line comes last (paths outside a step have
+  // no kernel, step or layer).
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;
+  EXPECT_TRUE(contains(out, "\nfirst divergence: grads/w (kernel ?, step -, layer -) element 6 [1,2]: ")) << out;
+  EXPECT_TRUE(contains(out, ", 1 ULP; 0 later datasets differ\n")) << out;
 }
 
 TEST(CompareTest, OneUlpDoubleChangeAndToleranceMode) {

@@ -91,6 +91,9 @@ TEST(DeckChecks, KeysWithoutEffectAreRefusedNamingTheReason) {
     return message_of([&] { check_effective_keys(Deck::from_string(toml, "deck.toml")); });
   };
   expect_mentions(refused("[pipeline]\nplacement = \"v\"\n"), {"pipeline.placement", "'v'", "no effect", "csv"});
+  expect_mentions(refused("[output]\nroofline = \"r.svg\"\n"),
+                  {"output.roofline", "'r.svg'", "no effect", "profile.kernels = true"});
+  EXPECT_EQ(refused("[output]\nroofline = \"r.svg\"\n[profile]\nkernels = true\n"), "");
   expect_mentions(refused("[pipeline]\nplacement = \"zigzag\"\n"), {"pipeline.placement", "zigzag", "loop | v"});
   expect_mentions(refused("[pipeline]\ncsv = \"a.csv\"\n"), {"pipeline.csv", "no effect"});
   expect_mentions(refused("[data]\npath = \"t.h5\"\n"), {"data.path", "data.source = 'synthetic'"});

@@ -57,4 +57,38 @@ n=$(grep -o '"verdict": "IDENTICAL"' "$out/result/kit_result.json" | wc -l)
 grep -q '"status": "ok", "tokens_per_second": [0-9]' "$out/result/kit_result.json" || fail "no timing result"
 # The MPI that ran is the kit's (the hidden system one could not have started).
 grep -q "OPAL_PREFIX\|mpi/bin" "$kit/run.sh" || fail "run.sh does not relocate the kit's MPI"
+# Kit v2: the counters' runs of both modes are in the one JSON (rates, syncs, a roofline file).
+n=$(grep -o '"counters_status": "ok"' "$out/result/kit_result.json" | wc -l)
+[[ $n -eq 2 ]] || fail "expected 2 kernel-counter runs with status ok, got $n"
+grep -q '"kernel_counters": {"timed": true' "$out/result/kit_result.json" || fail "no kernel_counters object in the JSON"
+grep -q '"sync_per_step": \[' "$out/result/kit_result.json" || fail "no sync counts in the JSON"
+grep -q '"first_divergence_kernel_level": null' "$out/result/kit_result.json" || fail "a locator ran although every dump matched"
+for mode in deterministic fast; do
+  grep -q "<circle" "$out/result/counters_tiny_$mode.svg" || fail "no roofline points in counters_tiny_$mode.svg"
+done
+if command -v python3 > /dev/null; then
+  python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$out/result/kit_result.json" || fail "kit_result.json is not valid JSON"
+fi
+
+# The locator on an injected mismatch: MINIPIPE_TEST_PERTURB moves one element of one kernel's
+# output by one ULP in every GPU-side run (a test hook of the binary), so every bitwise check
+# differs, and the rerun of the smallest case at the kernels dump level must name that kernel.
+if "$build/miniapp/minipipe" run --deck "$repo/inputs/tiny.toml" --train.steps 1 --output.dump "$out/probe.h5" \
+  --output.dump_level kernels --output.force true > "$out/probe.log" 2>&1; then
+  [[ -f $kit/ref/tiny_kernels.h5 ]] || fail "the binary has the kernels dump level but the kit carries no kernel-level reference"
+  rc=0
+  unshare -m bash "$hide" env MINIPIPE_TEST_PERTURB=layer_01/qkv bash "$kit/run.sh" "$out/perturbed" --timing-deck tiny \
+    --steps 2 --timeout 120 > "$out/perturbed.txt" 2>&1 || rc=$?
+  cat "$out/perturbed.txt"
+  [[ $rc -eq 1 ]] || fail "run.sh exited $rc on an injected mismatch, expected 1"
+  want='^run.sh: kernel level, tiny sequential p=1 m=1 batch 8: first divergence: step_0000/kernels/layer_01/qkv \(kernel Linear::forward \(qkv_w\), step 0, layer layer_01\) element 0 \[0,0,0\]: .*, 1 ULP; [0-9]+ later datasets differ$'
+  grep -Eq "$want" "$out/perturbed.txt" || fail "no locator line naming layer_01/qkv in run.sh's output"
+  grep -q '"first_divergence_kernel_level": {"deck": "tiny"' "$out/perturbed/kit_result.json" ||
+    fail "kit_result.json has no kernel-level first divergence"
+  echo "check_device_kit: locator: $(grep -E "$want" "$out/perturbed.txt")"
+else
+  echo "check_device_kit: SKIP (locator on an injected mismatch): this minipipe rejects --output.dump_level kernels" \
+    "(contract A and MINIPIPE_TEST_PERTURB land from branch h2-block); the check runs by itself once the binary" \
+    "accepts it: $(grep -m1 -i 'dump_level' "$out/probe.log" || head -1 "$out/probe.log")"
+fi
 echo "check_device_kit: OK: $(tail -1 "$out/pack.txt")"

@@ -1,0 +1,198 @@
+// The kernel counters' table, JSON section and SVG roofline (kernel_report.hpp).
+#include "miniapp/report/kernel_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "schedules/text.hpp"
+
+namespace minipipe {
+
+using sched::Json;
+
+// A number in the table and the SVG's labels: six significant digits.
+std::string json_number(double x) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.6g", x);
+  return b;
+}
+
+double gflops(const counters::WorkStats& w) {
+  return w.seconds > 0 ? w.flops / w.seconds / 1e9 : 0.0;
+}
+
+double gbytes_per_second(const counters::WorkStats& w) {
+  return w.seconds > 0 ? w.bytes / w.seconds / 1e9 : 0.0;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, counters::WorkStats>> by_time(const KernelCounterReport& r) {
+  std::vector<std::pair<std::string, counters::WorkStats>> rows(r.work.begin(), r.work.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  return rows;
+}
+
+std::string sync_line(const counters::SyncCounts& c) {
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "fences %llu (+%llu inside Kokkos) | D2H %llu (%llu B) | H2D %llu (%llu B) | D2D %llu (%llu B) | "
+                "H2H %llu (%llu B) | fills %llu | kernels %llu, reduces %llu",
+                static_cast<unsigned long long>(c.fences), static_cast<unsigned long long>(c.kokkos_fences),
+                static_cast<unsigned long long>(c.d2h), static_cast<unsigned long long>(c.d2h_bytes),
+                static_cast<unsigned long long>(c.h2d), static_cast<unsigned long long>(c.h2d_bytes),
+                static_cast<unsigned long long>(c.d2d), static_cast<unsigned long long>(c.d2d_bytes),
+                static_cast<unsigned long long>(c.h2h), static_cast<unsigned long long>(c.h2h_bytes),
+                static_cast<unsigned long long>(c.fills), static_cast<unsigned long long>(c.kernels),
+                static_cast<unsigned long long>(c.reduces));
+  return line;
+}
+
+Json sync_json(const counters::SyncCounts& c) {
+  Json j;
+  j["fences"] = c.fences, j["kokkos_fences"] = c.kokkos_fences;
+  j["d2h"] = c.d2h, j["d2h_bytes"] = c.d2h_bytes, j["h2d"] = c.h2d, j["h2d_bytes"] = c.h2d_bytes;
+  j["d2d"] = c.d2d, j["d2d_bytes"] = c.d2d_bytes, j["h2h"] = c.h2h, j["h2h_bytes"] = c.h2h_bytes;
+  j["fills"] = c.fills, j["fill_bytes"] = c.fill_bytes, j["kernels"] = c.kernels, j["reduces"] = c.reduces;
+  return j;
+}
+
+}  // namespace
+
+void print_kernel_report(const KernelCounterReport& r, std::ostream& out) {
+  std::ostringstream os;
+  double flops = 0, model = 0, seconds = 0;
+  for (const auto& [k, w] : r.work) flops += w.flops, model += w.model_flops, seconds += w.seconds;
+  os << "kernel counters (rank 0, " << r.steps << " step" << (r.steps == 1 ? "" : "s")
+     << (r.timed ? ", each kernel fenced" : "") << "):\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-40s %7s %10s %10s %10s %9s %9s %7s %6s\n", "kernel", "calls", "ms", "GFLOP",
+                "MB", "GFLOP/s", "GB/s", "FLOP/B", "%time");
+  os << line;
+  for (const auto& [label, w] : by_time(r)) {
+    std::snprintf(line, sizeof(line), "  %-40s %7llu %10.3f %10.4f %10.3f %9.2f %9.2f %7.2f %6.1f\n",
+                  label.substr(0, 40).c_str(), static_cast<unsigned long long>(w.calls), 1e3 * w.seconds, w.flops / 1e9,
+                  w.bytes / 1e6, gflops(w), gbytes_per_second(w), w.bytes > 0 ? w.flops / w.bytes : 0.0,
+                  seconds > 0 ? 100.0 * w.seconds / seconds : 0.0);
+    os << line;
+  }
+  std::snprintf(line, sizeof(line), "  %-40s %7s %10.3f %10.4f (model %.4f GFLOP = the FOM's)\n", "all", "",
+                1e3 * seconds, flops / 1e9, model / 1e9);
+  os << line;
+  std::snprintf(line, sizeof(line),
+                "  same run on %s: sgemm %.2f GFLOP/s (n = %d, Kokkos Kernels gemm), triad %.2f GB/s (%llu floats)\n",
+                r.peaks.backend.c_str(), r.peaks.sgemm_gflops, r.peaks.sgemm_n, r.peaks.triad_gbs,
+                static_cast<unsigned long long>(r.peaks.triad_elements));
+  os << line;
+  os << "  fences of rank 0 by label, per step:";
+  for (const auto& [label, n] : r.fence_labels)
+    os << " " << label << " " << json_number(r.run_steps > 0 ? static_cast<double>(n) / r.run_steps : 0.0) << ";";
+  os << "\n";
+  for (std::size_t rank = 0; rank < r.sync.size(); ++rank)
+    if (!r.sync[rank].empty())
+      os << "  syncs per step, rank " << rank << " (last step): " << sync_line(r.sync[rank].back()) << "\n";
+  out << os.str();
+}
+
+std::string kernel_counters_json(const KernelCounterReport& r) {
+  Json j;
+  j["timed"] = r.timed, j["steps"] = r.steps, j["dw_exact_group"] = r.dw_exact_group;
+  Json peaks;
+  peaks["backend"] = r.peaks.backend, peaks["sgemm_gflops"] = r.peaks.sgemm_gflops, peaks["sgemm_n"] = r.peaks.sgemm_n;
+  peaks["triad_gbs"] = r.peaks.triad_gbs, peaks["triad_elements"] = r.peaks.triad_elements;
+  j["peaks"] = peaks;
+  j["kernels"] = Json::array();
+  for (const auto& [label, w] : by_time(r)) {
+    Json k;
+    k["kernel"] = label, k["calls"] = w.calls, k["seconds"] = w.seconds, k["flops"] = w.flops;
+    k["model_flops"] = w.model_flops, k["bytes"] = w.bytes, k["gflops"] = gflops(w);
+    k["gbs"] = gbytes_per_second(w), k["flops_per_byte"] = w.bytes > 0 ? w.flops / w.bytes : 0.0;
+    j["kernels"].push_back(k);
+  }
+  j["kokkos_kernels"] = Json::array();
+  for (const auto& [label, k] : r.kokkos) {
+    Json x;
+    x["label"] = label, x["calls"] = k.calls, x["seconds"] = k.seconds, x["reduces"] = k.reduces;
+    j["kokkos_kernels"].push_back(x);
+  }
+  j["fences_by_label"] = Json::object();
+  for (const auto& [label, n] : r.fence_labels) j["fences_by_label"][label] = n;
+  j["fences_by_label_steps"] = r.run_steps;
+  j["sync_per_step"] = Json::array();
+  for (std::size_t rank = 0; rank < r.sync.size(); ++rank) {
+    Json x;
+    x["rank"] = rank;
+    x["steps"] = Json::array();
+    for (const auto& c : r.sync[rank]) x["steps"].push_back(sync_json(c));
+    j["sync_per_step"].push_back(x);
+  }
+  return sched::json_text(j);
+}
+
+void write_roofline_svg(const KernelCounterReport& r, std::ostream& out) {
+  // Axes: intensity 2^-6 .. 2^10 FLOP/B, rate from the sgemm peak (or the fastest kernel) down
+  // five decades (log scales).
+  const double W = 900, H = 560, x0 = 80, y0 = 40, pw = 560, ph = 440;
+  const double imin = std::log10(1.0 / 64), imax = std::log10(1024.0);
+  double top = std::max(r.peaks.sgemm_gflops, 1e-3);
+  for (const auto& [k, w] : r.work) top = std::max(top, gflops(w));
+  const double rmax = std::ceil(std::log10(top)), rmin = rmax - 5;
+  auto X = [&](double ai) { return x0 + pw * (std::log10(ai) - imin) / (imax - imin); };
+  auto Y = [&](double g) {
+    const double l = std::clamp(std::log10(std::max(g, 1e-30)), rmin, rmax);
+    return y0 + ph * (rmax - l) / (rmax - rmin);
+  };
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  o << "<text x=\"" << x0 << "\" y=\"22\" font-size=\"14\">miniPipe kernel roofline (" << r.peaks.backend
+    << ", same-run sgemm and triad)</text>\n";
+  o << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\" fill=\"none\" stroke=\"black\"/>\n";
+  for (int e = static_cast<int>(imin); e <= static_cast<int>(imax); ++e) {
+    const double x = X(std::pow(10.0, e));
+    if (x < x0 - 0.5) continue;
+    o << "<line x1=\"" << x << "\" y1=\"" << y0 << "\" x2=\"" << x << "\" y2=\"" << y0 + ph
+      << "\" stroke=\"#ddd\"/><text x=\"" << x - 10 << "\" y=\"" << y0 + ph + 16 << "\">1e" << e << "</text>\n";
+  }
+  for (int e = static_cast<int>(rmin); e <= static_cast<int>(rmax); ++e) {
+    const double y = Y(std::pow(10.0, e));
+    o << "<line x1=\"" << x0 << "\" y1=\"" << y << "\" x2=\"" << x0 + pw << "\" y2=\"" << y
+      << "\" stroke=\"#ddd\"/><text x=\"" << x0 - 40 << "\" y=\"" << y + 4 << "\">1e" << e << "</text>\n";
+  }
+  o << "<text x=\"" << x0 + pw / 2 - 80 << "\" y=\"" << H - 40 << "\">intensity (FLOP / byte moved)</text>\n";
+  o << "<text x=\"18\" y=\"" << y0 + ph / 2 + 40 << "\" transform=\"rotate(-90 18 " << y0 + ph / 2 + 40
+    << ")\">GFLOP/s</text>\n";
+  // The roof: min(sgemm, triad x intensity), sampled along the intensity axis.
+  if (r.peaks.sgemm_gflops > 0 && r.peaks.triad_gbs > 0) {
+    o << "<polyline fill=\"none\" stroke=\"#c00\" stroke-width=\"2\" points=\"";
+    for (int i = 0; i <= 200; ++i) {
+      const double ai = std::pow(10.0, imin + (imax - imin) * i / 200.0);
+      o << X(ai) << "," << Y(std::min(r.peaks.sgemm_gflops, r.peaks.triad_gbs * ai)) << " ";
+    }
+    o << "\"/>\n<text x=\"" << x0 + pw - 200 << "\" y=\"" << Y(r.peaks.sgemm_gflops) - 6 << "\" fill=\"#c00\">sgemm "
+      << json_number(r.peaks.sgemm_gflops) << " GFLOP/s</text>\n";
+    o << "<text x=\"" << x0 + 6 << "\" y=\"" << Y(r.peaks.triad_gbs / 64) - 8 << "\" fill=\"#c00\">triad "
+      << json_number(r.peaks.triad_gbs) << " GB/s</text>\n";
+  }
+  // Kernel points, numbered; the legend on the right names them.
+  int n = 0;
+  for (const auto& [label, w] : by_time(r)) {
+    if (w.flops <= 0 || w.bytes <= 0 || w.seconds <= 0) continue;
+    ++n;
+    const double x = X(std::clamp(w.flops / w.bytes, std::pow(10.0, imin), std::pow(10.0, imax)));
+    const double y = Y(gflops(w));
+    o << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"4\" fill=\"#06c\"><title>" << label << ": "
+      << json_number(gflops(w)) << " GFLOP/s, " << json_number(w.flops / w.bytes) << " FLOP/B</title></circle>"
+      << "<text x=\"" << x + 5 << "\" y=\"" << y - 4 << "\" fill=\"#06c\">" << n << "</text>\n";
+    o << "<text x=\"" << x0 + pw + 14 << "\" y=\"" << y0 + 12 + 14 * (n - 1) << "\">" << n << " " << label << " ("
+      << json_number(std::round(gflops(w) * 100) / 100) << ")</text>\n";
+  }
+  o << "</svg>\n";
+  out << o.str();
+}
+
+}  // namespace minipipe

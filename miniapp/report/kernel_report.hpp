@@ -1,0 +1,40 @@
+// The kernel counters' report (`profile.kernels`): the per-kernel table with achieved GFLOP/s and
+// GB/s beside the same-run sgemm and triad, the per-step host synchronizations, the JSON section
+// and the SVG roofline. Pure functions of the counted numbers (no Kokkos).
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_counters.hpp"
+
+namespace minipipe {
+
+struct KernelCounterReport {
+  bool timed = true;
+  int steps = 0;  // steps the work and time are summed over (the first is left out when there are several)
+  std::map<std::string, counters::WorkStats> work;            // rank 0's kernel entries
+  std::map<std::string, counters::KokkosKernelStats> kokkos;  // rank 0's Kokkos kernels
+  // Per rank (index = rank of the pipeline), per step: synchronizations and copies.
+  std::vector<std::vector<counters::SyncCounts>> sync;
+  std::map<std::string, std::uint64_t> fence_labels;  // rank 0's fences by label over the counted steps
+  int run_steps = 0;                                  // = steps
+  int dw_exact_group = 0;  // samples per exact fold of held dW samples (host path; the sync formula needs it)
+  counters::Peaks peaks;
+};
+
+// Achieved rates of one kernel entry (0 when it has no time).
+double gflops(const counters::WorkStats& w);
+double gbytes_per_second(const counters::WorkStats& w);
+
+// The per-kernel table (sorted by time), the peaks and each rank's synchronizations of the last step.
+void print_kernel_report(const KernelCounterReport& r, std::ostream& out);
+// The JSON object of the report's "kernel_counters" section.
+std::string kernel_counters_json(const KernelCounterReport& r);
+// Log-log roofline: GFLOP/s against FLOPs per byte, the roofs min(sgemm, triad x intensity) and
+// one point per kernel entry with work.
+void write_roofline_svg(const KernelCounterReport& r, std::ostream& out);
+
+}  // namespace minipipe

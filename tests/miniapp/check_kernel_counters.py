@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The built-in kernel counters (profile.kernels) against closed forms, on a host build.
+
+  check_kernel_counters.py MINIPIPE MPIEXEC DECK OUTDIR [p m schedule]...
+
+For each (p, m, schedule) it runs DECK for 3 deterministic steps with the counters on and checks,
+for every pipeline rank and step, the synchronizations of docs/benchmarking.md ("Kernel counters"):
+
+  fences = A + S + 1 + 2 Lw m + Lw * w(m)      (A compute actions, S boundary messages sent,
+                                                Lw Linear weights on the rank, w the dW path below)
+  host-to-host copies = 4 + stages + R (R boundary messages received), fills = 2 + stages + parameters, no D2H / H2D / D2D
+  (a host build: the copies that a device build makes D2H / H2D stay in host memory)
+
+and that the kernels' model FLOPs per step add up to B T F_token, the FOM's model FLOPs, with the
+FLOPs the FOM leaves out coming only from the kernels docs/benchmarking.md lists as left out.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def fail(msg):
+    print(f"check_kernel_counters: FAIL: {msg}")
+    sys.exit(1)
+
+
+def deck_values(path):
+    vals, table = {}, ""
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("["):
+            table = line.strip("[]")
+        elif "=" in line:
+            k, v = (x.strip() for x in line.split("=", 1))
+            vals[f"{table}.{k}"] = v.strip('"')
+    return vals
+
+
+def split(n, parts):
+    """Micro-batch sizes: n samples into parts that differ by at most one (larger ones first)."""
+    return [n // parts + (1 if k < n % parts else 0) for k in range(parts)]
+
+
+def dw_fences(sizes, group):
+    """Fences of one weight's backward-weight calls in a step on the host path (kernels/linear.cpp):
+    with one micro-batch the exact GEMM runs directly (1). With several, a call of S < group
+    samples holds them (1 fence: Linear::dW_hold), folding first what is held when S more would
+    not fit and when the group is full (1 each: Gemm::det exact); a call of S >= group runs
+    directly (1); the last W flushes what is left (1)."""
+    if len(sizes) == 1:
+        return 1
+    f = held = 0
+    for s in sizes:
+        if s >= group:
+            f += 1
+            continue
+        if held + s > group:
+            f += 1
+            held = 0
+        f += 1
+        held += s
+        if held == group:
+            f += 1
+            held = 0
+    return f + (1 if held else 0)
+
+
+def f_token(L, C, V, T):
+    # docs/benchmarking.md: F_token = 6 (12 L C^2 + V C) + 6 L C (T + 1)
+    return 6 * (12 * L * C * C + V * C) + 6 * L * C * (T + 1)
+
+
+LEFT_OUT = ("LayerNorm::", "Attention::", "Gelu::", "Elementwise::", "Linear::", "CrossEntropy::", "AdamW::",
+            "Sgd::", "Embedding::")
+
+
+def check(exe, mpiexec, deck, out, p, m, schedule):
+    d = deck_values(deck)
+    L, C, V, T = (int(d[k]) for k in ("model.n_layer", "model.channels", "model.vocab", "model.seq_len"))
+    B = int(d["train.batch"])
+    js = out / f"counters_p{p}_m{m}.json"
+    cmd = [mpiexec, "-n", str(p), exe, "run", "--deck", deck, "--train.steps", "3", "--train.mode", "deterministic",
+           "--pipeline.schedule", schedule, "--pipeline.microbatches", str(m), "--profile.kernels", "true",
+           "--output.json", str(js), "--output.roofline", str(out / f"roofline_p{p}_m{m}.svg"), "--output.force",
+           "true"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    table = [l for l in r.stdout.splitlines() if l.startswith("  ") and ("Linear::" in l or "sync" in l)]
+    if not table:
+        fail(f"no per-kernel table in the output:\n{r.stdout}")
+    run = json.loads(js.read_text())["runs"][0]
+    kc = run["kernel_counters"]
+    group = kc["dw_exact_group"]
+    if group < 1:
+        fail(f"dw_exact_group {group}")
+    sizes = split(B, m)
+    per_stage_layers = L // p  # even split, v = 1 (the configurations below divide evenly)
+    for rank, entry in enumerate(kc["sync_per_step"]):
+        first, last = rank == 0, rank == p - 1
+        stages = 1
+        A = 2 * m * stages  # F and B per micro-batch (no split backward in these schedules)
+        S = (0 if last else m) + (0 if first else m)  # sent: activations forward, gradients backward
+        R = (0 if first else m) + (0 if last else m)  # received: each copied into the stage's own buffer
+        Lw = 4 * per_stage_layers + (1 if last else 0)
+        params = 12 * per_stage_layers + (2 if first else 0) + (3 if last else 0)
+        want = {"fences": A + S + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group),
+                "h2h": 4 + stages + R, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
+        for step, got in enumerate(entry["steps"]):
+            for k, v in want.items():
+                if got[k] != v:
+                    fail(f"p={p} m={m} {schedule}: rank {rank} step {step}: {k} = {got[k]}, the formula gives {v} "
+                         f"(A={A} S={S} R={R} Lw={Lw} group={group} sizes={sizes}); all counts: {got}")
+        print(f"p={p} m={m} {schedule} rank {rank}: per step {want} (A={A}, S={S}, Lw={Lw}, group={group}) as counted")
+    # FLOPs: the kernels' model FLOPs per step are the FOM's, exactly; the rest comes from the
+    # kernels the FOM leaves out, and is a small part.
+    steps = kc["steps"]
+    kernels = kc["kernels"]
+    model = sum(k["model_flops"] for k in kernels) / steps
+    total = sum(k["flops"] for k in kernels) / steps
+    # Rank 0's kernels only: with p > 1 the FOM's share of rank 0 is its layers' (checked at p = 1).
+    if p == 1:
+        want_model = B * T * f_token(L, C, V, T)
+        if abs(model - want_model) > 1e-9 * want_model:
+            fail(f"model FLOPs per step {model} != B T F_token = {want_model}")
+        fom = json.loads(js.read_text())["fom"]
+        binary_f_token = fom["model_tflops"] * 1e12 / fom["value"]
+        if abs(binary_f_token - f_token(L, C, V, T)) > 1e-4 * f_token(L, C, V, T):
+            fail(f"the FOM's F_token {binary_f_token} is not docs/benchmarking.md's {f_token(L, C, V, T)}")
+        extra = total - model
+        if not 0 < extra < 0.10 * total:
+            fail(f"FLOPs the FOM leaves out: {extra} of {total} per step (expected a few percent)")
+        print(f"p=1 m={m}: model FLOPs per step {model:.6g} = B T F_token; left out {extra:.4g} "
+              f"({100 * extra / total:.2f}% of {total:.6g})")
+    for k in kernels:
+        if k["flops"] > k["model_flops"] and not k["kernel"].startswith(LEFT_OUT):
+            fail(f"{k['kernel']} has FLOPs the FOM does not count and is not among its left-out kernels")
+        if k["calls"] > 0 and k["seconds"] <= 0:
+            fail(f"{k['kernel']} ran {k['calls']} times in no time")
+    if kc["peaks"]["sgemm_gflops"] <= 0 or kc["peaks"]["triad_gbs"] <= 0:
+        fail(f"no same-run peaks: {kc['peaks']}")
+    svg = (out / f"roofline_p{p}_m{m}.svg").read_text()
+    if svg.count("<circle") < 10 or "sgemm" not in svg:
+        fail("the roofline has fewer than 10 kernel points or no sgemm roof")
+
+
+def main():
+    exe, mpiexec, deck, out = sys.argv[1:5]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rest = sys.argv[5:]
+    for i in range(0, len(rest), 3):
+        check(exe, mpiexec, deck, out, int(rest[i]), int(rest[i + 1]), rest[i + 2])
+    print("check_kernel_counters: OK")
+
+
+if __name__ == "__main__":
+    main()
