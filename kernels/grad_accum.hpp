@@ -79,18 +79,19 @@ struct GradAccum {
 
   std::size_t size() const { return mode == Mode::deterministic ? exact.extent(0) : sum.extent(0); }
 
+  // Fills on ExecSpace: ordered with the kernels that follow, no host wait.
   void zero() {
-    Kokkos::deep_copy(overflow, 0);
+    Kokkos::deep_copy(ExecSpace(), overflow, 0);
     zero_values();
   }
   // The accumulated values only; the owner of a shared flag array clears the flags itself.
   void zero_values() {
     pending.count = 0;
     if (mode == Mode::deterministic) {
-      Kokkos::deep_copy(exact, Fixed128{});
+      Kokkos::deep_copy(ExecSpace(), exact, Fixed128{});
       exact_zero = true;
     } else {
-      Kokkos::deep_copy(sum, T(0));
+      Kokkos::deep_copy(ExecSpace(), sum, T(0));
     }
   }
 
@@ -110,6 +111,7 @@ struct GradAccum {
   NonFinite finalize(const View1<T>& g) const {
     int ov = 0;
     Kokkos::deep_copy(ov, overflow);
+    note_host_sync();
     if (ov) throw_overflow();
     return finalize_unchecked(g);
   }

@@ -79,7 +79,21 @@ namespace kmath = ::Kokkos;
 namespace kmath = ::Kokkos::Experimental;
 #endif
 
+// Host synchronizations: the points where the host waits for the device (explicit fences, a
+// reduction into a host scalar, a deep_copy that reads or fills memory across the two), counted
+// where miniPipe issues them so that a run reports them per step (RankStepStats::host_syncs).
+// The fence wrappers below count themselves; other sites call note_host_sync(). Kokkos' own
+// waits inside libraries (Kokkos Kernels) are not seen: Kokkos Tools counters can replace this one.
+inline std::int64_t& host_sync_count() {
+  static std::int64_t n = 0;
+  return n;
+}
+inline void note_host_sync() {
+  ++host_sync_count();
+}
+
 inline void fence(const char* label) {
+  note_host_sync();
 #if KOKKOS_VERSION >= 30500
   Kokkos::fence(label);
 #else
@@ -90,6 +104,7 @@ inline void fence(const char* label) {
 
 template <class Space>
 inline void fence_space(const Space& space, const char* label) {
+  note_host_sync();
 #if KOKKOS_VERSION >= 30500
   space.fence(label);
 #else

@@ -56,8 +56,8 @@ void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch,
           << ", \"allreduce\": " << json_number(q.allreduce) << ", \"idle\": " << json_number(q.idle)
           << ", \"dump_io\": " << json_number(q.dump_io) << ", \"peak_stored_microbatches\": " << q.peak_stored_mb
           << ", \"peak_stored_bytes\": " << json_number(q.peak_stored_bytes)
-          << ", \"workspace_bytes\": " << json_number(q.workspace_bytes) << "}" << (k + 1 < r.ranks.size() ? "," : "")
-          << "\n";
+          << ", \"workspace_bytes\": " << json_number(q.workspace_bytes)
+          << ", \"host_syncs_per_step\": " << q.host_syncs << "}" << (k + 1 < r.ranks.size() ? "," : "") << "\n";
     }
     out << "      ],\n";
     out << "      \"dump\": " << json_quote(r.dump_path)

@@ -393,7 +393,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     Embedding<T>::forward(n, T_, tokens, cmat(*embedding_.wte), cmat(*embedding_.wpe), entry);
     if (observer_) observer_->activation("embedding", mb, entry);
   } else if (entry.data() != x_in.data()) {
-    Kokkos::deep_copy(entry, x_in);
+    Kokkos::deep_copy(ExecSpace(), entry, x_in);
   }
 
   for (int b = 0; b < num_layers_; ++b) {
@@ -482,7 +482,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     LayerNorm<T>::backward_input(mode_, t.h_x, cvec(head_.lnf_w->value), cv(t.h_mean), cv(t.h_rstd), t.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
-    Kokkos::deep_copy(top, dy);
+    Kokkos::deep_copy(ExecSpace(), top, dy);
   }
 
   for (int b = num_layers_ - 1; b >= 0; --b) {
@@ -557,7 +557,7 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
 
 template <class T>
 void Stage<T>::zero_grads() {
-  Kokkos::deep_copy(flags_, 0);
+  Kokkos::deep_copy(ExecSpace(), flags_, 0);  // ordered with the step's kernels, no host wait
   w_expected_ = w_done_ = 0;
   for (auto& p : params_) {
     p.acc.zero_values();
@@ -607,6 +607,7 @@ std::vector<NonFinite> Stage<T>::finalize_grads() {
     throw std::logic_error(os.str());
   }
   Kokkos::deep_copy(flags_host_, flags_);
+  note_host_sync();
   for (std::size_t k = 0; k < params_.size(); ++k)
     if (flags_host_(k)) params_[k].acc.throw_overflow();
   std::vector<NonFinite> bad;
