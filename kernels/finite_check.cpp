@@ -41,10 +41,9 @@ template <class T>
 void FiniteCheck<T>::lowest_code_to(CMat<T> x, const Kokkos::View<std::int64_t*, MemSpace>& codes, std::size_t slot) {
   const CVec<T> v(x.data(), x.extent(0) * x.extent(1));
   const T* const xp = v.data();
-  const Kokkos::View<std::int64_t, MemSpace> result = Kokkos::subview(codes, slot);
-  checked_reduce<T>(
-      "FiniteCheck::lowest_code_to", v, KOKKOS_LAMBDA(const std::int64_t i) { return xp[i]; },
-      Kokkos::Min<std::int64_t, MemSpace>(result));
+  const CodeSlot into{codes, slot};
+  checked_for_each<T>(
+      "FiniteCheck::lowest_code_to", v, KOKKOS_LAMBDA(const std::int64_t i) { return xp[i]; }, &into);
 }
 
 template struct FiniteCheck<float>;

@@ -69,9 +69,22 @@ void checked_reduce(const char* label, const View& out, const Write& write, cons
       lowest_code);
 }
 
-// checked_reduce into a host scalar: returns out's first non-finite element (a host wait).
+// Where a check leaves its lowest code in device memory instead of returning it: codes(slot).
+struct CodeSlot {
+  Kokkos::View<std::int64_t*, MemSpace> codes;
+  std::size_t slot = 0;
+};
+
+// checked_reduce into a host scalar: returns out's first non-finite element (a host wait). With
+// `into`, the lowest code goes to into->codes(into->slot) instead, no host wait, and the result
+// is empty: the caller reads the codes of many checks at once (decode_non_finite).
 template <class T, class View, class Write>
-NonFinite checked_for_each(const char* label, const View& out, const Write& write) {
+NonFinite checked_for_each(const char* label, const View& out, const Write& write, const CodeSlot* into = nullptr) {
+  if (into) {
+    const Kokkos::View<std::int64_t, MemSpace> result = Kokkos::subview(into->codes, into->slot);
+    checked_reduce<T>(label, out, write, Kokkos::Min<std::int64_t, MemSpace>(result));
+    return NonFinite{};
+  }
   std::int64_t code = kFiniteCode;
   checked_reduce<T>(label, out, write, Kokkos::Min<std::int64_t>(code));
   note_host_sync();  // the result is a host scalar

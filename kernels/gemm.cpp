@@ -535,7 +535,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
     }
   }
   if (rsum) Kokkos::parallel_for("Gemm::row_sums_add", Policy(0, M), [=](const int m) { row_sums[m] += rsum[m]; });
-  fence_space(Host(), "Gemm::det packed");
+  fence_host_threads(Host(), "Gemm::det packed");
 }
 
 // row_sums[m] += the chain r = 0; r = r + A(m,k) over k in order: one thread per row (on a GPU
@@ -779,7 +779,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
       }
     }
   }
-  fence_space(Host(), "Gemm::det exact");
+  fence_host_threads(Host(), "Gemm::det exact");
 }
 
 // Device path ("generic"): register-tiled team kernel, one team per BM x BN tile of C (and per

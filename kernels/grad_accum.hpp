@@ -120,8 +120,9 @@ struct GradAccum {
                            "': a per-sample partial or the running sum exceeded the exact "
                            "fixed-point range (|x| < 2^47) or was not finite");
   }
-  // finalize without reading the flag back: for a caller that has read it already.
-  NonFinite finalize_unchecked(const View1<T>& g) const {
+  // finalize without reading the flag back: for a caller that has read it already. With `into`,
+  // fast mode's check leaves its code in device memory (see checked_for_each) and returns empty.
+  NonFinite finalize_unchecked(const View1<T>& g, const CodeSlot* into = nullptr) const {
     if (pending.count > 0)
       throw std::logic_error("gradient accumulator '" + name + "' read with " + std::to_string(pending.count) +
                              " held-back sample(s) not flushed (Linear::flush_weight)");
@@ -139,11 +140,13 @@ struct GradAccum {
     const T* const s = sum.data();
     T* const gp = g.data();
     return checked_for_each<T>(
-        "GradAccum::finalize", g, KOKKOS_LAMBDA(const std::int64_t e) {
+        "GradAccum::finalize", g,
+        KOKKOS_LAMBDA(const std::int64_t e) {
           const T v = s[e];
           gp[e] = v;
           return v;
-        });
+        },
+        into);
   }
 };
 

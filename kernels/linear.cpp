@@ -164,7 +164,7 @@ void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int gr
             for (int l = 0; l < no; ++l) b.add(o0 + l, static_cast<double>(acc[l]));
         }
       });
-  fence_space(ExecSpace(), "Linear::dW_hold");
+  fence_host_threads(ExecSpace(), "Linear::dW_hold");  // host path only
   p.count += S;
   if (p.count == group) add_held(dW, ws);
 }

@@ -113,6 +113,18 @@ inline void fence_space(const Space& space, const char* label) {
 #endif
 }
 
+// Joins a host backend's threads after a host-path kernel (packed GEMM, held samples): no device is
+// involved, so it is not a host synchronization and is not counted.
+template <class Space>
+inline void fence_host_threads(const Space& space, const char* label) {
+#if KOKKOS_VERSION >= 30500
+  space.fence(label);
+#else
+  (void)label;
+  space.fence();
+#endif
+}
+
 // RAII Kokkos profiling region, so Kokkos Tools / Nsight see each phase by name.
 class ProfileRegion {
  public:
