@@ -2,12 +2,15 @@
 // level-0 scratch tiles; each element keeps the host path's chain (see attention.cpp's header).
 //
 // Forward, team (b, h, QB queries): Q tile in scratch; per key tile, scores by a thread per
-// (query, key); softmax with one thread per row for the max and for the sum (the sum in the
-// canonical lanes of row_reduce.hpp) and a thread per element for exp and the division; out by a
-// thread per (query, channel) over V tiles, its accumulator in scratch between tiles. Backward in
-// three launches: rowdot's lanes by a thread per (query, key) of each key tile, then the lane tree
-// per row (parked in dqkv's first q entry of the row, as the host row kernels do), dk/dv per key block
-// over query tiles, dq per query block over key tiles; datt and dpre are recomputed per tile
+// (query, key); the softmax's max and sum by the whole team over every lane of the block's rows
+// (row_reduce.hpp's team_reduce_rows: canonical lanes, the tree one level at a time), each exp
+// formed by the lane that adds it, the division by a thread per element; out by a thread per
+// (query, channel) over V tiles, its accumulator in scratch between tiles. It stores att(t, t2)
+// for t2 <= t only: the masked upper triangle is never written and never read (the backward reads
+// keys t2 <= t alone; a dump that shows att writes those entries as 0 itself). Backward in three
+// launches: rowdot's lanes by a thread per (query, key) of each key tile, then the lane tree across
+// the team (parked in dqkv's first q entry of the row, as the host row kernels do), dk/dv per key
+// block over query tiles, dq per query block over key tiles; datt and dpre are recomputed per tile
 // (the same values) instead of being stored for the head. Scratch rows use the odd pitch hs + 1.
 #include "attention_device.hpp"
 
@@ -37,9 +40,9 @@ using Scratch = Kokkos::View<Real*, ExecSpace::scratch_memory_space, Kokkos::Mem
 
 // Scratch elements of each kernel (carved in this order in the kernels below).
 template <class Real>
-int forward_elems(int hs) {  // qs, ks (K then V), ps, acc, mx, sum
+int forward_elems(int hs) {  // qs, ks (K then V), ps, acc, mx, rd
   using Tl = Tiles<Real>;
-  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * hs + 2 * Tl::kQ;
+  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * hs + Tl::kQ + Tl::kQ * rowred::kLanes;
 }
 template <class Real>
 int rowdot_elems(int hs) {  // ds, vs, ps, rd (QB x lanes)
@@ -94,7 +97,7 @@ bool fits(int hs) {
 
 template <class Real>
 void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
-  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK;
+  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, L = rowred::kLanes;
   const int hs = C / H, ld = hs + 1;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int nqb = (T + QB - 1) / QB;
@@ -115,7 +118,7 @@ void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real
         Real* ps = ks + KB * ld;                                          // (QB, KB)
         Real* acc = ps + QB * KB;                                         // (QB, hs)
         Real* mx = acc + QB * hs;                                         // (QB)
-        Real* sm = mx + QB;                                               // (QB)
+        Real* rd = mx + QB;                                               // (QB, kLanes) lane partials
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
                              [&](const int e) { qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs); });
         // scores: att(t, t2) = (fma chain over i of q_t[i] k_t2[i]) * scale, t2 <= t
@@ -134,32 +137,24 @@ void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real
           });
         }
         team.team_barrier();
-        // softmax: a thread per row for the max and for the sum (the canonical lanes of row_reduce.hpp)
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
-          const int t = t0 + q;
-          Real m = 0;
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const Real s = att(arow + t, t2);
-            m = (t2 == 0 || s > m) ? s : m;
-          }
-          mx[q] = m;
+        // softmax of rows t = t0 + q over keys t2 <= t: the max and the sum in the canonical lanes
+        // and tree of row_reduce.hpp, the team's threads on all lanes of all rows (consecutive lanes
+        // read consecutive keys); each exp is formed by the lane that adds it. Keys above the
+        // diagonal are never written (nothing reads them).
+        const auto len = [&](const int q) { return t0 + q + 1; };
+        rowred::team_reduce_rows<rowred::Max, Real>(team, rd, nq, len, [&](const int q, const int t2, const Real m) {
+          return rowred::Max::combine<Real>(m, att(arow + t0 + q, t2));
         });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) { mx[q] = rd[q * L]; });
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * T), [&](const int e) {
-          const int q = e / T, t2 = e % T;
-          const int r = arow + t0 + q;
-          att(r, t2) = t2 <= t0 + q ? det::exp(att(r, t2) - mx[q]) : Real(0);
+        rowred::team_reduce_rows<rowred::Sum, Real>(team, rd, nq, len, [&](const int q, const int t2, const Real a) {
+          Real& x = att(arow + t0 + q, t2);
+          x = det::exp(x - mx[q]);
+          return a + x;
         });
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
-          const int r = arow + t0 + q;
-          sm[q] =
-              rowred::reduce<rowred::Sum, Real>(t0 + q + 1, [&](const int t2, const Real a) { return a + att(r, t2); });
-        });
-        team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * kend), [&](const int e) {
           const int q = e / kend, t2 = e % kend;
-          if (t2 <= t0 + q) att(arow + t0 + q, t2) = att(arow + t0 + q, t2) / sm[q];
+          if (t2 <= t0 + q) att(arow + t0 + q, t2) = att(arow + t0 + q, t2) / rd[q * L];
         });
         // out_t[i] = fma chain over t2 = 0..t of att(t, t2) v_t2[i]
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB * hs), [&](const int e) { acc[e] = 0; });
@@ -241,11 +236,10 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
             });
           }
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) {
-            Real p[L];
-            for (int l = 0; l < L; ++l) p[l] = rd[q * L + l];
-            dqkv(row0 + t0 + q, qo) = rowred::tree<rowred::Sum, Real>(p);
-          });
+          // the lane tree of every row, one level at a time across the team
+          rowred::team_tree_rows<rowred::Sum, Real>(team, rd, nq);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
+                               [&](const int q) { dqkv(row0 + t0 + q, qo) = rd[q * L]; });
         });
   }
 

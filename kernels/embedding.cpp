@@ -4,6 +4,9 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+
+#include "kernel_path.hpp"
 
 namespace minipipe {
 
@@ -44,19 +47,55 @@ void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat
   const View1<Real> ste = dwte.sum, spe = dwpe.sum;  // fast mode
   const bool det = mode == Mode::deterministic;
 
-  // dwte: the thread of channel c owns column c of dwte, whatever token a row carries, so
-  // repeated tokens need no atomics. Rows are visited in order n = 0..N-1.
-  Kokkos::parallel_for(
-      "Embedding::backward_weight_wte", Kokkos::RangePolicy<ExecSpace>(0, C),
-      KOKKOS_LAMBDA(const int c) {  // column c of dwte (V, C)
-        for (int n = 0; n < N; ++n) {
-          const std::size_t e = std::size_t(tokens(n)) * std::size_t(C) + std::size_t(c);
-          if (det)
-            gte.add(e, static_cast<double>(dout(n, c)));
-          else
-            ste(e) += dout(n, c);
-        }
-      });
+  // dwte: the thread that owns element (v, c) adds every row n with tokens(n) = v in order
+  // n = 0..N-1, so repeated tokens need no atomics and the bits (fast mode's sums included) do not
+  // depend on which thread owns which elements. Device path: a team per (one of kTokenBlocks token
+  // ranges, block of kCols channels) walks the rows, each thread adding those whose token falls in its
+  // range: kTokenBlocks times the parallelism of a thread per channel (C threads scanning all N
+  // rows), for a scan of the token ids that every thread of a team shares. Host path: a thread
+  // per channel.
+  if (use_device_path() && N > 0) {
+    constexpr int kCols = 32, kTokenBlocks = 32;
+    const int V = static_cast<int>(dwte.size() / std::size_t(C));
+    const int ranges = V < kTokenBlocks ? V : kTokenBlocks;
+    const int per_range = (V + ranges - 1) / ranges;
+    const int ncb = (C + kCols - 1) / kCols;
+    using Policy = Kokkos::TeamPolicy<ExecSpace>;
+    const bool host_teams = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
+    Kokkos::parallel_for(
+        "Embedding::backward_weight_wte_device",
+        host_teams ? Policy(ranges * ncb, Kokkos::AUTO) : Policy(ranges * ncb, kCols),
+        KOKKOS_LAMBDA(const Policy::member_type& team) {
+          const int v0 = team.league_rank() / ncb * per_range;
+          const int v1 = v0 + per_range < V ? v0 + per_range : V;
+          const int c0 = team.league_rank() % ncb * kCols;
+          const int nc = C - c0 < kCols ? C - c0 : kCols;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](const int j) {
+            const int c = c0 + j;
+            for (int n = 0; n < N; ++n) {
+              const int v = tokens(n);
+              if (v < v0 || v >= v1) continue;
+              const std::size_t e = std::size_t(v) * std::size_t(C) + std::size_t(c);
+              if (det)
+                gte.add(e, static_cast<double>(dout(n, c)));
+              else
+                ste(e) += dout(n, c);
+            }
+          });
+        });
+  } else {
+    Kokkos::parallel_for(
+        "Embedding::backward_weight_wte", Kokkos::RangePolicy<ExecSpace>(0, C),
+        KOKKOS_LAMBDA(const int c) {  // column c of dwte (V, C)
+          for (int n = 0; n < N; ++n) {
+            const std::size_t e = std::size_t(tokens(n)) * std::size_t(C) + std::size_t(c);
+            if (det)
+              gte.add(e, static_cast<double>(dout(n, c)));
+            else
+              ste(e) += dout(n, c);
+          }
+        });
+  }
 
   // dwpe: element (t, c) receives exactly one row per sample.
   Kokkos::parallel_for(

@@ -37,6 +37,15 @@ NonFinite FiniteCheck<T>::first_non_finite(CMat<T> x) {
   return first_non_finite(CVec<T>(x.data(), x.extent(0) * x.extent(1)));
 }
 
+template <class T>
+void FiniteCheck<T>::lowest_code_to(CMat<T> x, const Kokkos::View<std::int64_t*, MemSpace>& codes, std::size_t slot) {
+  const CVec<T> v(x.data(), x.extent(0) * x.extent(1));
+  const T* const xp = v.data();
+  const CodeSlot into{codes, slot};
+  checked_for_each<T>(
+      "FiniteCheck::lowest_code_to", v, KOKKOS_LAMBDA(const std::int64_t i) { return xp[i]; }, &into);
+}
+
 template struct FiniteCheck<float>;
 template struct FiniteCheck<double>;
 

@@ -41,14 +41,14 @@ constexpr std::int64_t kCheckedBlock =
     Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible ? 2048 : 1;
 
 // Runs write(i) for every i in [0, n = out.extent(0)): it stores element i of `out` (or only reads
-// it) and returns the value. Returns out's first non-finite element from the same pass: a block
-// that met one is scanned again for its lowest code, so the answer is that of the per-element
-// reduction. `label` names the kernel (Kokkos Tools).
-template <class T, class View, class Write>
-NonFinite checked_for_each(const char* label, const View& out, const Write& write) {
+// it) and returns the value. Reduces the lowest non_finite_code of out into `lowest_code` (a
+// Kokkos::Min reducer on a host scalar or a device View) from the same pass: a block that met one
+// is scanned again for its lowest code, so the answer is that of the per-element reduction.
+// `label` names the kernel (Kokkos Tools).
+template <class T, class View, class Write, class Lowest>
+void checked_reduce(const char* label, const View& out, const Write& write, const Lowest& lowest_code) {
   const std::int64_t n = static_cast<std::int64_t>(out.extent(0));
   const std::int64_t blocks = (n + kCheckedBlock - 1) / kCheckedBlock;
-  std::int64_t code = kFiniteCode;
   Kokkos::parallel_reduce(
       label, Kokkos::RangePolicy<ExecSpace>(0, blocks),
       KOKKOS_LAMBDA(const std::int64_t blk, std::int64_t& lowest) {
@@ -66,7 +66,28 @@ NonFinite checked_for_each(const char* label, const View& out, const Write& writ
             if (c < lowest) lowest = c;
           }
       },
-      Kokkos::Min<std::int64_t>(code));
+      lowest_code);
+}
+
+// Where a check leaves its lowest code in device memory instead of returning it: codes(slot).
+struct CodeSlot {
+  Kokkos::View<std::int64_t*, MemSpace> codes;
+  std::size_t slot = 0;
+};
+
+// checked_reduce into a host scalar: returns out's first non-finite element (a host wait). With
+// `into`, the lowest code goes to into->codes(into->slot) instead, no host wait, and the result
+// is empty: the caller reads the codes of many checks at once (decode_non_finite).
+template <class T, class View, class Write>
+NonFinite checked_for_each(const char* label, const View& out, const Write& write, const CodeSlot* into = nullptr) {
+  if (into) {
+    const Kokkos::View<std::int64_t, MemSpace> result = Kokkos::subview(into->codes, into->slot);
+    checked_reduce<T>(label, out, write, Kokkos::Min<std::int64_t, MemSpace>(result));
+    return NonFinite{};
+  }
+  std::int64_t code = kFiniteCode;
+  checked_reduce<T>(label, out, write, Kokkos::Min<std::int64_t>(code));
+  note_host_sync();  // the result is a host scalar
   return decode_non_finite(code);
 }
 
@@ -77,6 +98,10 @@ struct FiniteCheck {
   static NonFinite first_non_finite(CVec<T> x);
   // x (rows, cols), contiguous row-major: the same over its rows * cols elements.
   static NonFinite first_non_finite(CMat<T> x);
+  // The same reduction with its lowest code left in device memory, codes(slot), instead of a host
+  // scalar: no host wait (the reduction is ordered with the kernels around it); the caller reads
+  // the codes of many checks at once and decodes them (decode_non_finite).
+  static void lowest_code_to(CMat<T> x, const Kokkos::View<std::int64_t*, MemSpace>& codes, std::size_t slot);
 };
 
 extern template struct FiniteCheck<float>;

@@ -535,7 +535,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
     }
   }
   if (rsum) Kokkos::parallel_for("Gemm::row_sums_add", Policy(0, M), [=](const int m) { row_sums[m] += rsum[m]; });
-  fence_space(Host(), "Gemm::det packed");
+  fence_host_threads(Host(), "Gemm::det packed");
 }
 
 // row_sums[m] += the chain r = 0; r = r + A(m,k) over k in order: one thread per row (on a GPU
@@ -779,101 +779,173 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
       }
     }
   }
-  fence_space(Host(), "Gemm::det exact");
+  fence_host_threads(Host(), "Gemm::det exact");
 }
 
-// Device path ("generic"): one team per TM x TN tile of C (and per sample of a batch). The team
-// stages a TM x KT block of A and a KT x TN block of B in level-0 scratch with coalesced loads
-// (consecutive threads read along whichever operand stride is 1), and each output's accumulator
-// lives in scratch across the k-blocks, so every element is still the one sequential chain
-//   acc = 0; for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc)
-// followed by the same epilogue as the packed path: identical bits by construction.
+// Device path ("generic"): register-tiled team kernel, one team per BM x BN tile of C (and per
+// sample of a batch). The team's threads form a TY x TX grid and thread (ty, tx) owns the RM x RN
+// outputs at rows ty + r TY and columns tx + c TX of the tile, in registers for the whole of K
+// (strided ownership: neighbouring threads read neighbouring scratch words and store neighbouring
+// columns of C). A and B reach the threads through level-0 scratch in k-blocks of KT, double
+// buffered: the team loads block k+1 (coalesced: consecutive threads read along whichever operand
+// stride is 1) while it multiplies block k, one barrier per block. Every output is still the one
+// sequential chain
+//   acc = 0 (chain_on_c: C(m,n)); for k = 0..K-1: acc = fma_exact(A(m,k), B(k,n), acc)
+// followed by the packed path's epilogue: identical bits by construction, whatever the tile shape
+// (so the tile follows the team size: 16 x 16 threads on a GPU, one thread and one micro-tile per
+// team on a host backend). With row sums the threads of column 0 of the first column tile also run
+//   r = 0; for k = 0..K-1: r = r + A(m,k)
+// on the A values they read anyway (the bias gradient beside a backward-weight).
 template <class T>
 struct DeviceTile {
-  // float: 64 x 64 outputs, k-blocks of 16; double: 32 x 32, k-blocks of 32 (24 KB either way).
-  static constexpr int TM = sizeof(T) == 4 ? 64 : 32, TN = TM, KT = sizeof(T) == 4 ? 16 : 32;
+  // float: 8 x 8 outputs a thread (128 x 128 a GPU team), double: 4 x 4 (64 x 64); k-blocks of 8.
+  static constexpr int RM = sizeof(T) == 4 ? 8 : 4, RN = RM, KT = 8;
+  static constexpr int kGpuTeam = 256;  // 16 x 16 threads
 };
 
 template <class T>
 using DevScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
+// The thread grid of a team of `team` threads (a power of two): TX = the smallest power of two
+// with TX^2 >= team, TY = team / TX.
+struct TeamGrid {
+  int ty = 1, tx = 1;
+  explicit TeamGrid(int team) {
+    while (tx * tx < team) tx *= 2;
+    ty = team / tx;
+  }
+};
+
+// Both buffers of both operands for a team of `team` threads.
 template <class T>
-std::size_t device_scratch_bytes() {
+std::size_t device_scratch_bytes(int team) {
   using D = DeviceTile<T>;
-  return DevScratch<T>::shmem_size(D::TM * D::KT) + DevScratch<T>::shmem_size(D::KT * D::TN) +
-         DevScratch<T>::shmem_size(D::TM * D::TN);
+  const TeamGrid g(team);
+  return 2 * DevScratch<T>::shmem_size(static_cast<std::size_t>(D::KT) * (g.ty * D::RM + g.tx * D::RN));
 }
 
-// Team size: whatever the host backend offers (AUTO; 1 on Serial), 256 threads on a GPU.
-template <class Policy>
-Policy device_team_policy(int league, int gpu_team) {
-  if (std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value) return Policy(league, Kokkos::AUTO);
-  return Policy(league, gpu_team);
+template <class T>
+std::size_t device_scratch_bytes() {
+  return device_scratch_bytes<T>(DeviceTile<T>::kGpuTeam);
 }
+
+constexpr bool kHostTeams = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
+
+// Threads per team: `requested` when given (tests run multi-thread teams on host backends), else
+// one on a host backend and kGpuTeam on a GPU.
+template <class T>
+int device_team_size(int requested) {
+  if (requested > 0) {
+    if ((requested & (requested - 1)) != 0 || requested > DeviceTile<T>::kGpuTeam)
+      throw std::invalid_argument("gemm_det: device team size " + std::to_string(requested) +
+                                  " must be a power of two up to " + std::to_string(DeviceTile<T>::kGpuTeam));
+    return requested;
+  }
+  return kHostTeams ? 1 : DeviceTile<T>::kGpuTeam;
+}
+
+// Row sums of gemm_team: none, row_sums[m] += r (gemm_det_row_sums), or row_sums[s*step + m] = r
+// (per-sample bias partials of the batched backward-weight).
+enum class RowSums { none, add, store };
 
 // S independent products C_s = A_s B_s (A_s = A advanced by s*a_step, likewise B_s and C_s) in one
 // launch: the league is S x tiles of M x tiles of N.
 template <class T>
 void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_step, StridedMat<T> B,
-               std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc, const T* bias, GemmOut out) {
+               std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc, const T* bias, GemmOut out,
+               int team_request = 0, RowSums rs_mode = RowSums::none, T* row_sums = nullptr,
+               std::ptrdiff_t rs_step = 0) {
   using D = DeviceTile<T>;
-  constexpr int TM = D::TM, TN = D::TN, KT = D::KT;
+  constexpr int RM = D::RM, RN = D::RN, KT = D::KT;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const int team_size = device_team_size<T>(team_request);
+  const TeamGrid grid(team_size);
+  const int TY = grid.ty, TX = grid.tx;
+  const int BM = TY * RM, BN = TX * RN;  // the team's tile of C
   const bool accumulate = out == GemmOut::accumulate, chain_c = out == GemmOut::chain_on_c;
-  const int tm = ceil_div(M, TM), tn = ceil_div(N, TN);
+  const bool rs_on = rs_mode != RowSums::none, rs_store = rs_mode == RowSums::store;
+  const int tm = ceil_div(M, BM), tn = ceil_div(N, BN), nkb = ceil_div(K, KT);
+  const std::size_t per_buf = static_cast<std::size_t>(KT) * (BM + BN);
   const Policy policy =
-      device_team_policy<Policy>(S * tm * tn, 256).set_scratch_size(0, Kokkos::PerTeam(device_scratch_bytes<T>()));
+      Policy(S * tm * tn, team_size).set_scratch_size(0, Kokkos::PerTeam(device_scratch_bytes<T>(team_size)));
   Kokkos::parallel_for(
       "Gemm::det_device", policy, KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         const int s = team.league_rank() / (tm * tn);
-        const int m0 = (team.league_rank() / tn) % tm * TM;
-        const int n0 = team.league_rank() % tn * TN;
-        const int mb = M - m0 < TM ? M - m0 : TM;
-        const int nb = N - n0 < TN ? N - n0 : TN;
-        T* as = DevScratch<T>(team.team_scratch(0), TM * KT).data();   // (TM, KT)
-        T* bs = DevScratch<T>(team.team_scratch(0), KT * TN).data();   // (KT, TN)
-        T* acc = DevScratch<T>(team.team_scratch(0), TM * TN).data();  // (TM, TN)
+        const int m0 = (team.league_rank() / tn) % tm * BM;
+        const int n0 = team.league_rank() % tn * BN;
+        const int mb = M - m0 < BM ? M - m0 : BM;
+        const int nb = N - n0 < BN ? N - n0 : BN;
+        const int ty = team.team_rank() / TX, tx = team.team_rank() % TX;
+        T* buf = DevScratch<T>(team.team_scratch(0), 2 * per_buf).data();  // 2 x [as (KT, BM), bs (KT, BN)]
         const T* a = A.data + s * a_step;
         const T* b = B.data + s * b_step;
         T* c = C + s * c_step;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
-          const int i = e / TN, j = e % TN;
-          acc[e] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
-        });
-        for (int k0 = 0; k0 < K; k0 += KT) {
+        // Stages k-block kblk of A (k-major, as[k*BM + i]) and B (bs[k*BN + j]) in buffer kblk % 2;
+        // entries outside the matrices are 0 and never enter a chain (the k loop stops at kb).
+        auto load = [&](const int kblk) {
+          T* as = buf + (kblk & 1) * per_buf;
+          T* bs = as + KT * BM;
+          const int k0 = kblk * KT;
           const int kb = K - k0 < KT ? K - k0 : KT;
-          team.team_barrier();  // the previous block's reads are done
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * KT), [&](const int e) {
-            // k fastest when A's rows are contiguous in k, m fastest when A is a transpose
-            const int i = A.cs == 1 ? e / KT : e % TM;
-            const int k = A.cs == 1 ? e % KT : e / TM;
-            as[i * KT + k] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, BM * KT), [&](const int e) {
+            const int i = A.cs == 1 ? e / KT : e % BM;  // k fastest when A's rows are contiguous in k
+            const int k = A.cs == 1 ? e % KT : e / BM;
+            as[k * BM + i] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
           });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KT * TN), [&](const int e) {
-            const int j = B.cs == 1 ? e % TN : e / KT;
-            const int k = B.cs == 1 ? e / TN : e % KT;
-            bs[k * TN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KT * BN), [&](const int e) {
+            const int j = B.cs == 1 ? e % BN : e / KT;
+            const int k = B.cs == 1 ? e / BN : e % KT;
+            bs[k * BN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
           });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
-            const int i = e / TN, j = e % TN;
-            T x = acc[e];
-            for (int k = 0; k < kb; ++k) x = fma_exact(as[i * KT + k], bs[k * TN + j], x);
-            acc[e] = x;
-          });
-        }
+        };
+        T acc[RM][RN];
+        for (int r = 0; r < RM; ++r)
+          for (int q = 0; q < RN; ++q) {
+            const int i = ty + r * TY, j = tx + q * TX;
+            acc[r][q] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
+          }
+        const bool my_sums = rs_on && n0 == 0 && tx == 0;
+        T rsum[RM];
+        for (int r = 0; r < RM; ++r) rsum[r] = T(0);
+        if (nkb > 0) load(0);
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](const int e) {
-          const int i = e / TN, j = e % TN;
-          if (i >= mb || j >= nb) return;
-          T* ce = c + (m0 + i) * ldc + n0 + j;
-          if (accumulate)
-            *ce = *ce + acc[e];
-          else if (bias)
-            *ce = acc[e] + bias[n0 + j];
-          else
-            *ce = acc[e];
-        });
+        for (int kblk = 0; kblk < nkb; ++kblk) {
+          if (kblk + 1 < nkb) load(kblk + 1);
+          const T* as = buf + (kblk & 1) * per_buf;
+          const T* bs = as + KT * BM;
+          const int kb = K - kblk * KT < KT ? K - kblk * KT : KT;
+          for (int k = 0; k < kb; ++k) {
+            T av[RM], bv[RN];
+            for (int r = 0; r < RM; ++r) av[r] = as[k * BM + ty + r * TY];
+            for (int q = 0; q < RN; ++q) bv[q] = bs[k * BN + tx + q * TX];
+            for (int r = 0; r < RM; ++r)
+              for (int q = 0; q < RN; ++q) acc[r][q] = fma_exact(av[r], bv[q], acc[r][q]);
+            if (my_sums)
+              for (int r = 0; r < RM; ++r) rsum[r] = rsum[r] + av[r];
+          }
+          team.team_barrier();  // block kblk's reads are done before block kblk + 2 overwrites them
+        }
+        for (int r = 0; r < RM; ++r) {
+          const int i = ty + r * TY;
+          if (i >= mb) break;
+          for (int q = 0; q < RN; ++q) {
+            const int j = tx + q * TX;
+            if (j >= nb) break;
+            T* ce = c + (m0 + i) * ldc + n0 + j;
+            if (accumulate)
+              *ce = *ce + acc[r][q];
+            else if (bias)
+              *ce = acc[r][q] + bias[n0 + j];
+            else
+              *ce = acc[r][q];
+          }
+          if (my_sums) {
+            if (rs_store)
+              row_sums[s * rs_step + m0 + i] = rsum[r];
+            else
+              row_sums[m0 + i] += rsum[r];
+          }
+        }
       });
 }
 
@@ -943,8 +1015,8 @@ void gemm_det_run(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int
       gemm_packed<T>(ws, &ukernel_scalar<T>, opt, M, N, K, A, B, C, ldc, bias, out, packed, row_sums);
       break;
     default:
-      gemm_team<T>(1, M, N, K, A, 0, B, 0, C, 0, ldc, bias, out);
-      if (row_sums && K > 0) row_sums_generic(M, K, A, row_sums);
+      gemm_team<T>(1, M, N, K, A, 0, B, 0, C, 0, ldc, bias, out, opt.team,
+                   row_sums && K > 0 ? RowSums::add : RowSums::none, row_sums);
       break;
   }
 }
@@ -972,13 +1044,31 @@ void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N
 template <class T>
 void gemm_det_batched(KernelWorkspace& ws, int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_step,
                       StridedMat<T> B, std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc,
-                      GemmOut out) {
+                      GemmOut out, T* row_sums, std::ptrdiff_t rs_step) {
   if (S < 0) throw std::invalid_argument("gemm_det_batched: negative sample count S=" + std::to_string(S));
-  if (S == 0 || M == 0 || N == 0) return;
+  if (row_sums && K <= 0) throw std::invalid_argument("gemm_det_batched: row sums need K > 0");
+  if (S == 0 || M == 0 || (N == 0 && !row_sums)) return;
+  if (N == 0 && resolve_path(GemmPath::automatic, "gemm_det_batched") == GemmPath::generic) {
+    for (int s = 0; s < S; ++s) {  // no product, but the rows still have their sums (0 + r is r)
+      T* rs = row_sums + s * rs_step;
+      Kokkos::parallel_for(
+          "Gemm::row_sums_zero", Kokkos::RangePolicy<ExecSpace>(0, M), KOKKOS_LAMBDA(const int m) { rs[m] = T(0); });
+      gemm_detail::row_sums_generic(M, K, StridedMat<T>{A.data + s * a_step, A.rs, A.cs}, rs);
+    }
+    return;
+  }
   if (resolve_path(GemmPath::automatic, "gemm_det_batched") != GemmPath::generic) {
-    for (int s = 0; s < S; ++s)
-      gemm_det<T>(ws, M, N, K, StridedMat<T>{A.data + s * a_step, A.rs, A.cs},
-                  StridedMat<T>{B.data + s * b_step, B.rs, B.cs}, C + s * c_step, ldc, nullptr, out);
+    for (int s = 0; s < S; ++s) {
+      const StridedMat<T> as{A.data + s * a_step, A.rs, A.cs}, bs{B.data + s * b_step, B.rs, B.cs};
+      if (!row_sums) {
+        gemm_det<T>(ws, M, N, K, as, bs, C + s * c_step, ldc, nullptr, out);
+        continue;
+      }
+      // 0 + r is r: a chain that starts from +0 never ends at -0
+      T* rs = row_sums + s * rs_step;
+      std::fill(rs, rs + M, T(0));
+      gemm_det_row_sums<T>(ws, GemmOptions{}, M, N, K, as, bs, C + s * c_step, ldc, out, rs);
+    }
     return;
   }
   if (M < 0 || N < 0 || K < 0)
@@ -989,7 +1079,8 @@ void gemm_det_batched(KernelWorkspace& ws, int S, int M, int N, int K, StridedMa
                                 " is smaller than N=" + std::to_string(N));
   if (!C || (K > 0 && (!A.data || !B.data))) throw std::invalid_argument("gemm_det_batched: null operand");
   ProfileRegion region("Gemm::det_batched");
-  gemm_detail::gemm_team<T>(S, M, N, K, A, a_step, B, b_step, C, c_step, ldc, nullptr, out);
+  gemm_detail::gemm_team<T>(S, M, N, K, A, a_step, B, b_step, C, c_step, ldc, nullptr, out, 0,
+                            row_sums ? gemm_detail::RowSums::store : gemm_detail::RowSums::none, row_sums, rs_step);
 }
 
 template <class T>
@@ -999,10 +1090,10 @@ std::size_t gemm_det_device_scratch_bytes() {
 
 template void gemm_det_batched<float>(KernelWorkspace&, int, int, int, int, StridedMat<float>, std::ptrdiff_t,
                                       StridedMat<float>, std::ptrdiff_t, float*, std::ptrdiff_t, std::ptrdiff_t,
-                                      GemmOut);
+                                      GemmOut, float*, std::ptrdiff_t);
 template void gemm_det_batched<double>(KernelWorkspace&, int, int, int, int, StridedMat<double>, std::ptrdiff_t,
                                        StridedMat<double>, std::ptrdiff_t, double*, std::ptrdiff_t, std::ptrdiff_t,
-                                       GemmOut);
+                                       GemmOut, double*, std::ptrdiff_t);
 template std::size_t gemm_det_device_scratch_bytes<float>();
 template std::size_t gemm_det_device_scratch_bytes<double>();
 

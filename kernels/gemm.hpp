@@ -40,7 +40,8 @@ enum class GemmOut { overwrite, accumulate, chain_on_c };
 
 // Which implementation runs. All give bitwise identical results (tests assert it); `automatic`
 // takes the packed host path unless use_device_path() (kernel_path.hpp) picks the device path.
-// generic is the device path: a tiled team kernel (level-0 scratch tiles, one launch per batch).
+// generic is the device path: a register-tiled team kernel (a micro-tile of outputs per thread,
+// operands through double-buffered level-0 scratch, one launch per batch).
 enum class GemmPath { automatic, packed_simd, packed_scalar, generic };
 
 // Cache blocking of the packed host path; zero means the tuned default. Tests shrink these to
@@ -51,6 +52,8 @@ struct GemmOptions {
   int kc = 0;     // depth of one k-block (acc is carried through C between k-blocks)
   int nc = 0;     // columns of B packed per outer block
   int group = 0;  // gemm_det_exact: samples whose limbs are summed before a fold (at most 256)
+  int team = 0;   // device path: threads per team, a power of two up to 256 (0: one on a host
+                  // backend, 256 on a GPU); tests run multi-thread teams on OpenMP with it
 };
 
 // A B operand packed for the host path and kept across calls: a weight that the GEMMs of several
@@ -99,8 +102,8 @@ void gemm_det(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, 
 // gemm_det without a bias that also adds every row's sum of A into row_sums (M values in MemSpace):
 //   r = 0; for k = 0..K-1: r = r + A(m,k);   then row_sums[m] += r
 // (fast mode's bias gradient beside its backward-weight, A = dy^T). The packed paths form each
-// chain from the packed A panels while they are in L1, so A is not read once more; the device
-// path runs one more kernel, one thread per row.
+// chain from the packed A panels while they are in L1, and the device path from the A tiles in
+// team scratch, so A is not read once more.
 template <class T>
 void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, StridedMat<T> A,
                        StridedMat<T> B, T* C, std::ptrdiff_t ldc, GemmOut out, T* row_sums);
@@ -132,11 +135,13 @@ int gemm_det_exact_group(int K);
 // S independent products in one call, C_s (M,N) = A_s B_s [+ C_s], where A_s is A with its data
 // advanced by s*a_step (B_s, C_s likewise): the per-sample partials of a backward-weight. The device
 // path runs all samples in one launch; the host path runs gemm_det per sample. Same contract per
-// element as gemm_det, no bias.
+// element as gemm_det, no bias. With row_sums (M values a sample, sample s at row_sums + s*rs_step)
+// it also stores each sample's row chains of gemm_det_row_sums, r = 0; for k: r = r + A_s(m,k)
+// (the per-sample bias partials of a backward-weight, formed from the A tiles the GEMM reads).
 template <class T>
 void gemm_det_batched(KernelWorkspace& ws, int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_step,
                       StridedMat<T> B, std::ptrdiff_t b_step, T* C, std::ptrdiff_t c_step, std::ptrdiff_t ldc,
-                      GemmOut out = GemmOut::overwrite);
+                      GemmOut out = GemmOut::overwrite, T* row_sums = nullptr, std::ptrdiff_t rs_step = 0);
 
 // Level-0 team scratch bytes of the device GEMM kernel (a function of T only); at most 40 KB so
 // that it fits CUDA's and HIP's default shared memory per block (tests assert it).
@@ -150,10 +155,10 @@ const char* gemm_det_microkernel();
 
 extern template void gemm_det_batched<float>(KernelWorkspace&, int, int, int, int, StridedMat<float>, std::ptrdiff_t,
                                              StridedMat<float>, std::ptrdiff_t, float*, std::ptrdiff_t, std::ptrdiff_t,
-                                             GemmOut);
+                                             GemmOut, float*, std::ptrdiff_t);
 extern template void gemm_det_batched<double>(KernelWorkspace&, int, int, int, int, StridedMat<double>, std::ptrdiff_t,
                                               StridedMat<double>, std::ptrdiff_t, double*, std::ptrdiff_t,
-                                              std::ptrdiff_t, GemmOut);
+                                              std::ptrdiff_t, GemmOut, double*, std::ptrdiff_t);
 extern template std::size_t gemm_det_device_scratch_bytes<float>();
 extern template std::size_t gemm_det_device_scratch_bytes<double>();
 extern template void gemm_det<float>(KernelWorkspace&, int, int, int, StridedMat<float>, StridedMat<float>, float*,

@@ -79,18 +79,19 @@ struct GradAccum {
 
   std::size_t size() const { return mode == Mode::deterministic ? exact.extent(0) : sum.extent(0); }
 
+  // Fills on ExecSpace: ordered with the kernels that follow, no host wait.
   void zero() {
-    Kokkos::deep_copy(overflow, 0);
+    Kokkos::deep_copy(ExecSpace(), overflow, 0);
     zero_values();
   }
   // The accumulated values only; the owner of a shared flag array clears the flags itself.
   void zero_values() {
     pending.count = 0;
     if (mode == Mode::deterministic) {
-      Kokkos::deep_copy(exact, Fixed128{});
+      Kokkos::deep_copy(ExecSpace(), exact, Fixed128{});
       exact_zero = true;
     } else {
-      Kokkos::deep_copy(sum, T(0));
+      Kokkos::deep_copy(ExecSpace(), sum, T(0));
     }
   }
 
@@ -110,6 +111,7 @@ struct GradAccum {
   NonFinite finalize(const View1<T>& g) const {
     int ov = 0;
     Kokkos::deep_copy(ov, overflow);
+    note_host_sync();
     if (ov) throw_overflow();
     return finalize_unchecked(g);
   }
@@ -118,8 +120,9 @@ struct GradAccum {
                            "': a per-sample partial or the running sum exceeded the exact "
                            "fixed-point range (|x| < 2^47) or was not finite");
   }
-  // finalize without reading the flag back: for a caller that has read it already.
-  NonFinite finalize_unchecked(const View1<T>& g) const {
+  // finalize without reading the flag back: for a caller that has read it already. With `into`,
+  // fast mode's check leaves its code in device memory (see checked_for_each) and returns empty.
+  NonFinite finalize_unchecked(const View1<T>& g, const CodeSlot* into = nullptr) const {
     if (pending.count > 0)
       throw std::logic_error("gradient accumulator '" + name + "' read with " + std::to_string(pending.count) +
                              " held-back sample(s) not flushed (Linear::flush_weight)");
@@ -137,11 +140,13 @@ struct GradAccum {
     const T* const s = sum.data();
     T* const gp = g.data();
     return checked_for_each<T>(
-        "GradAccum::finalize", g, KOKKOS_LAMBDA(const std::int64_t e) {
+        "GradAccum::finalize", g,
+        KOKKOS_LAMBDA(const std::int64_t e) {
           const T v = s[e];
           gp[e] = v;
           return v;
-        });
+        },
+        into);
   }
 };
 

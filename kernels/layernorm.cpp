@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace minipipe {
 
@@ -239,33 +240,63 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
         });
     return;
   }
-  if (mode == Mode::deterministic) {
-    // One thread per channel c owns dw(c) and db(c): no two threads add to the same element.
-    Kokkos::parallel_for(
-        "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, C), KOKKOS_LAMBDA(const int c) {
-          for (int s = 0; s < S; ++s) {
-            T pw = 0, pb = 0;
-            for (int n = s * R; n < (s + 1) * R; ++n) {
-              const T g = dout(n, c);
-              pw = fma_exact(g, (x(n, c) - mean(n)) * rstd(n), pw);
-              pb += g;
-            }
-            gw.add(c, static_cast<double>(pw));
-            gb.add(c, static_cast<double>(pb));
-          }
-        });
-    return;
-  }
+  // Device: a team per block of kLanes channels (consecutive threads read consecutive channels of a
+  // row) runs the chains of kChunks row ranges side by side, a thread per (range, channel), parks
+  // them in scratch, and the thread of a channel then adds its ranges in order. Deterministic mode:
+  // a range is one sample, its chain the host loop's above, added exactly (any order gives the
+  // same bits). Fast mode: kChunks equal row ranges, their partials summed in range order.
+  constexpr int kCols = rowred::kLanes, kChunks = 8;
+  const bool det = mode == Mode::deterministic;
+  const int chunks = det ? S : (N < kChunks ? N : kChunks);
+  const std::size_t bytes = RowScratch<T>::shmem_size(2 * kChunks * kCols);
+  const bool host_teams = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
+  const TeamPolicy policy = (host_teams ? TeamPolicy((C + kCols - 1) / kCols, Kokkos::AUTO)
+                                        : TeamPolicy((C + kCols - 1) / kCols, kChunks * kCols))
+                                .set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
-      "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, C), KOKKOS_LAMBDA(const int c) {
-        T pw = 0, pb = 0;
-        for (int n = 0; n < N; ++n) {
-          const T g = dout(n, c);
-          pw += g * ((x(n, c) - mean(n)) * rstd(n));
-          pb += g;
+      "LayerNorm::backward_weight_device", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int c0 = team.league_rank() * kCols;
+        const int nc = C - c0 < kCols ? C - c0 : kCols;
+        T* pw = RowScratch<T>(team.team_scratch(0), 2 * kChunks * kCols).data();  // (kChunks, kCols)
+        T* pb = pw + kChunks * kCols;                                             // (kChunks, kCols)
+        for (int k0 = 0; k0 < chunks; k0 += kChunks) {
+          const int nk = chunks - k0 < kChunks ? chunks - k0 : kChunks;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * kCols), [&](const int e) {
+            const int k = k0 + e / kCols, c = c0 + e % kCols;
+            if (c - c0 >= nc) return;
+            const int n0 = det ? k * R : static_cast<int>(static_cast<long long>(N) * k / chunks);
+            const int n1 = det ? n0 + R : static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
+            T w_ = 0, b_ = 0;
+            for (int n = n0; n < n1; ++n) {
+              const T g = dout(n, c);
+              if (det)
+                w_ = fma_exact(g, (x(n, c) - mean(n)) * rstd(n), w_);
+              else
+                w_ += g * ((x(n, c) - mean(n)) * rstd(n));
+              b_ += g;
+            }
+            pw[e] = w_;
+            pb[e] = b_;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](const int j) {
+            if (det) {
+              for (int k = 0; k < nk; ++k) {
+                gw.add(c0 + j, static_cast<double>(pw[k * kCols + j]));
+                gb.add(c0 + j, static_cast<double>(pb[k * kCols + j]));
+              }
+              return;
+            }
+            T fw = 0, fb = 0;  // fast mode: chunks <= kChunks, so this is the one pass
+            for (int k = 0; k < nk; ++k) {
+              fw += pw[k * kCols + j];
+              fb += pb[k * kCols + j];
+            }
+            sw(c0 + j) += fw;
+            sb(c0 + j) += fb;
+          });
+          team.team_barrier();
         }
-        sw(c) += pw;
-        sb(c) += pb;
       });
 }
 

@@ -196,7 +196,7 @@ void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int gr
         bias_samples_exact<kBiasLanes>(dys, ldy, S, Tr, o0, no, sums ? &b : nullptr,
                                        [&](std::ptrdiff_t r, int l, T v) { hdy[r * O + o0 + l] = v; });
       });
-  fence_space(ExecSpace(), "Linear::dW_hold");
+  fence_host_threads(ExecSpace(), "Linear::dW_hold");  // host path only
   p.count += S;
   if (p.count == group) add_held(dW, ws);
 }
@@ -345,32 +345,33 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
                        dW.exact_target(), fused_db ? &bt : nullptr);
     if (fused_db || !db) return;
   } else {
-    // Device path (and double): the partials of a batch of samples are formed in one batched GEMM
-    // launch and then added in one pass over the 16-byte exact accumulators; integer addition is
-    // associative, so batching changes no bit.
+    // Device path (and double): the partials of a batch of samples (and their bias partials, the
+    // row chains of dy^T, formed by the same launch from the dy tiles it reads) come from one
+    // batched GEMM launch and are added in one pass over the 16-byte exact accumulators; integer
+    // addition is associative, so batching changes no bit.
     const std::size_t OI = static_cast<std::size_t>(O) * I;
-    const int batch = static_cast<int>(
-        std::min<std::size_t>(static_cast<std::size_t>(S), std::max<std::size_t>(1, kPartialBytes / (OI * sizeof(T)))));
-    T* const part = ws.get<T>(KernelWorkspace::dw_partial, static_cast<std::size_t>(batch) * OI);
+    const std::size_t per_sample = OI + (db ? O : 0);
+    const int batch = static_cast<int>(std::min<std::size_t>(
+        static_cast<std::size_t>(S),
+        std::max<std::size_t>(1, kPartialBytes / (std::max<std::size_t>(per_sample, 1) * sizeof(T)))));
+    T* const part = ws.get<T>(KernelWorkspace::dw_partial, static_cast<std::size_t>(batch) * per_sample);
+    T* const bpart = db ? part + static_cast<std::size_t>(batch) * OI : nullptr;  // (batch, O)
     const ExactTarget wt = dW.exact_target();
+    const ExactTarget bt = db ? db->exact_target() : ExactTarget{};
     for (int s0 = 0; s0 < S; s0 += batch) {
       const int nb = std::min(batch, S - s0);
       const std::ptrdiff_t row0 = static_cast<std::ptrdiff_t>(s0) * Tr;
       gemm_det_batched<T>(ws, nb, O, I, Tr, transposed(dy.data() + row0 * ldy, ldy), Tr * ldy,
-                          row_major(x.data() + row0 * ldx, ldx), Tr * ldx, part, static_cast<std::ptrdiff_t>(OI), I);
-      DwAddExact<T>::run(wt, part, OI, nb);
+                          row_major(x.data() + row0 * ldx, ldx), Tr * ldx, part, static_cast<std::ptrdiff_t>(OI), I,
+                          GemmOut::overwrite, bpart, O);
+      if (OI > 0) DwAddExact<T>::run(wt, part, OI, nb);
+      if (db) DwAddExact<T>::run(bt, bpart, static_cast<std::size_t>(O), nb);
     }
+    return;
   }
   if (db) {
     const ExactTarget bt = db->exact_target();
     const T* dys = dy.data();
-    if (device) {
-      // One thread per column (coalesced across threads), the same per-element chain as below.
-      Kokkos::parallel_for(
-          "Linear::db_add_exact_device", Kokkos::RangePolicy<ExecSpace>(0, O),
-          KOKKOS_LAMBDA(const int o) { bias_samples_exact<1>(dys, ldy, S, Tr, o, 1, &bt); });
-      return;
-    }
     Kokkos::parallel_for(
         "Linear::db_add_exact", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
           const int o0 = blk * kBiasLanes;

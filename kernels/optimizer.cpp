@@ -25,7 +25,7 @@ double pow_int(double base, int n) {
 
 template <class T>
 NonFinite AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> m,
-                           Vec<T> v) {
+                           Vec<T> v, const CodeSlot* into) {
   require(step >= 1, "AdamW::update", "step is 1-based, got " + std::to_string(step));
   const std::size_t n = param.extent(0);
   require(grad.extent(0) == n && m.extent(0) == n && v.extent(0) == n, "AdamW::update",
@@ -47,7 +47,8 @@ NonFinite AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, V
   T* const mp = m.data();
   T* const vp = v.data();
   return checked_for_each<T>(
-      "AdamW::update", param, KOKKOS_LAMBDA(const std::int64_t i) {
+      "AdamW::update", param,
+      KOKKOS_LAMBDA(const std::int64_t i) {
         const T g = gp[i];
         const T mi = b1 * mp[i] + one_minus_b1 * g;
         const T vi = b2 * vp[i] + one_minus_b2 * (g * g);
@@ -58,11 +59,13 @@ NonFinite AdamW<T>::update(const AdamWConfig& cfg, int step, bool apply_decay, V
         const T p = pp[i] * decay - lr * (mhat / (sqrt_exact(vhat) + eps));
         pp[i] = p;
         return p;
-      });
+      },
+      into);
 }
 
 template <class T>
-NonFinite Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf) {
+NonFinite Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf,
+                         const CodeSlot* into) {
   const std::size_t n = param.extent(0);
   require(grad.extent(0) == n, "Sgd::update", "param and grad lengths differ");
   counters::WorkScope work("Sgd::update", 5.0 * n, 5.0 * sizeof(T) * n);
@@ -76,7 +79,8 @@ NonFinite Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, C
   const T* const gp = grad.data();
   T* const mb = momentum_buf.data();
   return checked_for_each<T>(
-      "Sgd::update", param, KOKKOS_LAMBDA(const std::int64_t i) {
+      "Sgd::update", param,
+      KOKKOS_LAMBDA(const std::int64_t i) {
         T d = gp[i];
         if (wd != T(0)) d += wd * pp[i];
         if (use_momentum) {
@@ -86,7 +90,8 @@ NonFinite Sgd<T>::update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, C
         const T p = pp[i] - lr * d;
         pp[i] = p;
         return p;
-      });
+      },
+      into);
 }
 
 template struct AdamW<float>;

@@ -16,9 +16,10 @@ struct AdamW {
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p = p (1 - lr wd) - lr mhat / (sqrt(vhat) + eps)
   // with mhat = m / (1 - b1^step), vhat = v / (1 - b2^step). step is 1-based; the decay factor
   // applies only when apply_decay (2-D weights). param, grad, m, v all (n). Returns the first
-  // non-finite element of the updated param, found in the same pass.
+  // non-finite element of the updated param, found in the same pass (with `into`: its code left in
+  // device memory, no host wait, and an empty result; see checked_for_each).
   static NonFinite update(const AdamWConfig& cfg, int step, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> m,
-                          Vec<T> v);
+                          Vec<T> v, const CodeSlot* into = nullptr);
 };
 
 struct SgdConfig {
@@ -29,8 +30,10 @@ template <class T>
 struct Sgd {
   // d = g + wd p (when apply_decay); buf = momentum buf + d, d = buf (when momentum != 0);
   // p -= lr d, as torch.optim.SGD without dampening. momentum_buf may be empty when momentum = 0.
-  // Returns the first non-finite element of the updated param, found in the same pass.
-  static NonFinite update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf);
+  // Returns the first non-finite element of the updated param, found in the same pass (`into` as
+  // AdamW's).
+  static NonFinite update(const SgdConfig& cfg, bool apply_decay, Vec<T> param, CVec<T> grad, Vec<T> momentum_buf,
+                          const CodeSlot* into = nullptr);
 };
 
 extern template struct AdamW<float>;

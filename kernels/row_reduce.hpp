@@ -74,6 +74,37 @@ KOKKOS_INLINE_FUNCTION T team_reduce(const Member& team, T* scratch, int n, cons
   return r;
 }
 
+// The tree of team_reduce_rows alone, for lane partials already parked in p (rows x kLanes).
+template <class Op, class T, class Member>
+KOKKOS_INLINE_FUNCTION void team_tree_rows(const Member& team, T* p, int rows) {
+  for (int w = kLanes / 2; w >= 1; w /= 2) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * w), [&](const int e) {
+      T* q = p + e / w * kLanes;
+      const int l = e % w;
+      q[l] = Op::template combine<T>(q[l], q[l + w]);
+    });
+    team.team_barrier();
+  }
+}
+
+// Team form for several short rows at once (a query block's softmax rows): the team's threads run
+// the lanes of every row side by side, lane (r, l) = step(r, c, acc) over c = l, l + kLanes, ... <
+// n(r) from the identity, parked in p[r * kLanes + l] (rows x kLanes entries of team scratch); then
+// the tree, one level at a time across the team (the pairs (l, l + w) of tree()). Row r's result
+// is left in p[r * kLanes]; ends with a barrier. No thread walks a row alone.
+template <class Op, class T, class Member, class Len, class Step>
+KOKKOS_INLINE_FUNCTION void team_reduce_rows(const Member& team, T* p, int rows, const Len& n, const Step& step) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * kLanes), [&](const int e) {
+    const int r = e / kLanes, l = e % kLanes;
+    const int len = n(r);
+    T a = Op::template identity<T>();
+    for (int c = l; c < len; c += kLanes) a = step(r, c, a);
+    p[e] = a;
+  });
+  team.team_barrier();
+  team_tree_rows<Op, T>(team, p, rows);
+}
+
 // Team size of the device-path row kernels: whatever a host backend offers (AUTO; 1 on Serial),
 // one warp of lanes on a GPU.
 template <class Policy>

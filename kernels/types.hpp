@@ -82,7 +82,21 @@ namespace kmath = ::Kokkos::Experimental;
 
 // Kokkos 3.5 and later report every fence to the kernel counters' callback; before 3.5 the
 // shims count the ones miniPipe asks for.
+// Host synchronizations: the points where the host waits for the device (explicit fences, a
+// reduction into a host scalar, a deep_copy that reads or fills memory across the two), counted
+// where miniPipe issues them so that a run reports them per step (RankStepStats::host_syncs).
+// The fence wrappers below count themselves; other sites call note_host_sync(). Kokkos' own
+// waits inside libraries (Kokkos Kernels) are not seen: Kokkos Tools counters can replace this one.
+inline std::int64_t& host_sync_count() {
+  static std::int64_t n = 0;
+  return n;
+}
+inline void note_host_sync() {
+  ++host_sync_count();
+}
+
 inline void fence(const char* label) {
+  note_host_sync();
 #if KOKKOS_VERSION >= 30500
   Kokkos::fence(label);
 #else
@@ -94,6 +108,20 @@ inline void fence(const char* label) {
 
 template <class Space>
 inline void fence_space(const Space& space, const char* label) {
+  note_host_sync();
+#if KOKKOS_VERSION >= 30500
+  space.fence(label);
+#else
+  (void)label;
+  if (counters::counting()) counters::note_program_fence(label);
+  space.fence();
+#endif
+}
+
+// Joins a host backend's threads after a host-path kernel (packed GEMM, held samples): no device is
+// involved, so it is not a host synchronization and is not counted.
+template <class Space>
+inline void fence_host_threads(const Space& space, const char* label) {
 #if KOKKOS_VERSION >= 30500
   space.fence(label);
 #else

@@ -450,7 +450,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
   totals.actions.clear();
   struct Totals {
     double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step, optimizer;
-    long long peak_mb, peak_bytes, workspace_bytes;
+    long long peak_mb, peak_bytes, workspace_bytes, host_syncs;
   } mine{totals.makespan,
          totals.time_F,
          totals.time_I,
@@ -464,7 +464,8 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
          totals.optimizer,
          totals.peak_stored_mb,
          static_cast<long long>(totals.peak_stored_bytes),
-         static_cast<long long>(totals.workspace_bytes)};
+         static_cast<long long>(totals.workspace_bytes),
+         totals.host_syncs};
   std::vector<Totals> all(static_cast<std::size_t>(p));
   MPI_Gather(&mine, sizeof(Totals), MPI_BYTE, all.data(), sizeof(Totals), MPI_BYTE, 0, comm);
 
@@ -495,6 +496,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
     st.peak_stored_mb = static_cast<int>(t.peak_mb);
     st.peak_stored_bytes = static_cast<std::size_t>(t.peak_bytes);
     st.workspace_bytes = static_cast<std::size_t>(t.workspace_bytes);
+    st.host_syncs = t.host_syncs;
     const std::size_t first = static_cast<std::size_t>(displs[r]) / sizeof(ActionTiming);
     const std::size_t n = static_cast<std::size_t>(counts[r]) / sizeof(ActionTiming);
     st.actions.assign(actions.begin() + static_cast<std::ptrdiff_t>(first),
@@ -607,10 +609,10 @@ void print_run(const RunReport& rep, std::ostream& out) {
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
                   "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f"
-                  "  all-reduce %7.2f ms | peak %d mb, scratch %.2f MiB\n",
+                  "  all-reduce %7.2f ms | peak %d mb, scratch %.2f MiB | host syncs %lld/step\n",
                   rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B, 1e3 * rr.comm_wait,
                   1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
-                  rr.workspace_bytes / 1048576.0);
+                  rr.workspace_bytes / 1048576.0, rr.host_syncs);
     out << line;
   }
   out << budget_rank_text(rep.budget);

@@ -63,7 +63,8 @@ Json rank_section(const RankReport& q) {
           {"dump_io", q.dump_io},
           {"peak_stored_microbatches", q.peak_stored_mb},
           {"peak_stored_bytes", q.peak_stored_bytes},
-          {"workspace_bytes", q.workspace_bytes}};
+          {"workspace_bytes", q.workspace_bytes},
+          {"host_syncs_per_step", q.host_syncs}};
 }
 
 Json run_section(const RunReport& r) {

@@ -20,6 +20,7 @@ struct RankReport {
   int peak_stored_mb = 0;
   double peak_stored_bytes = 0;
   double workspace_bytes = 0;  // stage and kernel scratch (GEMM packing, dW buffers), peak
+  long long host_syncs = 0;    // host synchronizations in the last step (kernels/types.hpp's counter)
 };
 
 struct RunReport {

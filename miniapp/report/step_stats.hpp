@@ -39,6 +39,7 @@ struct RankStepStats {
   int peak_stored_mb = 0;      // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
   std::size_t workspace_bytes = 0;  // scratch of the rank's stages and their kernels (peak)
+  long long host_syncs = 0;         // host synchronizations in the step (host_sync_count, kernels/types.hpp)
   std::vector<ActionTiming> actions;
   FirstNonFinite non_finite;
 };

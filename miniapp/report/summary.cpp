@@ -113,6 +113,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     rr.peak_stored_mb = st.peak_stored_mb;
     rr.peak_stored_bytes = static_cast<double>(st.peak_stored_bytes);
     rr.workspace_bytes = static_cast<double>(st.workspace_bytes);
+    rr.host_syncs = st.host_syncs;
     busy_total += rr.busy;
     observed_total += rr.dump_io;
     rep.ranks.push_back(rr);

@@ -31,14 +31,13 @@ bool Executor<T>::Key::operator<(const Key& o) const {
   return std::tie(dir, stage, mb) < std::tie(o.dir, o.stage, o.mb);
 }
 
-// Sees every boundary tensor of the step: checks it for NaN/inf (one device reduction, the first
-// bad one kept) and forwards it to the caller's observer, timed, so that dump I/O inside an
-// action is neither compute nor idle.
+// Sees every boundary tensor of the step: checks it for NaN/inf (one device reduction into the
+// step's next check slot, no host wait) and forwards it to the caller's observer, timed, so that
+// dump I/O inside an action is neither compute nor idle.
 template <class T>
 class Executor<T>::Watch final : public TensorObserver<T> {
  public:
-  Watch(TensorObserver<T>* inner, RankStepStats& stats, int step, double t0)
-      : inner_(inner), stats_(stats), step_(step), t0_(t0) {}
+  Watch(TensorObserver<T>* inner, FiniteChecks& checks, double t0) : inner_(inner), checks_(checks), t0_(t0) {}
   void activation(const std::string& layer, const MicroBatch& mb, CMat<T> x) override {
     check(layer, mb, x, "activation");
     if (inner_) timed([&] { inner_->activation(layer, mb, x); });
@@ -62,19 +61,43 @@ class Executor<T>::Watch final : public TensorObserver<T> {
     seconds += MPI_Wtime() - t;
   }
   void check(const std::string& layer, const MicroBatch& mb, CMat<T> x, const char* what) {
-    if (stats_.non_finite.found) return;
-    const NonFinite bad = FiniteCheck<T>::first_non_finite(x);
-    if (!bad) return;
-    stats_.non_finite = {
-        true, MPI_Wtime() - t0_,
-        describe_non_finite(bad, "step " + std::to_string(step_) + " / stage " + std::to_string(stage) + " / " + layer +
-                                     " / micro-batch " + std::to_string(mb.index) + " / " + what)};
+    const std::size_t slot = checks_.sites.size();
+    if (slot >= checks_.codes.extent(0)) {  // first step only: keep the codes issued so far
+      Kokkos::View<std::int64_t*, MemSpace> more("Pipeline::finite_codes", 2 * slot + 64);
+      if (slot > 0)
+        Kokkos::deep_copy(ExecSpace(), Kokkos::subview(more, std::make_pair(std::size_t(0), slot)), checks_.codes);
+      checks_.codes = more;
+    }
+    FiniteCheck<T>::lowest_code_to(x, checks_.codes, slot);
+    checks_.sites.push_back({stage, mb.index, layer, what, MPI_Wtime() - t0_});
   }
   TensorObserver<T>* inner_;
-  RankStepStats& stats_;
-  int step_;
+  FiniteChecks& checks_;
   double t0_;
 };
+
+// One copy of the step's check codes; the first non-finite one (in check order) becomes the
+// step's non_finite, with the text and clock of the check that found it.
+template <class T>
+void Executor<T>::read_finite_checks() {
+  const std::size_t n = checks_.sites.size();
+  if (n == 0) return;
+  if (checks_.host.extent(0) < n)
+    checks_.host = Kokkos::View<std::int64_t*, HostSpace>("Pipeline::finite_codes_host", checks_.codes.extent(0));
+  Kokkos::deep_copy(Kokkos::subview(checks_.host, std::make_pair(std::size_t(0), n)),
+                    Kokkos::subview(checks_.codes, std::make_pair(std::size_t(0), n)));
+  note_host_sync();
+  for (std::size_t i = 0; i < n; ++i) {
+    const NonFinite bad = decode_non_finite(checks_.host(i));
+    if (!bad) continue;
+    const typename FiniteChecks::Site& s = checks_.sites[i];
+    stats_->non_finite = {
+        true, s.time,
+        describe_non_finite(bad, "step " + std::to_string(step_) + " / stage " + std::to_string(s.stage) + " / " +
+                                     s.layer + " / micro-batch " + std::to_string(s.microbatch) + " / " + s.what)};
+    return;
+  }
+}
 
 template <class T>
 Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path,
@@ -108,7 +131,8 @@ RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, con
     MPI_Barrier(comm_);
   }
   t0_ = MPI_Wtime();
-  Watch watch(observer, stats, step, t0_);
+  checks_.sites.clear();
+  Watch watch(observer, checks_, t0_);
   // Stages see the timed observer for this step only, also when an action throws.
   struct Detach {
     std::vector<Stage<T>>& stages;
@@ -137,6 +161,7 @@ RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, con
     stats.comm_wait += now() - w0;
   }
   check_drained(step);
+  read_finite_checks();
   stats.makespan = now();
   mbs_ = nullptr, in_ = nullptr, stats_ = nullptr, watch_ = nullptr;
   return stats;
@@ -194,6 +219,7 @@ void Executor<T>::post_send(Dir dir, const sched::Action& a) {
   if (path_ == CommPath::host_staging) {
     p.host = take_staging(p.dev.extent(0));
     Kokkos::deep_copy(p.host, p.dev);
+    note_host_sync();
     buf = p.host.data();
   }
   delay_send_for_test();
@@ -227,6 +253,7 @@ View2<T> Executor<T>::input_of(Dir dir, const sched::Action& a) {
   }
   if (path_ == CommPath::host_staging) {
     Kokkos::deep_copy(p.dev, p.host);
+    note_host_sync();
     give_staging(p.host);
   }
   return p.dev;

@@ -38,7 +38,8 @@ class Executor {
 
   // Runs every action of this rank for one step. Boundary tensors reach `observer` (nullptr:
   // none); the time spent there is reported as observer_io, never as compute or idle. Every
-  // boundary tensor is checked for NaN/inf; the first one found is in the stats' non_finite.
+  // boundary tensor is checked for NaN/inf on the device; the checks are read once, at the end
+  // of the step, and the first non-finite one is in the stats' non_finite.
   RankStepStats run(int step, const std::vector<MicroBatch>& mbs, const StepInputs<T>& in, TensorObserver<T>* observer);
 
  private:
@@ -56,6 +57,22 @@ class Executor {
     Staging host;  // staging buffer (host_staging only), from the staging pool
   };
   class Watch;
+  // The step's checks of boundary tensors for NaN/inf: each a device reduction into its own slot
+  // of `codes` (FiniteCheck::lowest_code_to, no host wait), all read with one copy at the step's
+  // end, where the first slot that holds a non-finite code names the tensor, in the order of today's
+  // checks (actions in list order, tensors in the order the stages report them).
+  struct FiniteChecks {
+    struct Site {
+      int stage = -1, microbatch = -1;
+      std::string layer;
+      const char* what = "";
+      double time = 0;  // when the check was issued, on the step's clock
+    };
+    Kokkos::View<std::int64_t*, MemSpace> codes;  // grow-only, reaches its size in the first step
+    Kokkos::View<std::int64_t*, HostSpace> host;
+    std::vector<Site> sites;
+  };
+  void read_finite_checks();
 
   void dispatch(const sched::Action& a);
   void post_recv(Dir dir, const sched::Action& a);
@@ -92,6 +109,7 @@ class Executor {
   std::map<Key, View2<T>> outputs_;                           // produced, not yet sent or handed over
   std::map<std::size_t, std::vector<View2<T>>> pool_;         // free boundary buffers by row count
   std::map<std::size_t, std::vector<Staging>> staging_pool_;  // free staging buffers by row count
+  FiniteChecks checks_;
 
   // The step being run.
   const std::vector<MicroBatch>* mbs_ = nullptr;

@@ -197,7 +197,7 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
     Embedding<T>::forward(n, T_, tokens, cmat(*embedding_.wte), cmat(*embedding_.wpe), entry);
     if (observer_) observer_->activation("embedding", mb, entry);
   } else if (entry.data() != x_in.data()) {
-    Kokkos::deep_copy(entry, x_in);
+    Kokkos::deep_copy(ExecSpace(), entry, x_in);
   }
 
   for (int b = 0; b < num_layers_; ++b) {
@@ -297,7 +297,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     LayerNorm<T>::backward_input(mode_, t.x, cvec(head_.lnf_w->value), cv(t.lnf_mean), cv(t.lnf_rstd), t.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {
-    Kokkos::deep_copy(top, dy);
+    Kokkos::deep_copy(ExecSpace(), top, dy);
   }
 
   for (int b = num_layers_ - 1; b >= 0; --b) {
@@ -350,7 +350,7 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
 
 template <class T>
 void Stage<T>::zero_grads() {
-  Kokkos::deep_copy(flags_, 0);
+  Kokkos::deep_copy(ExecSpace(), flags_, 0);  // ordered with the step's kernels, no host wait
   w_expected_ = w_done_ = 0;
   for (auto& p : params_) {
     p.acc.zero_values();
@@ -398,33 +398,53 @@ std::vector<NonFinite> Stage<T>::finalize_grads() {
     throw std::logic_error(os.str());
   }
   Kokkos::deep_copy(flags_host_, flags_);
+  note_host_sync();
   for (std::size_t k = 0; k < params_.size(); ++k)
     if (flags_host_(k)) params_[k].acc.throw_overflow();
-  std::vector<NonFinite> bad;
-  bad.reserve(params_.size());
-  for (auto& p : params_) {
-    bad.push_back(p.acc.finalize_unchecked(p.grad));
-    share_packed_weights(p, false);  // the optimizer is next to change the weights
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const CodeSlot slot = param_slot(k);
+    params_[k].acc.finalize_unchecked(params_[k].grad, &slot);
+    share_packed_weights(params_[k], false);  // the optimizer is next to change the weights
   }
+  // deterministic mode's gradients need no check (the overflow flags stand for it)
+  return mode_ == Mode::fast ? read_param_codes() : std::vector<NonFinite>(params_.size());
+}
+
+template <class T>
+CodeSlot Stage<T>::param_slot(std::size_t k) {
+  if (param_codes_.extent(0) < params_.size()) {
+    param_codes_ = Kokkos::View<std::int64_t*, MemSpace>("Stage::param_codes", params_.size());
+    param_codes_host_ = Kokkos::View<std::int64_t*, HostSpace>("Stage::param_codes_host", params_.size());
+  }
+  return CodeSlot{param_codes_, k};
+}
+
+template <class T>
+std::vector<NonFinite> Stage<T>::read_param_codes() {
+  std::vector<NonFinite> bad(params_.size());
+  if (params_.empty()) return bad;
+  Kokkos::deep_copy(param_codes_host_, param_codes_);
+  note_host_sync();
+  for (std::size_t k = 0; k < params_.size(); ++k) bad[k] = decode_non_finite(param_codes_host_(k));
   return bad;
 }
 
 template <class T>
 std::vector<NonFinite> Stage<T>::optimizer_step(const OptimizerConfig& cfg, int step) {
-  std::vector<NonFinite> bad;
-  bad.reserve(params_.size());
-  for (auto& p : params_) {
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    Param<T>& p = params_[k];
     share_packed_weights(p, false);  // also when no finalize_grads ran first
+    const CodeSlot slot = param_slot(k);
     switch (cfg.kind) {
       case OptimizerKind::adamw:
-        bad.push_back(AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v));
+        AdamW<T>::update(cfg.adamw, step, p.spec.decay, p.value, cvec(p.grad), p.m, p.v, &slot);
         break;
       case OptimizerKind::sgd:
-        bad.push_back(Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m));
+        Sgd<T>::update(cfg.sgd, p.spec.decay, p.value, cvec(p.grad), p.m, &slot);
         break;
     }
   }
-  return bad;
+  return read_param_codes();
 }
 
 template class Stage<float>;

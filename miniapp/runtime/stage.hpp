@@ -168,9 +168,15 @@ class Stage {
   std::vector<Param<T>> params_;
   Kokkos::View<int*, MemSpace> flags_;                            // overflow flag per parameter
   typename Kokkos::View<int*, MemSpace>::HostMirror flags_host_;  // read once per step
-  EmbeddingParams<T> embedding_;                                  // first stage only
-  std::vector<BlockParams<T>> blocks_;                            // one per block, in layer order
-  HeadParams<T> head_;                                            // last stage only
+  // Non-finite codes of the per-parameter checks (fast mode's gradients, the optimizer's update):
+  // one device slot per parameter, read with one copy per call (read_param_codes).
+  Kokkos::View<std::int64_t*, MemSpace> param_codes_;
+  Kokkos::View<std::int64_t*, HostSpace> param_codes_host_;
+  CodeSlot param_slot(std::size_t k);
+  std::vector<NonFinite> read_param_codes();
+  EmbeddingParams<T> embedding_;        // first stage only
+  std::vector<BlockParams<T>> blocks_;  // one per block, in layer order
+  HeadParams<T> head_;                  // last stage only
   TensorObserver<T>* observer_ = nullptr;
   std::vector<std::string> layer_names_;  // block_name of each block
   std::optional<Perturb> perturb_;        // MINIPIPE_TEST_PERTURB (kernel_outputs.hpp)

@@ -61,6 +61,7 @@ Trainer<T>::~Trainer() = default;
 template <class T>
 StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, StepObserver<T>* observer) {
   const double t0 = MPI_Wtime();
+  const std::int64_t syncs0 = host_sync_count();
   const auto mbs = split_batch(share.count, plan_.m, share.first);
   StepResult res;
   res.sample_loss.assign(static_cast<std::size_t>(batch.B), 0.0);
@@ -81,6 +82,7 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   Kokkos::deep_copy(Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_tokens.data(),
                                                                                            res.sample_tokens.size()),
                     in_.sample_tokens);
+  note_host_sync(), note_host_sync();  // two blocking copies
   gather_loss(step, res);
   if (!std::isfinite(res.loss))
     note_non_finite(res.stats, "step " + std::to_string(step) + " / loss: " +
@@ -98,6 +100,7 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   res.stats.optimizer = MPI_Wtime() - o0;
   agree_finite(step, res.stats);
   res.stats.step = MPI_Wtime() - t0;
+  res.stats.host_syncs = host_sync_count() - syncs0;
   return res;
 }
 
@@ -115,11 +118,13 @@ void Trainer<T>::upload(int step, const Batch& batch) {
     in_.sample_loss = Kokkos::View<double*, MemSpace>("Trainer::sample_loss", B);
     in_.sample_tokens = Kokkos::View<int*, MemSpace>("Trainer::sample_tokens", B);
   }
-  Kokkos::deep_copy(in_.sample_loss, 0.0);  // only the last stage's rank writes its samples
-  Kokkos::deep_copy(in_.sample_tokens, 0);
+  // fills on ExecSpace (no host wait); only the last stage's rank writes its samples
+  Kokkos::deep_copy(ExecSpace(), in_.sample_loss, 0.0);
+  Kokkos::deep_copy(ExecSpace(), in_.sample_tokens, 0);
   using HostInts = Kokkos::View<const int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Kokkos::deep_copy(in_.tokens, HostInts(batch.tokens.data(), n));
   Kokkos::deep_copy(in_.targets, HostInts(batch.targets.data(), n));
+  note_host_sync(), note_host_sync();  // two blocking copies from pageable host memory
   in_.global_valid_tokens = batch.valid_tokens();
   if (in_.global_valid_tokens <= 0)
     throw InputError("data: step " + std::to_string(step) + " has no valid target token in the global batch");
@@ -220,12 +225,15 @@ void Trainer<T>::reduce_over_replicas() {
               host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
             Kokkos::deep_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)),
                               Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)));
+            note_host_sync();
             buf = host_limbs_.data();
           }
           MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
-          if (!direct)
+          if (!direct) {
             Kokkos::deep_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
                               Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
+            note_host_sync();
+          }
           ExactLimbs::unpack(limbs_, first, len, acc.exact, acc.overflow);
           acc.mark_written();
         } else {
@@ -237,6 +245,7 @@ void Trainer<T>::reduce_over_replicas() {
             auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), part);
             MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
             Kokkos::deep_copy(part, h);
+            note_host_sync(), note_host_sync();
           }
         }
       }
@@ -246,6 +255,7 @@ void Trainer<T>::reduce_over_replicas() {
   std::vector<int> overflow;
   for (auto& s : stages_) {
     auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), s.overflow_flags());
+    note_host_sync();
     overflow.insert(overflow.end(), h.data(), h.data() + h.extent(0));
   }
   MPI_Allreduce(MPI_IN_PLACE, overflow.data(), static_cast<int>(overflow.size()), MPI_INT, MPI_MAX, replicas_);
@@ -255,6 +265,7 @@ void Trainer<T>::reduce_over_replicas() {
     auto h = Kokkos::create_mirror_view(flags);
     for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
     Kokkos::deep_copy(flags, h);
+    note_host_sync();
   }
 }
 

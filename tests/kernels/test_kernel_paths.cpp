@@ -16,6 +16,7 @@
 #include "kernels/attention_order.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/detmath.hpp"
+#include "kernels/embedding.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/kernel_path.hpp"
 #include "kernels/layernorm.hpp"
@@ -107,8 +108,13 @@ void gemm_case(int M, int N, int K, bool ta, bool tb, int epi) {
   EXPECT_SAME_BITS(c_dev, c_host, what);
 }
 
+// The device kernel's tiles: a thread's 8 x 8 (float) / 4 x 4 (double) outputs, k-blocks of 8 in two
+// scratch buffers, 128 x 128 / 64 x 64 outputs a 256-thread GPU team. The shapes put M, N and K
+// one below, at and one above those edges (and an odd number of k-blocks, so both buffers serve).
 TEST(KernelPath, GemmDeviceEqualsHost) {
-  const int shapes[][3] = {{1, 1, 1}, {1, 1, 0}, {3, 5, 1}, {7, 5, 3}, {1, 70, 33}, {65, 63, 17}, {130, 97, 40}};
+  const int shapes[][3] = {{1, 1, 1},    {1, 1, 0},     {3, 5, 1},     {7, 5, 3},     {1, 70, 33},
+                           {65, 63, 17}, {130, 97, 40}, {8, 8, 8},     {9, 7, 9},     {4, 5, 7},
+                           {15, 17, 24}, {16, 16, 16},  {127, 129, 1}, {129, 128, 8}, {64, 65, 23}};
   for (const auto& s : shapes)
     for (int t = 0; t < 4; ++t)
       for (int epi = 0; epi < 4; ++epi) {  // plain, bias, accumulate, chain_on_c
@@ -117,17 +123,62 @@ TEST(KernelPath, GemmDeviceEqualsHost) {
       }
 }
 
+// Multi-thread teams, whose thread grid and strided ownership a one-thread Serial team never
+// exercises: on a host backend with several threads (OpenMP) the device kernel runs teams of 2, 4,
+// ... threads (GemmOptions::team) and must give the host path's bits, row sums included.
+TEST(KernelPath, GemmDeviceTeamsEqualHost) {
+  const int max_team = std::min(256, static_cast<int>(ExecSpace::concurrency()));
+  if (max_team < 2) GTEST_SKIP() << ExecSpace::name() << " runs one thread per team";
+  const int shapes[][3] = {{1, 1, 1}, {9, 7, 9}, {33, 65, 17}, {130, 97, 40}};
+  for (int team = 2; team <= max_team; team *= 2)
+    for (const auto& s : shapes)
+      for (int t = 0; t < 4; ++t) {
+        const int M = s[0], N = s[1], K = s[2];
+        const bool ta = t & 1, tb = t & 2;
+        Tensor<float> A("A", M, K), B("B", K, N), c[2] = {{"ch", M, N}, {"cd", M, N}}, r[2] = {{"rh", M}, {"rd", M}};
+        test::fill_uniform(A, 15 + M);
+        test::fill_uniform(B, 16 + N);
+        const StridedMat<float> a = ta ? transposed(A.d.data(), M) : row_major(A.d.data(), K);
+        const StridedMat<float> b = tb ? transposed(B.d.data(), K) : row_major(B.d.data(), N);
+        KernelWorkspace ws;
+        both_paths([&](bool dev) {
+          GemmOptions opt;
+          opt.team = dev ? team : 0;
+          gemm_det_row_sums<float>(ws, opt, M, N, K, a, b, c[dev].d.data(), N, GemmOut::accumulate, r[dev].d.data());
+        });
+        const std::string what = "team " + std::to_string(team) + " M" + std::to_string(M) + " N" + std::to_string(N) +
+                                 " K" + std::to_string(K) + (ta ? " At" : "") + (tb ? " Bt" : "");
+        EXPECT_SAME_BITS(c[1], c[0], what);
+        EXPECT_SAME_BITS(r[1], r[0], what + " row sums");
+      }
+}
+
+// One launch over the samples, with each sample's row sums stored beside it (the bias partials of
+// the device backward-weight), against gemm_det and an independent loop per sample.
 TEST(KernelPath, GemmBatchedEqualsPerSample) {
   const int S = 3, M = 37, N = 70, K = 19;
   Tensor<float> A("A", S * K, M), B("B", S * K, N), c_host("ch", S * M, N), c_dev("cd", S * M, N);
+  Tensor<float> r_host("rh", S * M), r_dev("rd", S * M);
   test::fill_uniform(A, 21);
   test::fill_uniform(B, 22);
+  test::fill_uniform(r_host, 23);  // stored, not added to
+  test::fill_uniform(r_dev, 24);
   KernelWorkspace ws;
   both_paths([&](bool dev) {
     gemm_det_batched<float>(ws, S, M, N, K, transposed(A.d.data(), M), std::ptrdiff_t(K) * M, row_major(B.d.data(), N),
-                            std::ptrdiff_t(K) * N, (dev ? c_dev : c_host).d.data(), std::ptrdiff_t(M) * N, N);
+                            std::ptrdiff_t(K) * N, (dev ? c_dev : c_host).d.data(), std::ptrdiff_t(M) * N, N,
+                            GemmOut::overwrite, (dev ? r_dev : r_host).d.data(), M);
   });
   EXPECT_SAME_BITS(c_dev, c_host, "batched");
+  EXPECT_SAME_BITS(r_dev, r_host, "batched row sums");
+  A.pull();
+  for (int s = 0; s < S; ++s)
+    for (int m = 0; m < M; ++m) {
+      float want = 0;  // A_s(m,k) = A(s*K + k, m): the chain in k order
+      for (int k = 0; k < K; ++k) want = want + A.h(std::size_t(s * K + k) * M + m);
+      EXPECT_EQ(std::memcmp(&want, &r_dev.h(std::size_t(s) * M + m), sizeof(float)), 0)
+          << "sample " << s << " row " << m;
+    }
 }
 
 template <class T>
@@ -156,6 +207,9 @@ TEST(KernelPath, LinearForwardInputWeightDeviceEqualsHost) {
   linear_weight_case<float>(1, 1, 1, 1);
   linear_weight_case<float>(33, 70, 5, 3);
   linear_weight_case<float>(65, 17, 9, 2);
+  linear_weight_case<float>(129, 9, 8, 5);  // tile edges of the batched kernel, K = a whole k-block
+  linear_weight_case<float>(7, 130, 17, 1);
+  linear_weight_case<double>(65, 17, 9, 2);
   linear_weight_case<double>(33, 70, 5, 3);
   const int N = 23, I = 45, O = 67;
   Tensor<float> x("x", N, I), W("W", O, I), b("b", O), dy("dy", N, O);
@@ -171,6 +225,38 @@ TEST(KernelPath, LinearForwardInputWeightDeviceEqualsHost) {
   });
   EXPECT_SAME_BITS(y_dev, y_host, "Linear::forward");
   EXPECT_SAME_BITS(dx_dev, dx_host, "Linear::backward_input");
+}
+
+// ---- embedding ---------------------------------------------------------------------------------
+
+// The weight gradients with repeated tokens; the device path splits the vocabulary into 32 token
+// ranges (V = 70: ranges of 3, the last one short; V = 5: one token a range) and channels into
+// blocks of 32. Both modes: each element's rows are added in row order on both paths.
+TEST(KernelPath, EmbeddingWeightsDeviceEqualsHost) {
+  const int cases[][4] = {{3, 7, 70, 33}, {2, 5, 5, 1}, {1, 1, 40, 64}};  // B, T, V, C
+  for (const auto& cs : cases)
+    for (Mode mode : {Mode::deterministic, Mode::fast}) {
+      const int B = cs[0], Tn = cs[1], V = cs[2], C = cs[3], N = B * Tn;
+      std::vector<int> tok(N);
+      for (int n = 0; n < N; ++n) tok[n] = (n * 7 + n / 3) % V;
+      test::IntTensor tokens(tok);
+      Tensor<float> dout("dout", N, C);
+      test::fill_uniform(dout, 81 + V);
+      Tensor<float> te[2] = {{"teh", V, C}, {"ted", V, C}}, pe[2] = {{"peh", Tn, C}, {"ped", Tn, C}};
+      both_paths([&](bool dev) {
+        GradAccum<float> dwte("wte", std::size_t(V) * C, mode), dwpe("wpe", std::size_t(Tn) * C, mode);
+        dwte.zero();
+        dwpe.zero();
+        for (int rep = 0; rep < 2; ++rep)  // twice: the second call adds to the first's sums
+          Embedding<float>::backward_weight(mode, B, Tn, tokens.all(), dout.cmat(), dwte, dwpe);
+        dwte.finalize(te[dev].d);
+        dwpe.finalize(pe[dev].d);
+      });
+      const std::string what = std::string(mode == Mode::fast ? "fast" : "deterministic") + " Embedding V" +
+                               std::to_string(V) + " C" + std::to_string(C);
+      EXPECT_SAME_BITS(te[1], te[0], what + " dwte");
+      EXPECT_SAME_BITS(pe[1], pe[0], what + " dwpe");
+    }
 }
 
 // ---- LayerNorm, cross-entropy -------------------------------------------------------------------
@@ -228,7 +314,10 @@ void layernorm_case(int N, int C, int R) {
 }
 
 TEST(KernelPath, LayerNormDeviceEqualsHost) {
-  const int shapes[][3] = {{1, 1, 1}, {3, 5, 1}, {4, 31, 2}, {6, 32, 3}, {5, 33, 5}, {8, 100, 4}, {3, 768, 3}};
+  // (N, C, rows per sample): the weight gradient's device teams take 32 channels and 8 samples a
+  // pass, so C and S = N / R also fall one below, at and one above those.
+  const int shapes[][3] = {{1, 1, 1},   {3, 5, 1},   {4, 31, 2},  {6, 32, 3},  {5, 33, 5},
+                           {8, 100, 4}, {3, 768, 3}, {16, 64, 2}, {18, 65, 2}, {7, 63, 1}};
   for (const auto& s : shapes) {
     layernorm_case<float>(s[0], s[1], s[2]);
     layernorm_case<double>(s[0], s[1], s[2]);
@@ -285,7 +374,7 @@ void attention_case(int B, int Tn, int C, int H) {
   test::fill_uniform(dout, 72);
   Tensor<T> att[2] = {{"ah", B * H * Tn, Tn}, {"ad", B * H * Tn, Tn}}, out[2] = {{"oh", N, C}, {"od", N, C}},
             dqkv[2] = {{"gh", N, 3 * C}, {"gd", N, 3 * C}};
-  for (int k = 0; k < 2; ++k) {  // garbage everywhere: each path must overwrite all of it
+  for (int k = 0; k < 2; ++k) {  // garbage everywhere: each path must overwrite all it returns
     test::fill_uniform(att[k], 73 + k, -9.0, 9.0);
     test::fill_uniform(out[k], 75 + k, -9.0, 9.0);
     test::fill_uniform(dqkv[k], 77 + k, -9.0, 9.0);
@@ -293,9 +382,17 @@ void attention_case(int B, int Tn, int C, int H) {
   both_paths([&](bool dev) {
     const int k = dev ? 1 : 0;
     Attention<T>::forward(Mode::deterministic, B, Tn, C, H, qkv.cmat(), att[k].mat(), out[k].mat());
-    Attention<T>::backward_input(Mode::deterministic, B, Tn, C, H, qkv.cmat(), att[0].cmat(), dout.cmat(),
+    // each path's backward reads its own att, whose entries above the diagonal differ (garbage on
+    // the device path, which does not write them): the backward must not read them
+    Attention<T>::backward_input(Mode::deterministic, B, Tn, C, H, qkv.cmat(), att[k].cmat(), dout.cmat(),
                                  dqkv[k].mat());
   });
+  for (Tensor<T>& a : att) {  // the probabilities: the lower triangle with the diagonal
+    a.pull();
+    for (std::size_t r = 0; r < std::size_t(B) * H * Tn; ++r)
+      for (int t2 = static_cast<int>(r % Tn) + 1; t2 < Tn; ++t2) a.h(r * Tn + t2) = T(0);
+    a.push();
+  }
   EXPECT_SAME_BITS(att[1], att[0], what + " att");
   EXPECT_SAME_BITS(out[1], out[0], what + " out");
   EXPECT_SAME_BITS(dqkv[1], dqkv[0], what + " dqkv");
