@@ -26,38 +26,38 @@ std::vector<double> per_stage(const std::vector<double>& c, int stages, const ch
   return out;
 }
 
-}  // namespace
+// The event simulation's state: when each (stage, micro-batch) finished its F and I, each
+// stage's next micro-batch, what each rank holds, and when each rank is free again.
+struct ListScheduler {
+  const GreedyInput& in;
+  Schedule& s;
+  int p, v, m, S;
+  std::vector<double> F, I, W;
+  std::vector<std::vector<int>> stages;  // per rank, descending: later stages finish older work
+  std::vector<double> f_end, i_end;
+  std::vector<int> next_f, next_i;
+  std::vector<int> held, cap;
+  std::vector<std::deque<Action>> pending_w;
+  std::vector<double> free_at, blocked_at;
 
-std::optional<Schedule> greedy_schedule(const GreedyInput& in) {
-  const int p = in.p, v = in.v, m = in.m, S = p * v;
-  Schedule s;
-  s.name = in.name;
-  s.p = p;
-  s.v = v;
-  s.m = m;
-  s.stage_to_rank = in.placement == Placement::v ? v_placement(p, v) : looped_placement(p, v);
-  s.ranks.resize(p);
-  const std::vector<double> F = per_stage(in.F, S, "F"), I = per_stage(in.I, S, "I"), W = per_stage(in.W, S, "W");
+  ListScheduler(const GreedyInput& in_, Schedule& s_) : in(in_), s(s_), p(in_.p), v(in_.v), m(in_.m), S(in_.p * in_.v) {
+    F = per_stage(in.F, S, "F"), I = per_stage(in.I, S, "I"), W = per_stage(in.W, S, "W");
+    stages.resize(p);
+    for (int st = S - 1; st >= 0; --st) stages[s.stage_to_rank[st]].push_back(st);
+    f_end.assign(static_cast<std::size_t>(S) * m, kNever), i_end = f_end;
+    next_f.assign(S, 0), next_i.assign(S, 0);
+    held.assign(p, 0), cap.assign(p, v);
+    for (int r = 0; r < p; ++r)
+      if (r < static_cast<int>(in.cap.size())) cap[r] = std::max(v, in.cap[r]);
+    pending_w.resize(p);
+    free_at.assign(p, 0.0), blocked_at.assign(p, -1.0);
+  }
 
-  std::vector<std::vector<int>> stages(p);  // per rank, descending: later stages finish older work
-  for (int st = S - 1; st >= 0; --st) stages[s.stage_to_rank[st]].push_back(st);
-  const auto idx = [m](int st, int mb) { return static_cast<std::size_t>(st) * m + mb; };
-  std::vector<double> f_end(static_cast<std::size_t>(S) * m, kNever), i_end(f_end);
-  std::vector<int> next_f(S, 0), next_i(S, 0);
-  std::vector<int> held(p, 0), cap(p, v);
-  for (int r = 0; r < p; ++r)
-    if (r < static_cast<int>(in.cap.size())) cap[r] = std::max(v, in.cap[r]);
-  std::vector<std::deque<Action>> pending_w(p);
-  std::vector<double> free_at(p, 0.0), blocked_at(p, -1.0);
-  std::size_t left = static_cast<std::size_t>(3) * S * m;
-  const auto hop = [&](int a, int b) { return s.stage_to_rank[a] == s.stage_to_rank[b] ? 0.0 : in.comm; };
+  std::size_t idx(int st, int mb) const { return static_cast<std::size_t>(st) * m + mb; }
+  double hop(int a, int b) const { return s.stage_to_rank[a] == s.stage_to_rank[b] ? 0.0 : in.comm; }
 
-  while (left > 0) {
-    int r = -1;
-    for (int q = 0; q < p; ++q)
-      if (free_at[q] < kNever && (r < 0 || free_at[q] < free_at[r])) r = q;
-    if (r < 0) return std::nullopt;  // only with tight admission: memory is full of waiting work
-    const double t = free_at[r];
+  // What rank r runs at time t, by the policy's priorities; nullopt: nothing is ready.
+  std::optional<Action> pick(int r, double t) {
     std::optional<Action> pick;
     // 1. An input gradient whose upstream gradient has arrived: it is on the critical path.
     for (int st : stages[r]) {
@@ -93,25 +93,29 @@ std::optional<Schedule> greedy_schedule(const GreedyInput& in) {
       pick = pending_w[r].front();
       pending_w[r].pop_front();
     }
-    if (!pick) {
-      // Sleep until the earliest input already on its way, or until another rank records an
-      // action (its completion may come sooner); then look again.
-      double wake = kNever;
-      for (int st : stages[r]) {
-        const int bi = next_i[st], bf = next_f[st];
-        if (bi < m && f_end[idx(st, bi)] < kNever) {
-          const double up = st + 1 < S ? i_end[idx(st + 1, bi)] + hop(st, st + 1) : 0.0;
-          if (up < kNever) wake = std::min(wake, std::max(f_end[idx(st, bi)], up));
-        }
-        if (bf < m && st > 0 && f_end[idx(st - 1, bf)] < kNever)
-          wake = std::min(wake, f_end[idx(st - 1, bf)] + hop(st - 1, st));
-        if (bf < m && st == 0) wake = std::min(wake, bf * in.inject_interval);
+    return pick;
+  }
+
+  // Sleep until the earliest input already on its way, or until another rank records an
+  // action (its completion may come sooner); then look again.
+  void sleep(int r, double t) {
+    double wake = kNever;
+    for (int st : stages[r]) {
+      const int bi = next_i[st], bf = next_f[st];
+      if (bi < m && f_end[idx(st, bi)] < kNever) {
+        const double up = st + 1 < S ? i_end[idx(st + 1, bi)] + hop(st, st + 1) : 0.0;
+        if (up < kNever) wake = std::min(wake, std::max(f_end[idx(st, bi)], up));
       }
-      blocked_at[r] = t;
-      free_at[r] = wake > t ? wake : kNever;
-      continue;
+      if (bf < m && st > 0 && f_end[idx(st - 1, bf)] < kNever)
+        wake = std::min(wake, f_end[idx(st - 1, bf)] + hop(st - 1, st));
+      if (bf < m && st == 0) wake = std::min(wake, bf * in.inject_interval);
     }
-    const Action a = *pick;
+    blocked_at[r] = t;
+    free_at[r] = wake > t ? wake : kNever;
+  }
+
+  // Rank r runs `a` from t: its effects, the schedule's record, and the sleeping ranks woken.
+  void record(int r, double t, const Action& a) {
     const std::size_t k = idx(a.stage, a.microbatch);
     const double end = t + (a.op == Op::F ? F : a.op == Op::I ? I : W)[a.stage];
     switch (a.op) {
@@ -130,7 +134,6 @@ std::optional<Schedule> greedy_schedule(const GreedyInput& in) {
         break;
     }
     s.ranks[r].push_back(a);
-    --left;
     free_at[r] = end;
     blocked_at[r] = -1;
     for (int q = 0; q < p; ++q)
@@ -138,6 +141,36 @@ std::optional<Schedule> greedy_schedule(const GreedyInput& in) {
         free_at[q] = std::min(free_at[q], std::max(t, blocked_at[q]));
         blocked_at[q] = -1;
       }
+  }
+};
+
+}  // namespace
+
+std::optional<Schedule> greedy_schedule(const GreedyInput& in) {
+  const int p = in.p, v = in.v, m = in.m, S = p * v;
+  Schedule s;
+  s.name = in.name;
+  s.p = p;
+  s.v = v;
+  s.m = m;
+  s.stage_to_rank = in.placement == Placement::v ? v_placement(p, v) : looped_placement(p, v);
+  s.ranks.resize(p);
+  ListScheduler ls(in, s);
+  std::size_t left = static_cast<std::size_t>(3) * S * m;
+
+  while (left > 0) {
+    int r = -1;
+    for (int q = 0; q < p; ++q)
+      if (ls.free_at[q] < kNever && (r < 0 || ls.free_at[q] < ls.free_at[r])) r = q;
+    if (r < 0) return std::nullopt;  // only with tight admission: memory is full of waiting work
+    const double t = ls.free_at[r];
+    const std::optional<Action> pick = ls.pick(r, t);
+    if (!pick) {
+      ls.sleep(r, t);
+      continue;
+    }
+    ls.record(r, t, *pick);
+    --left;
   }
   validate(s);
   return s;

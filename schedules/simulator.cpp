@@ -332,20 +332,30 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
   return res;
 }
 
-StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
-  if (s.is_lowered()) throw ScheduleError("simulate_totals: schedule '" + s.name + "' holds SEND/RECV actions");
-  const int p = s.p, S = s.num_stages(), m = s.m;
-  const CostModel c = cost.resolved(S, s.v);
-  const ActionTime time_of(s, c);
-  const auto& rank_of = s.stage_to_rank;
-  // Completion of each (stage, micro-batch): its F, and its backward (B or I); -1 = not yet.
-  // W needs only its own I, which its rank ran earlier (a validated order), and nothing waits on W.
-  const std::size_t keys = static_cast<std::size_t>(S) * m;
-  std::vector<double> f_done(keys, -1.0), b_done(keys, -1.0);
-  auto key = [m](int st, int mb) { return static_cast<std::size_t>(st) * m + mb; };
-  auto link = [&](int b) { return c.boundary.empty() ? c.comm : c.boundary[static_cast<std::size_t>(b)]; };
+namespace {
+
+// What simulate_totals has finished so far. Completion of each (stage, micro-batch): its F, and
+// its backward (B or I); -1 = not yet. W needs only its own I, which its rank ran earlier (a
+// validated order), and nothing waits on W.
+struct Finished {
+  const CostModel& c;
+  const std::vector<int>& rank_of;
+  const int S, m;
+  std::vector<double> f_done, b_done;
+
+  Finished(const Schedule& s, const CostModel& c_)
+      : c(c_),
+        rank_of(s.stage_to_rank),
+        S(s.num_stages()),
+        m(s.m),
+        f_done(static_cast<std::size_t>(S) * m, -1.0),
+        b_done(static_cast<std::size_t>(S) * m, -1.0) {}
+
+  std::size_t key(int st, int mb) const { return static_cast<std::size_t>(st) * m + mb; }
+  double link(int b) const { return c.boundary.empty() ? c.comm : c.boundary[static_cast<std::size_t>(b)]; }
+
   // The rank whose progress `a` waits for, or -1 when its inputs are there (ready = arrival).
-  auto waits_on = [&](const Action& a, int r, double& ready) -> int {
+  int waits_on(const Action& a, int r, double& ready) const {
     const int st = a.stage;
     const std::size_t k = key(st, a.microbatch);
     switch (a.op) {
@@ -367,7 +377,34 @@ StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
       default:
         return -1;
     }
-  };
+  }
+
+  // As waits_on, for an overlapped pair the first of its halves that waits.
+  int waits_on_row_action(const Action& a, int r, double& ready) const {
+    int wait = -1;
+    if (a.op == Op::OVERLAP_F_B) {
+      for (const Action& sub : a.sub)
+        if (wait < 0) wait = waits_on(sub, r, ready);
+    } else {
+      wait = waits_on(a, r, ready);
+    }
+    return wait;
+  }
+
+  void finish(const Action& x, double en) {
+    if (x.op == Op::F) f_done[key(x.stage, x.microbatch)] = en;
+    if (x.op == Op::B || x.op == Op::I) b_done[key(x.stage, x.microbatch)] = en;
+  }
+};
+
+}  // namespace
+
+StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
+  if (s.is_lowered()) throw ScheduleError("simulate_totals: schedule '" + s.name + "' holds SEND/RECV actions");
+  const int p = s.p, S = s.num_stages();
+  const CostModel c = cost.resolved(S, s.v);
+  const ActionTime time_of(s, c);
+  Finished done(s, c);
   StepTotals res;
   res.busy.assign(p, 0.0);
   res.end.assign(p, 0.0);
@@ -388,13 +425,7 @@ StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
     while (head[r] < row.size()) {
       const Action& a = row[head[r]];
       double ready = 0.0;
-      int wait = -1;
-      if (a.op == Op::OVERLAP_F_B) {
-        for (const Action& sub : a.sub)
-          if (wait < 0) wait = waits_on(sub, r, ready);
-      } else {
-        wait = waits_on(a, r, ready);
-      }
+      const int wait = done.waits_on_row_action(a, r, ready);
       if (wait == r) throw ScheduleError("simulate_totals: schedule '" + s.name + "' is not a validated order");
       if (wait >= 0) {
         blocked_on[wait].push_back(r);
@@ -403,8 +434,7 @@ StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
       const double st = std::max(clock[r], ready);
       const double en = st + time_of(a);
       auto finish = [&](const Action& x) {
-        if (x.op == Op::F) f_done[key(x.stage, x.microbatch)] = en;
-        if (x.op == Op::B || x.op == Op::I) b_done[key(x.stage, x.microbatch)] = en;
+        done.finish(x, en);
         mem[r].apply(c, x);
       };
       if (a.op == Op::OVERLAP_F_B) {

@@ -151,15 +151,9 @@ std::string auto_or_environment(const Deck& deck, const char* key, const char* v
   return env;
 }
 
-// Phase 1: every key against its rule, keys without effect, every input and output path (each
-// rank checks what it sees: a node-local file system may differ), then what needs several
-// keys or the launch.
-RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, long long tag_ub) {
-  deck.validate();
-  check_effective_keys(deck);
-  check_run_files(deck, deck_path);
-  const ModelShape checked_shape = model_shape_from_deck(deck);
-  RunSetup su{checked_shape, DataSource(deck, checked_shape)};
+// plan_run's training keys: batch, steps, seed, mode, the kernel settings, the optimizer,
+// recompute, the dump level and output keys, a restart's checkpoint, the data and the disk.
+void plan_training(const Deck& deck, RunSetup& su) {
   su.B = static_cast<int>(deck.get_int("train.batch"));
   su.steps = static_cast<int>(deck.get_int("train.steps"));
   su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
@@ -172,7 +166,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.opt = optimizer_from_deck(deck);
   su.recompute = parse_recompute(deck.get_string("train.recompute"));
   su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
-  (void)perturb_from_environment(checked_shape.n_layer);  // the test hook's value, refused up front
+  (void)perturb_from_environment(su.shape.n_layer);  // the test hook's value, refused up front
   su.force = deck.get_bool("output.force");
   su.print_every = static_cast<int>(deck.get_int("output.print_every"));
   su.timeout = pipeline_timeout(deck);
@@ -186,7 +180,11 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   check_output_space(deck, su.shape, su.first_step, sizeof(Real));
   su.checkpoint = deck.get_string("checkpoint.path");
   su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
+}
 
+// plan_run's launch: pipeline.dp against the rank count and the batch, pipeline.p against
+// ranks / dp. Returns the smallest replica's share of the batch.
+int plan_ranks(const Deck& deck, RunSetup& su, int world) {
   su.dp = static_cast<int>(deck.get_int("pipeline.dp"));
   if (world % su.dp != 0)
     throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + " but " + std::to_string(world) +
@@ -202,15 +200,12 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
                      "; allowed: 0 (use ranks / dp) or exactly " + std::to_string(pp) +
                      " (launch mpiexec -n P*dp with P = pipeline.p)");
   su.p = pp;
-  const int smallest_share = replica_share(su.B, su.dp, su.dp - 1).count;
-  su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
+  return replica_share(su.B, su.dp, su.dp - 1).count;
+}
 
-  su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
-  if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
-    su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
-    su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
-    su.costs->check_setting(deck.get_string("train.mode"), ExecSpace::name(), deck.get_string("pipeline.costs"));
-  }
+// plan_run's plans: one per (schedule, m) of the sweep, each built, lowered and validated, its
+// message tags within MPI_TAG_UB, its layout and its dump path.
+void plan_sweep(const Deck& deck, RunSetup& su, int smallest_share, long long tag_ub) {
   const long long v_key = deck.get_int("pipeline.chunks");
   const auto& names = deck.get_string_list("pipeline.schedule");
   const auto& ms = deck.get_int_list("pipeline.microbatches");
@@ -253,13 +248,40 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
       su.plans.push_back(std::move(pl));
     }
   }
-  // The delay test hooks: a malformed value, or a stage that a plan does not have, is bad input.
+}
+
+// The delay test hooks: a malformed value, or a stage that a plan does not have, is bad input.
+void check_delay_stages(const RunSetup& su) {
   const TestDelays& delays = test_delays();
   for (const auto& pl : su.plans)
     if (delays.forward_stage >= pl.lowered.num_stages())
       throw InputError("environment: variable MINIPIPE_TEST_DELAY_FORWARD names stage " +
                        std::to_string(delays.forward_stage) + " but schedule " + pl.schedule + " has stages 0 .. " +
                        std::to_string(pl.lowered.num_stages() - 1) + "; allowed: one of those");
+}
+
+// Phase 1: every key against its rule, keys without effect, every input and output path (each
+// rank checks what it sees: a node-local file system may differ), then what needs several
+// keys or the launch.
+RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, long long tag_ub) {
+  deck.validate();
+  check_effective_keys(deck);
+  check_run_files(deck, deck_path);
+  const ModelShape checked_shape = model_shape_from_deck(deck);
+  RunSetup su{checked_shape, DataSource(deck, checked_shape)};
+  plan_training(deck, su);
+
+  const int smallest_share = plan_ranks(deck, su, world);
+  su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
+
+  su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
+  if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
+    su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
+    su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
+    su.costs->check_setting(deck.get_string("train.mode"), ExecSpace::name(), deck.get_string("pipeline.costs"));
+  }
+  plan_sweep(deck, su, smallest_share, tag_ub);
+  check_delay_stages(su);
   if (su.costs) choose_splits(su, nullptr);
   return su;
 }

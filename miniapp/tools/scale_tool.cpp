@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -136,6 +137,97 @@ Evaluated evaluate(const sched::Schedule& s, const sched::CostModel& base, const
   return e;
 }
 
+// A schedule generator's (p, m, v) instance, or nullopt where it has none.
+std::optional<sched::Schedule> try_schedule(const std::string& name, int p, int m, int v) {
+  try {
+    return sched::make_schedule(name, p, m, v);
+  } catch (const sched::ScheduleError&) {
+    return std::nullopt;
+  }
+}
+
+// The splits tried for S stages: the even one, and the balanced one of the measured per-layer
+// times where it differs (flagged auto).
+std::vector<std::pair<std::vector<int>, bool>> candidate_splits(const CostFile& costs, int n, Recompute r, int L,
+                                                                int S) {
+  const LayerTimes lt = layer_times(costs, n, r);
+  const std::vector<int> even = make_stage_layout(L, S, {}).count;
+  const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
+  std::vector<std::pair<std::vector<int>, bool>> splits{{even, false}};
+  if (balanced != even) splits.push_back({balanced, true});
+  return splits;
+}
+
+// Per pipeline rank of a layout: the model state it holds, its gradient all-reduce, and the
+// fullest rank's state.
+struct RankShares {
+  std::vector<double> state, ar;
+  double worst_state = 0;
+};
+
+RankShares rank_shares(const Cluster& cl, const StageLayout& layout, const std::vector<int>& stage_to_rank,
+                       const std::vector<double>& elements, int p, int dp, bool det) {
+  const int S = static_cast<int>(layout.count.size());
+  // Per pipeline rank: parameter elements, the state they need, their all-reduce.
+  std::vector<double> rank_el(static_cast<std::size_t>(p), 0.0);
+  for (int st = 0; st < S; ++st) {
+    double e = st == 0 ? elements.front() : 0.0;
+    for (int l = layout.first[st]; l < layout.first[st] + layout.count[st]; ++l) e += elements[1 + l];
+    if (st == S - 1) e += elements.back();
+    rank_el[static_cast<std::size_t>(stage_to_rank[st])] += e;
+  }
+  RankShares out;
+  out.state.resize(rank_el.size()), out.ar.resize(rank_el.size());
+  for (int q = 0; q < p; ++q) {
+    const double el = rank_el[static_cast<std::size_t>(q)];
+    out.state[q] =
+        el * state_bytes_per_element(det) + (det && dp > 1 ? std::min(el, 1048576.0) * 32 : 0.0);  // the limb buffer
+    out.worst_state = std::max(out.worst_state, out.state[q]);
+    const Link& link = group_spans_nodes(cl, q, p, dp) ? cl.inter : cl.intra;
+    out.ar[q] = allreduce_ms(cl, dp, el * allreduce_bytes_per_element(det), link);
+  }
+  return out;
+}
+
+// The busiest rank's compute: m forwards and backwards of each of its stages, and the W tail.
+double busiest_rank_ms(const sched::CostModel& cm, const sched::Schedule& s, int p, int S, int m) {
+  const sched::CostModel rc = cm.resolved(S, s.v);
+  std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
+  for (int st = 0; st < S; ++st)
+    busy[static_cast<std::size_t>(s.stage_to_rank[st])] += m * (rc.F[st] + rc.B[st]) + rc.W_tail[st];
+  return *std::max_element(busy.begin(), busy.end());
+}
+
+// The loss sums of every sample, agreed over the replicas (trainer.cpp gather_loss).
+double loss_agreement_ms(const Cluster& cl, int p, int dp, int G) {
+  return dp > 1 ? tree_allreduce_ms(dp, 12.0 * G, group_spans_nodes(cl, 0, p, dp) ? cl.inter : cl.intra) : 0.0;
+}
+
+// A configuration and what evaluate() predicts for it (exposed_comm_ms left to the caller).
+ScalePoint point_of(const Evaluated& e, const std::string& name, int p, int dp, int v, int m, Recompute r, bool is_auto,
+                    const std::vector<int>& split, int G, RankOrder order) {
+  ScalePoint pt;
+  pt.schedule = name, pt.p = p, pt.dp = dp, pt.v = v, pt.m = m, pt.recompute = r;
+  pt.auto_split = is_auto, pt.split = split;
+  pt.step_ms = e.step, pt.makespan_ms = e.makespan, pt.bubble = e.bubble;
+  pt.allreduce_ms = e.allreduce, pt.memory_bytes = e.memory;
+  pt.samples_per_s = G / (e.step / 1e3), pt.global_batch = G;
+  pt.order = order;
+  return pt;
+}
+
+// Adds pt to the best, sorted by time per sample (the step over its global batch: strong and weak
+// points compare), and keeps the first `keep`.
+void keep_best(std::vector<ScalePoint>& best, const ScalePoint& pt, int keep) {
+  auto per_sample = [](const ScalePoint& x) { return x.step_ms / x.global_batch; };
+  best.push_back(pt);
+  // Ties (a bubble-free p = 1 at any m, say) go to the smaller memory.
+  std::stable_sort(best.begin(), best.end(), [&](const ScalePoint& a, const ScalePoint& b) {
+    return per_sample(a) != per_sample(b) ? per_sample(a) < per_sample(b) : a.memory_bytes < b.memory_bytes;
+  });
+  if (static_cast<int>(best.size()) > keep) best.pop_back();
+}
+
 }  // namespace
 
 double allreduce_bytes_per_element(bool deterministic) {
@@ -210,8 +302,6 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
     return static_cast<int>(best.size()) < keep ? std::numeric_limits<double>::infinity()
                                                 : best.back().step_ms / best.back().global_batch;
   };
-  // Sorted by time per sample (the step over its global batch): strong and weak points compare.
-  auto per_sample = [](const ScalePoint& x) { return x.step_ms / x.global_batch; };
   SweepCount n_run;
   long long& sims = n_run.simulations;
   for (int p = 1; p <= std::min(devices, L); ++p) {
@@ -230,57 +320,26 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
           if (S > L) continue;
           for (int m = 1; m <= std::min(Br, opt.max_m); ++m) {
             if (Br % m) continue;
-            sched::Schedule s;
-            try {
-              s = sched::make_schedule(name, p, m, v);
-            } catch (const sched::ScheduleError&) {
-              continue;
-            }
+            const std::optional<sched::Schedule> made = try_schedule(name, p, m, v);
+            if (!made) continue;
+            const sched::Schedule& s = *made;
             if (s.v != v) continue;
             const std::vector<std::vector<int>> kinds = boundary_patterns(cl, s.stage_to_rank, p, dp);
             const int n = Br / m;
             const double boundary_bytes = static_cast<double>(n) * shape.seq_len * shape.channels * costs.real_bytes;
             for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
-              const LayerTimes lt = layer_times(costs, n, r);
-              const std::vector<int> even = make_stage_layout(L, S, {}).count;
-              const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
-              std::vector<std::pair<std::vector<int>, bool>> splits{{even, false}};
-              if (balanced != even) splits.push_back({balanced, true});
-              for (const auto& [split, is_auto] : splits) {
+              for (const auto& [split, is_auto] : candidate_splits(costs, n, r, L, S)) {
                 const StageLayout layout = layout_of(L, split);
                 sched::CostModel cm = stage_costs(costs, layout, n, r);
-                // Per pipeline rank: parameter elements, the state they need, their all-reduce.
-                std::vector<double> rank_el(static_cast<std::size_t>(p), 0.0);
-                for (int st = 0; st < S; ++st) {
-                  double e = st == 0 ? elements.front() : 0.0;
-                  for (int l = layout.first[st]; l < layout.first[st] + layout.count[st]; ++l) e += elements[1 + l];
-                  if (st == S - 1) e += elements.back();
-                  rank_el[static_cast<std::size_t>(s.stage_to_rank[st])] += e;
-                }
-                std::vector<double> state(rank_el.size()), ar(rank_el.size());
-                double worst_state = 0;
-                for (int q = 0; q < p; ++q) {
-                  const double el = rank_el[static_cast<std::size_t>(q)];
-                  state[q] = el * state_bytes_per_element(det) +
-                             (det && dp > 1 ? std::min(el, 1048576.0) * 32 : 0.0);  // the limb buffer
-                  worst_state = std::max(worst_state, state[q]);
-                  const Link& link = group_spans_nodes(cl, q, p, dp) ? cl.inter : cl.intra;
-                  ar[q] = allreduce_ms(cl, dp, el * allreduce_bytes_per_element(det), link);
-                }
-                if (opt.memory_cap > 0 && worst_state > opt.memory_cap) continue;
+                const RankShares shares = rank_shares(cl, layout, s.stage_to_rank, elements, p, dp, det);
+                const std::vector<double>&state = shares.state, &ar = shares.ar;
+                if (opt.memory_cap > 0 && shares.worst_state > opt.memory_cap) continue;
                 ++n_run.configurations;
                 const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
                 const double fixed_ms = *std::max_element(fixed.begin(), fixed.end());
-                // The loss sums of every sample, agreed over the replicas (trainer.cpp gather_loss).
-                const double loss_ms =
-                    dp > 1 ? tree_allreduce_ms(dp, 12.0 * G, group_spans_nodes(cl, 0, p, dp) ? cl.inter : cl.intra)
-                           : 0.0;
+                const double loss_ms = loss_agreement_ms(cl, p, dp, G);
                 // Lower bound: the busiest rank's compute, then the all-reduce and the fixed cost.
-                const sched::CostModel rc = cm.resolved(S, s.v);
-                std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
-                for (int st = 0; st < S; ++st)
-                  busy[static_cast<std::size_t>(s.stage_to_rank[st])] += m * (rc.F[st] + rc.B[st]) + rc.W_tail[st];
-                const double lower = *std::max_element(busy.begin(), busy.end()) +
+                const double lower = busiest_rank_ms(cm, s, p, S, m) +
                                      (opt.overlap_allreduce ? 0.0 : *std::max_element(ar.begin(), ar.end())) + loss_ms +
                                      fixed_ms;
                 if (opt.prune && lower / G >= bound()) continue;
@@ -288,25 +347,13 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
                                              opt.overlap_allreduce, opt.memory_cap, false);
                 sims += static_cast<long long>(kinds.size()) * (cm.jitter_cv > 0 ? kJitterSamples + 1 : 1);
                 if (!e.fits) continue;
-                ScalePoint pt;
-                pt.schedule = name, pt.p = p, pt.dp = dp, pt.v = s.v, pt.m = m, pt.recompute = r;
-                pt.auto_split = is_auto, pt.split = split;
-                pt.step_ms = e.step, pt.makespan_ms = e.makespan, pt.bubble = e.bubble;
-                pt.allreduce_ms = e.allreduce, pt.memory_bytes = e.memory;
-                pt.samples_per_s = G / (e.step / 1e3), pt.global_batch = G;
-                pt.order = order;
+                ScalePoint pt = point_of(e, name, p, dp, s.v, m, r, is_auto, split, G, order);
                 // Exposed communication: what the step loses to transfers and all-reduces.
                 const Evaluated bare = evaluate(s, cm, kinds, cl, boundary_bytes, state,
                                                 std::vector<double>(ar.size(), 0.0), fixed_ms, 0.0, false, 0, true);
                 pt.exposed_comm_ms = e.step - bare.step;
                 sims += static_cast<long long>(kinds.size());
-                best.push_back(pt);
-                // Ties (a bubble-free p = 1 at any m, say) go to the smaller memory.
-                std::stable_sort(best.begin(), best.end(), [&](const ScalePoint& a, const ScalePoint& b) {
-                  return per_sample(a) != per_sample(b) ? per_sample(a) < per_sample(b)
-                                                        : a.memory_bytes < b.memory_bytes;
-                });
-                if (static_cast<int>(best.size()) > keep) best.pop_back();
+                keep_best(best, pt, keep);
               }
             }
           }
@@ -400,6 +447,156 @@ void write_curves_svg(const std::string& title, const std::string& y_label, cons
   out << "</svg>\n";
 }
 
+// ScaleTool::run's inputs: the deck with the command line's overrides, the cluster, the costs
+// (measured or from FLOPs) and the sweep's options; throws on bad input.
+void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>& overrides, Cluster& cl,
+                       CostFile& costs, ScaleOptions& opt) {
+  Deck deck;
+  io::check_input_file("--deck", tool.deck_path);
+  io::check_input_file("--cluster", tool.cluster_path);
+  if (!tool.costs_path.empty()) io::check_input_file("--costs", tool.costs_path);
+  io::check_outputs(
+      {{"--strong-svg", tool.strong_svg, tool.force, false}, {"--weak-svg", tool.weak_svg, tool.force, false}},
+      {{"--deck", tool.deck_path}, {"--cluster", tool.cluster_path}, {"--costs", tool.costs_path}});
+  deck = Deck::from_file(tool.deck_path);
+  for (const auto& [key, value] : overrides) deck.set_from_text(key, value);
+  deck.validate();
+  const ModelShape shape = model_shape_from_deck(deck);
+  cl = read_cluster(tool.cluster_path);
+  if (tool.devices == 0) tool.devices = cl.devices();
+  if (tool.devices > cl.devices())
+    throw InputError("command line: key '--devices' has value " + std::to_string(tool.devices) + "; allowed: 1 .. " +
+                     std::to_string(cl.devices()) + " (the devices of " + tool.cluster_path + ")");
+  const bool det = deck.get_string("train.mode") != "fast";
+  const int batch = static_cast<int>(deck.get_int("train.batch"));
+  if (!tool.costs_path.empty()) {
+    costs = read_cost_file(tool.costs_path);
+    costs.check_shape(shape, tool.costs_path);
+    if (costs.mode != deck.get_string("train.mode"))
+      throw InputError("deck: key 'train.mode' has value \"" + deck.get_string("train.mode") + "\" but the cost file " +
+                       tool.costs_path + " was measured in \"" + costs.mode + "\"; allowed: the profiled mode");
+    cl.use_measured_link(costs.latency_ms, costs.ms_per_byte);
+  } else {
+    for (const auto& [key, on] : {std::pair<const char*, bool>{"link.intra.from_costs", cl.intra_from_costs},
+                                  {"link.inter.from_costs", cl.inter_from_costs}})
+      if (on)
+        throw InputError("cluster file " + tool.cluster_path + ": key '" + key +
+                         "' has value true; allowed: true only with --costs FILE (the measured link)");
+    costs = analytic_costs(shape, batch, det, cl);
+  }
+  opt.global_batch = tool.global_batch > 0 ? tool.global_batch : batch;
+  opt.memory_cap = tool.memory_cap_gib > 0 ? tool.memory_cap_gib * 1073741824.0 : cl.memory_bytes;
+  opt.overlap_allreduce = tool.overlap_allreduce;
+  opt.max_m = tool.max_m;
+  opt.prune = !tool.no_prune;
+  const auto all = sched::schedule_names();
+  std::stringstream ss(tool.schedules);
+  for (std::string n; std::getline(ss, n, ',');) {
+    if (std::find(all.begin(), all.end(), n) == all.end()) {
+      std::string t;
+      for (const auto& a : all) t += (t.empty() ? "" : " | ") + a;
+      throw InputError("command line: --schedules has entry \"" + n + "\"; allowed: a comma list of " + t);
+    }
+    opt.schedules.push_back(n);
+  }
+  if (tool.batch_per_replica == 0) tool.batch_per_replica = batch;
+}
+
+// The model, the cluster and the links the sweep charges.
+void print_scale_header(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, std::ostream& out) {
+  const ModelShape& s = costs.shape;
+  double params = 0;
+  for (double e : part_elements(s)) params += e;
+  char line[400];
+  std::snprintf(line, sizeof(line),
+                "scale: %s (V %d, T %d, C %d, H %d, L %d: %.1fM parameters), %s mode; cluster %s: %d node(s) x %d "
+                "device(s); costs %s\n",
+                tool.deck_path.c_str(), s.vocab, s.seq_len, s.channels, s.n_head, s.n_layer, params / 1e6,
+                costs.mode.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node,
+                tool.costs_path.empty() ? "from FLOPs (device.tflops)" : tool.costs_path.c_str());
+  out << line;
+  std::snprintf(line, sizeof(line),
+                "links: inside a node %.4f ms + bytes / %.3g GB/s, between nodes %.4f ms + bytes / %.3g GB/s; "
+                "all-reduce %s (%s), %s the pipeline\n",
+                cl.intra.latency_ms, cl.intra.gb_per_s(), cl.inter.latency_ms, cl.inter.gb_per_s(),
+                to_string(cl.allreduce),
+                costs.mode == "fast" ? "4 B per parameter" : "32 B per parameter: 4 int64 limbs",
+                tool.overlap_allreduce ? "overlapped with the end of" : "after (as the trainer runs it)");
+  out << line;
+}
+
+// The sweep on tool.devices and the table of its best configurations.
+void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
+                      std::ostream& out) {
+  char line[400];
+  const std::clock_t t0 = std::clock();
+  SweepCount count;
+  const std::vector<ScalePoint> best = best_layouts(costs, cl, tool.devices, opt, tool.top, &count);
+  const double cpu = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
+  out << tool.devices << " devices, global batch " << opt.global_batch << ", memory cap "
+      << num(opt.memory_cap / 1073741824.0, 1) << " GiB: " << count.configurations << " configurations, "
+      << count.simulations << " pipeline simulations, " << num(cpu, 2) << " s of CPU\n";
+  std::snprintf(line, sizeof(line), "%3s  %-44s %10s %10s %7s %9s %9s %9s %11s", "#",
+                "p x dp order schedule v m split recompute", "step ms", "makespan", "bubble", "exp comm", "allreduce",
+                "mem GiB", "samples/s");
+  out << line << "\n";
+  for (std::size_t k = 0; k < best.size(); ++k) {
+    const ScalePoint& x = best[k];
+    std::snprintf(line, sizeof(line), "%3zu  %-44s %10.2f %10.2f %7.3f %9.2f %9.2f %9.2f %11.1f", k + 1,
+                  layout_text(x).c_str(), x.step_ms, x.makespan_ms, x.bubble, x.exposed_comm_ms, x.allreduce_ms,
+                  x.memory_bytes / 1073741824.0, x.samples_per_s);
+    out << line << "\n";
+  }
+  if (best.empty()) out << "(no configuration fits: raise --memory-cap or the devices)\n";
+  out << "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; exp comm: what "
+         "transfers and all-reduces add to the step; mem: model state + peak stored activations of the fullest "
+         "device)\n";
+}
+
+// One scaling curve over device counts: strong at opt's global batch, or weak at
+// tool.batch_per_replica; its table, then its SVG at `path`. 0 ok, 3 the SVG could not be written.
+int scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
+                  const std::vector<int>& counts, bool weak, const std::string& path, std::ostream& out,
+                  std::ostream& err) {
+  char line[400];
+  ScaleOptions o = opt;
+  if (weak) o.batch_per_replica = tool.batch_per_replica;
+  Series got{"predicted", "#1f77b4", {}, false}, ideal{"ideal (linear)", "#888", {}, true};
+  double first = 0;
+  int first_n = 0;
+  out << (weak ? "weak scaling, batch per replica " + std::to_string(tool.batch_per_replica)
+               : "strong scaling, global batch " + std::to_string(opt.global_batch))
+      << ":\n";
+  for (int n : counts) {
+    const auto b = best_layouts(costs, cl, n, o, 1);
+    if (b.empty()) {
+      out << "  " << n << " devices: nothing fits\n";
+      continue;
+    }
+    const ScalePoint& x = b.front();
+    if (first_n == 0) first = x.samples_per_s, first_n = n;
+    const double eff = x.samples_per_s / (first * n / first_n);
+    std::snprintf(line, sizeof(line),
+                  "  %6d devices: %-44s step %10.2f ms  bubble %.3f  exp comm %8.2f ms  %10.1f samples/s  "
+                  "efficiency %.2f",
+                  n, layout_text(x).c_str(), x.step_ms, x.bubble, x.exposed_comm_ms, x.samples_per_s, eff);
+    out << line << "\n";
+    got.points.push_back({static_cast<double>(n), x.samples_per_s});
+    ideal.points.push_back({static_cast<double>(n), first * n / first_n});
+  }
+  const std::string title = std::string(weak ? "Weak" : "Strong") + " scaling: " + tool.deck_path + " on " + cl.name;
+  try {
+    io::write_output_file(path, tool.force, [&](std::ostream& f) {
+      write_curves_svg(title, "samples/s", {got, ideal}, f);
+    });
+  } catch (const io::OutputError& e) {
+    err << "minipipe: error: " << e.what() << "\n";
+    return 3;
+  }
+  out << "wrote " << path << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void ScaleTool::attach(CLI::App& parent) {
@@ -434,152 +631,26 @@ void ScaleTool::attach(CLI::App& parent) {
 }
 
 int ScaleTool::run(const std::map<std::string, std::string>& overrides, std::ostream& out, std::ostream& err) {
-  Deck deck;
   Cluster cl;
   CostFile costs;
   ScaleOptions opt;
   try {
-    io::check_input_file("--deck", deck_path);
-    io::check_input_file("--cluster", cluster_path);
-    if (!costs_path.empty()) io::check_input_file("--costs", costs_path);
-    io::check_outputs({{"--strong-svg", strong_svg, force, false}, {"--weak-svg", weak_svg, force, false}},
-                      {{"--deck", deck_path}, {"--cluster", cluster_path}, {"--costs", costs_path}});
-    deck = Deck::from_file(deck_path);
-    for (const auto& [key, value] : overrides) deck.set_from_text(key, value);
-    deck.validate();
-    const ModelShape shape = model_shape_from_deck(deck);
-    cl = read_cluster(cluster_path);
-    if (devices == 0) devices = cl.devices();
-    if (devices > cl.devices())
-      throw InputError("command line: key '--devices' has value " + std::to_string(devices) + "; allowed: 1 .. " +
-                       std::to_string(cl.devices()) + " (the devices of " + cluster_path + ")");
-    const bool det = deck.get_string("train.mode") != "fast";
-    const int batch = static_cast<int>(deck.get_int("train.batch"));
-    if (!costs_path.empty()) {
-      costs = read_cost_file(costs_path);
-      costs.check_shape(shape, costs_path);
-      if (costs.mode != deck.get_string("train.mode"))
-        throw InputError("deck: key 'train.mode' has value \"" + deck.get_string("train.mode") +
-                         "\" but the cost file " + costs_path + " was measured in \"" + costs.mode +
-                         "\"; allowed: the profiled mode");
-      cl.use_measured_link(costs.latency_ms, costs.ms_per_byte);
-    } else {
-      for (const auto& [key, on] : {std::pair<const char*, bool>{"link.intra.from_costs", cl.intra_from_costs},
-                                    {"link.inter.from_costs", cl.inter_from_costs}})
-        if (on)
-          throw InputError("cluster file " + cluster_path + ": key '" + key +
-                           "' has value true; allowed: true only with --costs FILE (the measured link)");
-      costs = analytic_costs(shape, batch, det, cl);
-    }
-    opt.global_batch = global_batch > 0 ? global_batch : batch;
-    opt.memory_cap = memory_cap_gib > 0 ? memory_cap_gib * 1073741824.0 : cl.memory_bytes;
-    opt.overlap_allreduce = overlap_allreduce;
-    opt.max_m = max_m;
-    opt.prune = !no_prune;
-    const auto all = sched::schedule_names();
-    std::stringstream ss(schedules);
-    for (std::string n; std::getline(ss, n, ',');) {
-      if (std::find(all.begin(), all.end(), n) == all.end()) {
-        std::string t;
-        for (const auto& a : all) t += (t.empty() ? "" : " | ") + a;
-        throw InputError("command line: --schedules has entry \"" + n + "\"; allowed: a comma list of " + t);
-      }
-      opt.schedules.push_back(n);
-    }
-    if (batch_per_replica == 0) batch_per_replica = batch;
+    read_scale_inputs(*this, overrides, cl, costs, opt);
   } catch (const std::exception& e) {
     err << "minipipe: error: " << e.what() << "\n";
     return 2;
   }
-  const ModelShape& s = costs.shape;
-  double params = 0;
-  for (double e : part_elements(s)) params += e;
-  char line[400];
-  std::snprintf(line, sizeof(line),
-                "scale: %s (V %d, T %d, C %d, H %d, L %d: %.1fM parameters), %s mode; cluster %s: %d node(s) x %d "
-                "device(s); costs %s\n",
-                deck_path.c_str(), s.vocab, s.seq_len, s.channels, s.n_head, s.n_layer, params / 1e6,
-                costs.mode.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node,
-                costs_path.empty() ? "from FLOPs (device.tflops)" : costs_path.c_str());
-  out << line;
-  std::snprintf(line, sizeof(line),
-                "links: inside a node %.4f ms + bytes / %.3g GB/s, between nodes %.4f ms + bytes / %.3g GB/s; "
-                "all-reduce %s (%s), %s the pipeline\n",
-                cl.intra.latency_ms, cl.intra.gb_per_s(), cl.inter.latency_ms, cl.inter.gb_per_s(),
-                to_string(cl.allreduce),
-                costs.mode == "fast" ? "4 B per parameter" : "32 B per parameter: 4 int64 limbs",
-                overlap_allreduce ? "overlapped with the end of" : "after (as the trainer runs it)");
-  out << line;
-
-  const std::clock_t t0 = std::clock();
-  SweepCount count;
-  const std::vector<ScalePoint> best = best_layouts(costs, cl, devices, opt, top, &count);
-  const double cpu = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
-  out << devices << " devices, global batch " << opt.global_batch << ", memory cap "
-      << num(opt.memory_cap / 1073741824.0, 1) << " GiB: " << count.configurations << " configurations, "
-      << count.simulations << " pipeline simulations, " << num(cpu, 2) << " s of CPU\n";
-  std::snprintf(line, sizeof(line), "%3s  %-44s %10s %10s %7s %9s %9s %9s %11s", "#",
-                "p x dp order schedule v m split recompute", "step ms", "makespan", "bubble", "exp comm", "allreduce",
-                "mem GiB", "samples/s");
-  out << line << "\n";
-  for (std::size_t k = 0; k < best.size(); ++k) {
-    const ScalePoint& x = best[k];
-    std::snprintf(line, sizeof(line), "%3zu  %-44s %10.2f %10.2f %7.3f %9.2f %9.2f %9.2f %11.1f", k + 1,
-                  layout_text(x).c_str(), x.step_ms, x.makespan_ms, x.bubble, x.exposed_comm_ms, x.allreduce_ms,
-                  x.memory_bytes / 1073741824.0, x.samples_per_s);
-    out << line << "\n";
-  }
-  if (best.empty()) out << "(no configuration fits: raise --memory-cap or the devices)\n";
-  out << "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; exp comm: what "
-         "transfers and all-reduces add to the step; mem: model state + peak stored activations of the fullest "
-         "device)\n";
+  print_scale_header(*this, cl, costs, out);
+  print_best_table(*this, cl, costs, opt, out);
 
   if (strong_svg.empty() && weak_svg.empty()) return 0;
   std::vector<int> counts;
   for (int n = 1; n < devices; n *= 2) counts.push_back(n);
   counts.push_back(devices);
-  auto curve = [&](bool weak, const std::string& path) -> int {
-    ScaleOptions o = opt;
-    if (weak) o.batch_per_replica = batch_per_replica;
-    Series got{"predicted", "#1f77b4", {}, false}, ideal{"ideal (linear)", "#888", {}, true};
-    double first = 0;
-    int first_n = 0;
-    out << (weak ? "weak scaling, batch per replica " + std::to_string(batch_per_replica)
-                 : "strong scaling, global batch " + std::to_string(opt.global_batch))
-        << ":\n";
-    for (int n : counts) {
-      const auto b = best_layouts(costs, cl, n, o, 1);
-      if (b.empty()) {
-        out << "  " << n << " devices: nothing fits\n";
-        continue;
-      }
-      const ScalePoint& x = b.front();
-      if (first_n == 0) first = x.samples_per_s, first_n = n;
-      const double eff = x.samples_per_s / (first * n / first_n);
-      std::snprintf(line, sizeof(line),
-                    "  %6d devices: %-44s step %10.2f ms  bubble %.3f  exp comm %8.2f ms  %10.1f samples/s  "
-                    "efficiency %.2f",
-                    n, layout_text(x).c_str(), x.step_ms, x.bubble, x.exposed_comm_ms, x.samples_per_s, eff);
-      out << line << "\n";
-      got.points.push_back({static_cast<double>(n), x.samples_per_s});
-      ideal.points.push_back({static_cast<double>(n), first * n / first_n});
-    }
-    const std::string title = std::string(weak ? "Weak" : "Strong") + " scaling: " + deck_path + " on " + cl.name;
-    try {
-      io::write_output_file(path, force, [&](std::ostream& f) {
-        write_curves_svg(title, "samples/s", {got, ideal}, f);
-      });
-    } catch (const io::OutputError& e) {
-      err << "minipipe: error: " << e.what() << "\n";
-      return 3;
-    }
-    out << "wrote " << path << "\n";
-    return 0;
-  };
   if (!strong_svg.empty())
-    if (const int rc = curve(false, strong_svg)) return rc;
+    if (const int rc = scaling_curve(*this, cl, costs, opt, counts, false, strong_svg, out, err)) return rc;
   if (!weak_svg.empty())
-    if (const int rc = curve(true, weak_svg)) return rc;
+    if (const int rc = scaling_curve(*this, cl, costs, opt, counts, true, weak_svg, out, err)) return rc;
   return 0;
 }
 
