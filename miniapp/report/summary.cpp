@@ -7,8 +7,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "schedules/simulator.hpp"
 #include "miniapp/report/time_budget.hpp"
+#include "schedules/simulator.hpp"
 
 namespace minipipe {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "miniapp/runtime/block.hpp"
 #include "kernels/types.hpp"
 #include "miniapp/model/model.hpp"
+#include "miniapp/runtime/block.hpp"
 
 namespace minipipe {
 

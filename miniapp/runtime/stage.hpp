@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "miniapp/model/kernel_outputs.hpp"
-#include "miniapp/runtime/activation_store.hpp"
-#include "miniapp/runtime/block.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/grad_accum.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/types.hpp"
 #include "kernels/workspace.hpp"
 #include "miniapp/model/data.hpp"
+#include "miniapp/model/kernel_outputs.hpp"
 #include "miniapp/model/model.hpp"
+#include "miniapp/runtime/activation_store.hpp"
+#include "miniapp/runtime/block.hpp"
 
 namespace minipipe {
 
