@@ -111,7 +111,9 @@ void end_fence(const std::uint64_t) {}
 void begin_deep_copy(SpaceHandle dst, const char*, const void*, SpaceHandle src, const char* src_label, const void*,
                      std::uint64_t bytes) {
   SyncCounts& c = state().sync;
-  if (src_label && std::strcmp(src_label, "Scalar") == 0) {  // deep_copy(view, value): a fill
+  // deep_copy(view, value) is a fill: Kokkos labels its source "Scalar", and Kokkos 3.4 labels it
+  // "(none)" in the overload that takes an execution space (fills ordered with the step's kernels).
+  if (src_label && (std::strcmp(src_label, "Scalar") == 0 || std::strcmp(src_label, "(none)") == 0)) {
     ++c.fills;
     c.fill_bytes += bytes;
     return;

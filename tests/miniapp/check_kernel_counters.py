@@ -8,7 +8,8 @@ for every pipeline rank and step, the synchronizations of docs/benchmarking.md (
 
   fences = A + S + 1 + 2 Lw m + Lw * w(m)      (A compute actions, S boundary messages sent,
                                                 Lw Linear weights on the rank, w the dW path below)
-  host-to-host copies = 4 + stages + R (R boundary messages received), fills = 2 + stages + parameters, no D2H / H2D / D2D
+  host-to-host copies = 4 + stages + R + stages + 1 (R boundary messages received; per stage the
+  optimizer's non-finite codes, and once per step the boundary checks' slots, each read in one copy), fills = 2 + stages + parameters, no D2H / H2D / D2D
   (a host build: the copies that a device build makes D2H / H2D stay in host memory)
 
 and that the kernels' model FLOPs per step add up to B T F_token, the FOM's model FLOPs, with the
@@ -106,10 +107,13 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
         Lw = 4 * per_stage_layers + (1 if last else 0)
         params = 12 * per_stage_layers + (2 if first else 0) + (3 if last else 0)
         want = {"fences": A + S + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group),
-                "h2h": 4 + stages + R, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
+                "h2h": 4 + stages + R + stages + 1, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
         for step, got in enumerate(entry["steps"]):
             for k, v in want.items():
-                if got[k] != v:
+                # The first step grows the executor's buffer of check codes once, in one copy, when it
+                # issues more checks than the buffer's first size (64): the steady state has none.
+                grown = step == 0 and k == "h2h" and got[k] == v + 1
+                if got[k] != v and not grown:
                     fail(f"p={p} m={m} {schedule}: rank {rank} step {step}: {k} = {got[k]}, the formula gives {v} "
                          f"(A={A} S={S} R={R} Lw={Lw} group={group} sizes={sizes}); all counts: {got}")
         print(f"p={p} m={m} {schedule} rank {rank}: per step {want} (A={A}, S={S}, Lw={Lw}, group={group}) as counted")

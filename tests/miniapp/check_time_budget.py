@@ -107,9 +107,12 @@ p0 = predicted(F, B, link)
 
 def check(label, runs, kind, want, floor=None):
     got = mean(runs, kind) - mean(base, kind)
-    tol = 3 * (spread(base, kind) + spread(runs, kind))
+    # The noise: how far repeats of the same run move. The simulator's own error on top: it is fed
+    # the means of the delivered costs, and a delay also shifts the per-action overheads it models
+    # as constant (seen: 0.2-1.8% of a growth); 5% of the predicted growth bounds that.
+    tol = 3 * (spread(base, kind) + spread(runs, kind)) + 0.05 * abs(want)
     ok = abs(got - want) <= tol and (floor is None or got > floor)
-    print("%s: %s grew %.2f ms, simulator says %.2f ms, tolerance %.2f ms (3 x spread: base %.2f, delayed %.2f)%s" %
+    print("%s: %s grew %.2f ms, simulator says %.2f ms, tolerance %.2f ms (3 x spread: base %.2f, delayed %.2f; + 5%% of the prediction)%s" %
           (label, kind, got, want, tol, spread(base, kind), spread(runs, kind), "" if ok else "  <-- FAIL"))
     if not ok:
         failures.append("%s: %s" % (label, kind))
