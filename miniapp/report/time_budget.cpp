@@ -168,7 +168,7 @@ void print_budget_table(const std::vector<RunReport>& runs, std::ostream& out) {
 }
 
 void write_budget_svg(const TimeBudget& b, const std::string& title, std::ostream& out) {
-  const int bar_w = 520, left = 90, row_h = 26, top = 40;
+  const int bar_w = 520, left = 105, row_h = 26, top = 40;  // left: room for "p x makespan"
   const int rows = static_cast<int>(b.ranks.size()) + 1;
   const int height = top + rows * row_h + 60;
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + bar_w + 20 << "\" height=\"" << height
