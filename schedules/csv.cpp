@@ -91,6 +91,15 @@ Schedule read_csv(std::istream& in, int p_hint, Placement placement, const std::
                         " ranks; every rank must hold the same number of stages");
   s.v = stages / p;
   s.m = max_mb + 1;
+  // Two model copies (DualPipe) when every even micro-batch stays on the first half of the
+  // stages and every odd one on the second: a one-copy schedule runs micro-batch 0 through every
+  // stage, so it never looks like this, and the validator holds either reading to completeness.
+  bool two_copies = stages % 2 == 0 && stages >= 2;
+  for (const auto& row : s.ranks)
+    for (const auto& a : row)
+      for (const Action& x : a.op == Op::OVERLAP_F_B ? a.sub : std::vector<Action>{a})
+        two_copies = two_copies && x.stage / (stages / 2) == x.microbatch % 2;
+  if (two_copies) s.chains = 2;
   if (placement == Placement::loop) {
     s.stage_to_rank = looped_placement(p, s.v);
   } else if (placement == Placement::v) {

@@ -11,7 +11,9 @@
 namespace minipipe::sched {
 
 // Reads compute-only or lowered (SEND/RECV) schedules. p is the number of rows unless p_hint
-// is given; the number of stages and m come from the largest indices; v = stages / p. The
+// is given; the number of stages and m come from the largest indices; v = stages / p; two model
+// copies (chains = 2, DualPipe) when even micro-batches use only the first half of the stages and
+// odd ones only the second (m = 1 then shows one copy: a one-copy schedule of p*v/2 stages). The
 // stage-to-rank map comes from `placement`, or from the rows themselves when Inferred. The
 // result has passed validate(). A malformed cell is reported with its row, column (both from
 // 1) and text; `source` names the file in messages and in the schedule name ("csv:<source>").

@@ -101,7 +101,7 @@ class Inputs {
     };
     switch (a.op) {
       case Op::F:
-        if (st == 0) return true;
+        if (s_.is_first_stage(st)) return true;
         if (rank_of[st - 1] == r) return need(Op::F, st - 1);
         if (!implicit_comm_) return received(Op::RECV_F, st, Op::SEND_F, st - 1);
         if (!need(Op::F, st - 1)) return false;
@@ -110,7 +110,7 @@ class Inputs {
       case Op::B:
       case Op::I:
         if (!need(Op::F, st)) return false;
-        if (st + 1 == S_) return true;
+        if (s_.is_last_stage(st)) return true;
         if (rank_of[st + 1] != r && !implicit_comm_) return received(Op::RECV_B, st, Op::SEND_B, st + 1);
         if (!backward_done(st + 1, mb)) {
           missing = backward_action(st + 1, mb);
@@ -153,15 +153,14 @@ class Inputs {
 }  // namespace
 
 bool needs_comm(const Schedule& s, Op op, int stage) {
-  const int S = s.num_stages();
   const auto& map = s.stage_to_rank;
   switch (op) {
     case Op::SEND_F:
     case Op::RECV_B:
-      return stage + 1 < S && map[stage + 1] != map[stage];
+      return !s.is_last_stage(stage) && map[stage + 1] != map[stage];
     case Op::RECV_F:
     case Op::SEND_B:
-      return stage > 0 && map[stage - 1] != map[stage];
+      return !s.is_first_stage(stage) && map[stage - 1] != map[stage];
     default:
       return false;
   }

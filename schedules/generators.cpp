@@ -248,62 +248,139 @@ Schedule gen_zbv(int p, int m) {
   return s;
 }
 
+// The eight phases of one rank of DeepSeek's DualPipe family (deepseek-ai/DualPipe), shared by
+// DualPipeV and bidirectional DualPipe. `half` ranks and `chunks` micro-batches per direction as
+// that family counts them; this rank is `pos` of them (0 = the end that is fed first); its
+// stage `first` is reached by the micro-batches it sees first, `second` by the others. Steady
+// state pairs a forward of one stage with a full backward of the other in OVERLAP_F_B units; the
+// warm-up tail and the cool-down use I/W splitting so deferred weight passes fill the drain.
+void dualpipe_rank(RankBuilder& rb, int first, int second, int half, int pos, int chunks) {
+  const int s0 = first, s1 = second;
+  // 1: forwards of the first stage that fill the pipe ahead of this rank.
+  for (int k = 0; k < 2 * (half - pos - 1); ++k) rb.forward(s0);
+  // 2: forwards alternating between the two stages.
+  for (int k = 0; k < pos + 1; ++k) {
+    rb.forward(s0);
+    rb.forward(s1);
+  }
+  // 3: second-stage input backward, its weight pass, next second-stage forward (zero-bubble style).
+  for (int k = 0; k < half - pos - 1; ++k) {
+    rb.input_backward(s1);
+    rb.weight();
+    rb.forward(s1);
+  }
+  // 4: steady state, two overlapped pairs per step. The middle rank runs its very first pair
+  // unoverlapped: its backward can start only once its own forward has finished.
+  for (int k = 0; k < chunks - 2 * half + pos + 1; ++k) {
+    if (k == 0 && pos == half - 1) {
+      rb.forward(s0);
+      rb.full_backward(s1);
+    } else {
+      rb.overlapped(s0, s1);
+    }
+    rb.overlapped(s1, s0);
+  }
+  // 5: second-stage backwards with overlapped second-stage forward / first-stage backward.
+  for (int k = 0; k < half - pos - 1; ++k) {
+    rb.full_backward(s1);
+    rb.overlapped(s1, s0);
+  }
+  // 6: backward pairs; the second half switches to I so its W's can fill the tail.
+  bool split = false;
+  const int n6 = pos + 1;
+  for (int k = 0; k < n6; ++k) {
+    if (k == n6 / 2 && pos % 2 == 1) split = true;
+    rb.backward(s1, split);
+    if (k == n6 / 2 && pos % 2 == 0) split = true;
+    rb.backward(s0, split);
+  }
+  // 7: one deferred weight pass per remaining first-stage backward.
+  for (int k = 0; k < half - pos - 1; ++k) {
+    rb.weight();
+    rb.backward(s0, split);
+  }
+  // 8: drain the weight passes.
+  while (rb.weight()) {
+  }
+}
+
 // DualPipeV (DeepSeek-V3 report; the V-shaped "cut-in-half" DualPipe of deepseek-ai/DualPipe):
-// V placement, eight phases per rank. Steady state pairs a forward of one chunk with a full
-// backward of the other in OVERLAP_F_B units; the warm-up tail and the cool-down use I/W
-// splitting so deferred weight passes fill the drain.
+// one model copy in V placement (rank r holds stages r and 2p-1-r), every micro-batch through both.
 Schedule gen_dualpipev(int p, int m) {
   Schedule s = empty_schedule("dualpipev", p, m, 2, Placement::v);
   for (int r = 0; r < p; ++r) {
-    const int s0 = r, s1 = 2 * p - 1 - r;
     RankBuilder rb(s.ranks[r]);
-    // 1: chunk-0 forwards that fill the pipe ahead of this rank.
-    for (int k = 0; k < 2 * (p - r - 1); ++k) rb.forward(s0);
-    // 2: forwards alternating between the chunks.
-    for (int k = 0; k < r + 1; ++k) {
-      rb.forward(s0);
-      rb.forward(s1);
-    }
-    // 3: chunk-1 input backward, its weight pass, next chunk-1 forward (zero-bubble style).
-    for (int k = 0; k < p - r - 1; ++k) {
-      rb.input_backward(s1);
-      rb.weight();
-      rb.forward(s1);
-    }
-    // 4: steady state, two overlapped pairs per step. The last rank runs its very first pair
-    // unoverlapped: its backward can start only once its own forward has finished.
-    for (int k = 0; k < m - 2 * p + r + 1; ++k) {
-      if (k == 0 && r == p - 1) {
-        rb.forward(s0);
-        rb.full_backward(s1);
-      } else {
-        rb.overlapped(s0, s1);
-      }
-      rb.overlapped(s1, s0);
-    }
-    // 5: chunk-1 backwards with overlapped chunk-1 forward / chunk-0 backward.
-    for (int k = 0; k < p - r - 1; ++k) {
-      rb.full_backward(s1);
-      rb.overlapped(s1, s0);
-    }
-    // 6: backward pairs; the second half switches to I so its W's can fill the tail.
-    bool split = false;
-    const int n6 = r + 1;
-    for (int k = 0; k < n6; ++k) {
-      if (k == n6 / 2 && r % 2 == 1) split = true;
-      rb.backward(s1, split);
-      if (k == n6 / 2 && r % 2 == 0) split = true;
-      rb.backward(s0, split);
-    }
-    // 7: one deferred weight pass per remaining chunk-0 backward.
-    for (int k = 0; k < p - r - 1; ++k) {
-      rb.weight();
-      rb.backward(s0, split);
-    }
-    // 8: drain the weight passes.
-    while (rb.weight()) {
-    }
+    dualpipe_rank(rb, r, 2 * p - 1 - r, p, r, m);
   }
+  return s;
+}
+
+// Bidirectional DualPipe (DeepSeek-V3 report, deepseek-ai/DualPipe): two copies of the model, copy
+// 0 = stages 0..p-1 on ranks 0..p-1, copy 1 = stages p..2p-1 on ranks p-1..0 (the V placement), even
+// micro-batches through copy 0 (fed at rank 0), odd ones through copy 1 (fed at rank p-1). Rank r
+// and rank p-1-r run the same phases, each starting with the copy fed at its own end; with p/2
+// such pairs and m/2 micro-batches per direction, every rank runs the phases of DualPipeV. Needs
+// p and m even and m >= 2p (DeepSeek's conditions).
+Schedule gen_dualpipe_deepseek(int p, int m) {
+  Schedule s = empty_schedule("dualpipe", p, m, 2, Placement::v);
+  s.chains = 2;
+  const int half = p / 2;
+  for (int r = 0; r < p; ++r) {
+    const int own = r < half ? r : 2 * p - 1 - r;    // the stage of the copy fed at this rank's end
+    const int other = r < half ? 2 * p - 1 - r : r;  // the stage of the copy fed at the other end
+    RankBuilder rb(s.ranks[r]);
+    dualpipe_rank(rb, own, other, half, std::min(r, p - 1 - r), m / 2);
+  }
+  // RankBuilder numbered each stage's micro-batches 0, 1, ... in its copy; copy c's k-th is
+  // micro-batch 2k + c of the step.
+  for (auto& row : s.ranks)
+    for (auto& a : row) {
+      auto global = [&](Action& x) { x.microbatch = x.microbatch * s.chains + s.chain_of_stage(x.stage); };
+      if (a.op == Op::OVERLAP_F_B) {
+        for (auto& x : a.sub) global(x);
+      } else {
+        global(a);
+      }
+    }
+  return s;
+}
+
+// Bidirectional DualPipe where DeepSeek's phases do not apply (p odd): each rank walks the step's
+// micro-batches in order, each on its stage of that micro-batch's copy, 1F1B-style: a warm-up of
+// forwards, then one forward and one backward, then the remaining backwards. The warm-up is the
+// fewest forwards (from p-1, found by bisection) that let the schedule run; all forwards first
+// (warm-up m) always runs, since every rank then meets the micro-batches in one common order.
+Schedule gen_dualpipe_1f1b(int p, int m) {
+  Schedule s = empty_schedule("dualpipe", p, m, 2, Placement::v);
+  s.chains = 2;
+  auto build = [&](int warmup) {
+    for (int r = 0; r < p; ++r) {
+      auto& row = s.ranks[r];
+      row.clear();
+      const auto stage = [&](int mb) { return mb % 2 == 0 ? r : 2 * p - 1 - r; };
+      const int w = std::min(warmup, m);
+      for (int k = 0; k < w; ++k) row.push_back(Action::make(Op::F, stage(k), k));
+      for (int k = 0; k < m - w; ++k) {
+        row.push_back(Action::make(Op::F, stage(w + k), w + k));
+        row.push_back(Action::make(Op::B, stage(k), k));
+      }
+      for (int k = m - w; k < m; ++k) row.push_back(Action::make(Op::B, stage(k), k));
+    }
+  };
+  const auto runs = [&](int warmup) {
+    build(warmup);
+    return execute(
+               s, [](const Action&) { return 1.0; }, 0.0)
+        .complete;
+  };
+  const int base = std::min(p - 1, m);
+  if (runs(base)) return s;
+  int lo = base, hi = m;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (runs(mid) ? hi : lo) = mid;
+  }
+  build(hi);
   return s;
 }
 
@@ -460,6 +537,12 @@ const Variant kVariants[] = {
     {"zb-mem", 1,
      "v = 1, split backward; any p, m >= 1; at most pipeline.memory_cap stored micro-batches per rank "
      "(default p, 1F1B's); never slower in simulation than ZB-H1 where ZB-H1 fits the cap"},
+    {"dualpipe", 2,
+     "v = 2, two copies of the model (rank r holds copy 0's part r and copy 1's part p-1-r; even "
+     "micro-batches enter at rank 0, odd ones at rank p-1; the copies' gradients are summed before the "
+     "step); any p, m >= 1: p even: DeepSeek's phases (OVERLAP_F_B pairs, I/W in the tail), for m < 2p or "
+     "m odd the order of the next even m >= 2p restricted to m; p odd (no DeepSeek construction): a "
+     "1F1B order over both copies"},
 };
 
 const Variant& find_variant(const std::string& name) {
@@ -528,6 +611,12 @@ Schedule make_schedule(const std::string& name, int p, int m, int v, const Sched
   if (name == "zb-v") {
     if (v != 2) reject(name, "v", v, "need v = 2");
     return m >= 2 * p - 1 ? gen_zbv(p, m) : keep_microbatches(gen_zbv(p, 2 * p - 1), m);
+  }
+  if (name == "dualpipe") {
+    if (v != 2) reject(name, "v", v, "need v = 2 (one part of each of the two model copies per rank)");
+    if (p % 2 == 1) return gen_dualpipe_1f1b(p, m);
+    const int full = std::max(2 * p, m + m % 2);
+    return full == m ? gen_dualpipe_deepseek(p, m) : keep_microbatches(gen_dualpipe_deepseek(p, full), m);
   }
   // dualpipev: the only variant left after find_variant.
   if (v != 2) reject(name, "v", v, "need v = 2");

@@ -29,8 +29,19 @@ struct Schedule {
   std::vector<int> stage_to_rank;          // size p*v
   std::vector<std::vector<Action>> ranks;  // per rank, in execution order
   int group = 0;                           // interleaved-1f1b: micro-batches per group (else 0)
+  // Copies of the model the micro-batches flow through (DualPipe: 2, fed from both ends). Chain c
+  // is stages c*L .. c*L+L-1 with L = chain_length() (the model's parts in order); micro-batch mb
+  // runs through chain mb % chains only. 1: one copy, stage 0 first and stage p*v-1 last.
+  int chains = 1;
 
   int num_stages() const { return p * v; }
+  int chain_length() const { return num_stages() / chains; }       // model parts
+  int part_of(int stage) const { return stage % chain_length(); }  // which part of the model
+  int chain_of_stage(int stage) const { return stage / chain_length(); }
+  int chain_of_microbatch(int mb) const { return mb % chains; }
+  bool runs(int stage, int mb) const { return chain_of_stage(stage) == chain_of_microbatch(mb); }
+  bool is_first_stage(int stage) const { return part_of(stage) == 0; }                  // embeds the tokens
+  bool is_last_stage(int stage) const { return part_of(stage) == chain_length() - 1; }  // the loss
   bool uses_split_backward() const;                 // any I or W (also inside OVERLAP_F_B)
   bool is_lowered() const;                          // holds SEND/RECV actions
   bool uses_overlap() const;                        // any OVERLAP_F_B
@@ -40,7 +51,7 @@ struct Schedule {
 
 // Generators of every variant (generators.cpp). Names are the same everywhere (CLI, decks,
 // reports): "sequential gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-h2 zb-v dualpipev v-half
-// v-min zb-mem".
+// v-min zb-mem dualpipe".
 std::vector<std::string> schedule_names();
 
 // One line per variant: placement, allowed v and m, and why. Throws for an unknown name.

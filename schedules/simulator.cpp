@@ -263,7 +263,8 @@ struct HeldMemory {
 
 SimResult simulate(const Schedule& s, const CostModel& cost) {
   validate_structure(s);
-  const CostModel c = cost.resolved(s.num_stages(), s.v);
+  // act's unit: one micro-batch over a rank's share of one model copy (v / chains stages).
+  const CostModel c = cost.resolved(s.num_stages(), s.v / s.chains);
   const ActionTime time_of(s, c);
   const std::function<double(const Action&)> duration = [&](const Action& a) { return time_of(a); };
   const Execution ex = execute(s, duration, c.comm, c.boundary);
@@ -338,16 +339,18 @@ namespace {
 // its backward (B or I); -1 = not yet. W needs only its own I, which its rank ran earlier (a
 // validated order), and nothing waits on W.
 struct Finished {
+  const Schedule& s;
   const CostModel& c;
   const std::vector<int>& rank_of;
   const int S, m;
   std::vector<double> f_done, b_done;
 
-  Finished(const Schedule& s, const CostModel& c_)
-      : c(c_),
-        rank_of(s.stage_to_rank),
-        S(s.num_stages()),
-        m(s.m),
+  Finished(const Schedule& s_, const CostModel& c_)
+      : s(s_),
+        c(c_),
+        rank_of(s_.stage_to_rank),
+        S(s_.num_stages()),
+        m(s_.m),
         f_done(static_cast<std::size_t>(S) * m, -1.0),
         b_done(static_cast<std::size_t>(S) * m, -1.0) {}
 
@@ -360,7 +363,7 @@ struct Finished {
     const std::size_t k = key(st, a.microbatch);
     switch (a.op) {
       case Op::F:
-        if (st == 0) return -1;
+        if (s.is_first_stage(st)) return -1;
         if (f_done[k - m] < 0) return rank_of[st - 1];
         // Same as execute(): the producer's end, plus the link's time when it is on another rank.
         if (rank_of[st - 1] != r) ready = std::max(ready, f_done[k - m] + link(st - 1));
@@ -368,7 +371,7 @@ struct Finished {
       case Op::B:
       case Op::I:
         if (f_done[k] < 0) return r;
-        if (st + 1 == S) return -1;
+        if (s.is_last_stage(st)) return -1;
         if (b_done[k + m] < 0) return rank_of[st + 1];
         if (rank_of[st + 1] != r) ready = std::max(ready, b_done[k + m] + link(st));
         return -1;
@@ -402,7 +405,7 @@ struct Finished {
 StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
   if (s.is_lowered()) throw ScheduleError("simulate_totals: schedule '" + s.name + "' holds SEND/RECV actions");
   const int p = s.p, S = s.num_stages();
-  const CostModel c = cost.resolved(S, s.v);
+  const CostModel c = cost.resolved(S, s.v / s.chains);  // act's unit as in simulate()
   const ActionTime time_of(s, c);
   Finished done(s, c);
   StepTotals res;
@@ -496,6 +499,9 @@ std::string analytic_formula(const std::string& name) {
   if (name == "dualpipev")
     return "b/(2m(F+B)+b), b = (p-1)(F&B+B-3W) with F&B = F+B (DualPipe's claim)" + base +
            ", F = I = W, overlap = 1, m >= 2p]";
+  if (name == "dualpipe")
+    return "b/(m(F+B)+b), b = (p/2-1)(F&B+B-3W) with F&B = F+B (DualPipe's table)" + base +
+           ", F = I = W, overlap = 1, p even, m even, m >= 2p]";
   return "";
 }
 
@@ -523,7 +529,7 @@ std::optional<double> analytic_bubble(const Schedule& s, const CostModel& cost) 
   }
   // Below these m the warm-up is cut short and the closed forms do not hold.
   if ((n == "zb-h1" && s.m < s.p) || ((n == "zb-h2" || n == "zb-v") && s.m < 2 * s.p - 1) ||
-      (n == "dualpipev" && s.m < 2 * s.p))
+      (n == "dualpipev" && s.m < 2 * s.p) || (n == "dualpipe" && (s.m < 2 * s.p || s.m % 2 || s.p % 2)))
     return std::nullopt;
   if (n == "zb-h1") {
     if (W > F || W > I) return std::nullopt;
@@ -545,6 +551,12 @@ std::optional<double> analytic_bubble(const Schedule& s, const CostModel& cost) 
     if (Bfull != Bsplit) return std::nullopt;
     const double b = (p - 1) * ((F + Bfull) + Bfull - 3 * W);
     return b / (2 * m * (F + Bfull) + b);
+  }
+  if (n == "dualpipe") {
+    if (c.overlap_fb != 1.0 || Bfull != Bsplit) return std::nullopt;
+    // Each micro-batch visits one stage per rank (one part of one copy): m (F + B) of work.
+    const double b = (p / 2 - 1) * ((F + Bfull) + Bfull - 3 * W);
+    return b / (m * (F + Bfull) + b);
   }
   return std::nullopt;
 }

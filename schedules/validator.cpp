@@ -55,6 +55,9 @@ void check_shape(const Schedule& s) {
   if (s.p < 1) bad("p = " + std::to_string(s.p) + " is not allowed; need p >= 1");
   if (s.v < 1) bad("v = " + std::to_string(s.v) + " is not allowed; need v >= 1");
   if (s.m < 1) bad("m = " + std::to_string(s.m) + " is not allowed; need m >= 1");
+  if (s.chains < 1 || s.num_stages() % s.chains != 0)
+    bad("chains = " + std::to_string(s.chains) +
+        " is not allowed; need chains >= 1 dividing p*v = " + std::to_string(s.num_stages()));
   if (static_cast<int>(s.ranks.size()) != s.p)
     bad("the schedule lists " + std::to_string(s.ranks.size()) + " ranks; need p = " + std::to_string(s.p));
   if (static_cast<int>(s.stage_to_rank.size()) != s.num_stages())
@@ -89,6 +92,12 @@ void check_cells(const Schedule& s, Positions& pos) {
           fail_at(s, r, k,
                   "micro-batch " + std::to_string(x.microbatch) + " is out of range; allowed 0.." +
                       std::to_string(s.m - 1));
+        if (!s.runs(x.stage, x.microbatch))
+          fail_at(s, r, k,
+                  "micro-batch " + std::to_string(x.microbatch) + " runs through model copy " +
+                      std::to_string(s.chain_of_microbatch(x.microbatch)) + " (micro-batch % " +
+                      std::to_string(s.chains) + "), but stage " + std::to_string(x.stage) + " is part of copy " +
+                      std::to_string(s.chain_of_stage(x.stage)));
         const int owner = s.stage_to_rank[x.stage];
         if (owner != r)
           fail_at(s, r, k,
@@ -125,6 +134,7 @@ void check_complete(const Schedule& s, const Positions& pos, bool lowered) {
   for (int st = 0; st < s.num_stages(); ++st) {
     const int owner = s.stage_to_rank[st];
     for (int mb = 0; mb < s.m; ++mb) {
+      if (!s.runs(st, mb)) continue;  // another copy of the model runs this micro-batch
       auto act = [&](Op op) { return Action::make(op, st, mb); };
       if (!pos.has(Op::F, st, mb)) fail_missing(s, owner, act(Op::F), "every stage runs each micro-batch forward once");
       const bool b = pos.has(Op::B, st, mb), i = pos.has(Op::I, st, mb), w = pos.has(Op::W, st, mb);
@@ -155,6 +165,7 @@ void check_complete(const Schedule& s, const Positions& pos, bool lowered) {
 void check_rank_order(const Schedule& s, const Positions& pos, bool lowered) {
   for (int st = 0; st < s.num_stages(); ++st)
     for (int mb = 0; mb < s.m; ++mb) {
+      if (!s.runs(st, mb)) continue;
       const int f = pos.step(Op::F, st, mb);
       const Op bop = pos.has(Op::B, st, mb) ? Op::B : Op::I;
       const int r = pos.rank(bop, st, mb), b = pos.step(bop, st, mb);
@@ -192,6 +203,7 @@ Schedule lower_impl(const Schedule& s) {
   out.m = s.m;
   out.stage_to_rank = s.stage_to_rank;
   out.group = s.group;
+  out.chains = s.chains;
   out.ranks.resize(s.ranks.size());
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     auto& row = out.ranks[r];

@@ -17,7 +17,7 @@ bool allowed(const std::string& n, int v) {
   if (n == "interleaved-1f1b") return v >= 2;
   if (n == "looped-bfs") return v >= 1;
   if (n == "zb-h1" || n == "zb-h2" || n == "zb-mem") return v == 1;
-  if (n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min") return v == 2;
+  if (n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min" || n == "dualpipe") return v == 2;
   ADD_FAILURE() << "unknown variant " << n;
   return false;
 }
@@ -42,9 +42,9 @@ int count_op(const ms::Schedule& s, ms::Op op) {
 }  // namespace
 
 TEST(Generators, NamesAreTheDocumentedOnes) {
-  const std::vector<std::string> expected = {"sequential", "gpipe",  "1f1b",  "interleaved-1f1b",
-                                             "looped-bfs", "zb-h1",  "zb-h2", "zb-v",
-                                             "dualpipev",  "v-half", "v-min", "zb-mem"};
+  const std::vector<std::string> expected = {"sequential", "gpipe",  "1f1b",    "interleaved-1f1b", "looped-bfs",
+                                             "zb-h1",      "zb-h2",  "zb-v",    "dualpipev",        "v-half",
+                                             "v-min",      "zb-mem", "dualpipe"};
   EXPECT_EQ(ms::schedule_names(), expected);
   for (const auto& n : expected) EXPECT_FALSE(ms::constraints(n).empty()) << n;
 }
@@ -64,12 +64,23 @@ TEST(Generators, ValidExactlyWhereTheConstraintsAllow) {
             EXPECT_EQ(s.p, p);
             EXPECT_EQ(s.m, m);
             EXPECT_EQ(s.v, v);
-            const bool v_shaped = n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min";
+            const bool v_shaped = n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min" || n == "dualpipe";
             EXPECT_EQ(s.stage_to_rank, v_shaped ? ms::v_placement(p, v) : ms::looped_placement(p, v)) << n;
+            EXPECT_EQ(s.chains, n == "dualpipe" ? 2 : 1) << n;
             // DualPipeV splits only when a rank reaches its tail phase and pairs only in its steady
             // state: both happen from m = 2p on; below, the cut-short order may have neither.
             const bool full_dpv = n == "dualpipev" && m >= 2 * p;
-            if (n != "dualpipev" || full_dpv) {
+            // DualPipe: DeepSeek's phases for p even and m >= 2p even (pairs, I/W in the tail), the
+            // 1F1B order over both copies (full backward, no pairs) for p odd.
+            if (n == "dualpipe" && p % 2 == 1) {
+              EXPECT_FALSE(s.uses_split_backward()) << n << " p=" << p << " m=" << m;
+              EXPECT_FALSE(s.uses_overlap()) << n << " p=" << p << " m=" << m;
+            }
+            if (n == "dualpipe" && p % 2 == 0 && m >= 2 * p && m % 2 == 0) {
+              EXPECT_TRUE(s.uses_split_backward()) << n << " p=" << p << " m=" << m;
+              EXPECT_TRUE(s.uses_overlap()) << n << " p=" << p << " m=" << m;
+            }
+            if ((n != "dualpipev" && n != "dualpipe") || full_dpv) {
               EXPECT_EQ(s.uses_split_backward(), n.rfind("zb-", 0) == 0 || n.rfind("v-", 0) == 0 || full_dpv) << n;
               EXPECT_EQ(s.uses_overlap(), full_dpv) << n;
             }

@@ -149,6 +149,41 @@ TEST(Simulator, DualPipeVMeetsItsClaim) {
   EXPECT_FALSE(ms::analytic_bubble(s, cost).has_value());
 }
 
+TEST(Simulator, DualPipeMeetsItsTable) {
+  // deepseek-ai/DualPipe README, "Pipeline Bubbles and Memory Usage Comparison", row DualPipe:
+  // bubble (PP/2-1)(F&B + B - 3W), parameters 2x, activation PP+1, with PP = p ranks, F/B/W the
+  // times of one chunk (one part of one copy: a stage here), F&B = F + B without overlap gain.
+  // Activation counts chunks of micro-batches, the unit in which 1F1B's row reads PP.
+  const double F = 1, I = 1, W = 1, B = I + W, FandB = F + B;
+  for (int p = 2; p <= 8; p += 2) {
+    const auto one = ms::make_schedule("1f1b", p, 2 * p);
+    EXPECT_DOUBLE_EQ(ms::simulate(one, uniform(one, F, B, I, W)).activation_mem[0], p);  // 1F1B's PP
+    for (int m = 2 * p; m <= 2 * p + 10; m += 2) {
+      const auto s = ms::make_schedule("dualpipe", p, m);
+      const auto cost = uniform(s, F, B, I, W);
+      const auto r = ms::simulate(s, cost);
+      for (int k = 0; k < p; ++k) {
+        EXPECT_EQ(r.idle[k], (p / 2 - 1) * (FandB + B - 3 * W)) << "p=" << p << " m=" << m << " rank " << k;
+        EXPECT_EQ(r.busy[k], m * (F + B)) << "p=" << p << " m=" << m << " rank " << k;
+        EXPECT_EQ(r.peak_held[k], p + 1) << "p=" << p << " m=" << m << " rank " << k;
+        EXPECT_DOUBLE_EQ(r.activation_mem[k], p + 1) << "p=" << p << " m=" << m << " rank " << k;
+      }
+      const auto a = ms::analytic_bubble(s, cost);
+      ASSERT_TRUE(a.has_value()) << "p=" << p << " m=" << m;
+      EXPECT_DOUBLE_EQ(*a, r.bubble_fraction) << "p=" << p << " m=" << m;
+      // simulate_totals walks the copies' first and last stages the same way.
+      const auto totals = ms::simulate_totals(s, cost);
+      EXPECT_EQ(totals.makespan, r.makespan);
+      EXPECT_EQ(totals.activation_mem, r.activation_mem);
+    }
+  }
+  // Outside DeepSeek's conditions (p odd, m odd, m < 2p) no closed form is claimed.
+  for (auto pm : {std::pair<int, int>{3, 6}, {4, 9}, {4, 6}}) {
+    const auto s = ms::make_schedule("dualpipe", pm.first, pm.second);
+    EXPECT_FALSE(ms::analytic_bubble(s, uniform(s, F, B, I, W)).has_value()) << pm.first << " " << pm.second;
+  }
+}
+
 TEST(Simulator, AnalyticMatchesSimulationWhereverItIsDefined) {
   const double ratios[][3] = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1.5, 1, 0.5}, {1, 1.5, 1}, {3, 1, 0.25}};
   int checked = 0;

@@ -242,3 +242,52 @@ TEST(Validator, LargeGridsAreCutAroundTheMark) {
   EXPECT_NE(msg.find(">30F0<"), std::string::npos);
   EXPECT_LT(std::count(msg.begin(), msg.end(), '\n'), 30);
 }
+
+TEST(Validator, DualPipeCopiesHaveTheirOwnEnds) {
+  // Two copies, p = 2: copy 0 = stages 0 (rank 0), 1 (rank 1); copy 1 = stages 2 (rank 1), 3
+  // (rank 0). Even micro-batches run through copy 0 only, odd ones through copy 1 only.
+  const ms::Schedule s = ms::make_schedule("dualpipe", 2, 4);
+  ASSERT_EQ(s.chains, 2);
+  const ms::Schedule low = ms::lower_communication(s);
+  auto count = [&](ms::Op op, int stage) {
+    int n = 0;
+    for (const auto& row : low.ranks)
+      for (const auto& a : row) {
+        n += a.op == op && a.stage == stage;
+        for (const auto& x : a.sub) n += x.op == op && x.stage == stage;
+      }
+    return n;
+  };
+  // Stage 1 ends copy 0 and stage 2 starts copy 1: though both are on rank 1, nothing passes
+  // between them; each copy's own boundary (0 -> 1, 2 -> 3) carries its two micro-batches.
+  for (int st = 0; st < 4; ++st) EXPECT_EQ(count(ms::Op::F, st), 2) << st;
+  EXPECT_EQ(count(ms::Op::SEND_F, 0), 2);
+  EXPECT_EQ(count(ms::Op::RECV_F, 1), 2);
+  EXPECT_EQ(count(ms::Op::SEND_F, 1), 0);
+  EXPECT_EQ(count(ms::Op::RECV_F, 2), 0);
+  EXPECT_EQ(count(ms::Op::SEND_F, 2), 2);
+  EXPECT_EQ(count(ms::Op::RECV_F, 3), 2);
+  EXPECT_EQ(count(ms::Op::SEND_B, 3), 2);
+  EXPECT_EQ(count(ms::Op::SEND_B, 2), 0);
+  EXPECT_EQ(count(ms::Op::SEND_B, 1), 2);
+  EXPECT_EQ(count(ms::Op::SEND_B, 0), 0);
+  EXPECT_EQ(error_of(low), "");
+
+  // A micro-batch on the other copy's stage is refused with the cell marked.
+  ms::Schedule bad = s;
+  ASSERT_EQ(bad.ranks[0][0].op, ms::Op::F);
+  ASSERT_EQ(bad.ranks[0][0].stage, 0);
+  bad.ranks[0][0].microbatch = 1;
+  const std::string msg = error_of(bad);
+  EXPECT_NE(msg.find("rank 0, step 0: micro-batch 1 runs through model copy 1 (micro-batch % 2), but stage 0 is "
+                     "part of copy 0"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(">0F1<"), std::string::npos) << msg;
+  // With one chain the same actions are incomplete: every micro-batch must visit every stage.
+  ms::Schedule one = s;
+  one.chains = 1;
+  EXPECT_NE(error_of(one).find("missing"), std::string::npos);
+  one.chains = 3;  // does not divide the 4 stages
+  EXPECT_NE(error_of(one).find("chains = 3 is not allowed; need chains >= 1 dividing p*v = 4"), std::string::npos);
+}
