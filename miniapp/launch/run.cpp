@@ -239,9 +239,11 @@ void plan_sweep(const Deck& deck, RunSetup& su, int smallest_share, long long ta
                          " stages and m = " + std::to_string(m) + " needs message tags up to " +
                          std::to_string(max_tag) + " but this MPI allows MPI_TAG_UB = " + std::to_string(tag_ub) +
                          "; allowed: 2 * stages * m <= MPI_TAG_UB + 1");
+      // One layer split for the model's parts, repeated for each copy (DualPipe's two).
       if (!su.auto_split)
-        pl.layout = make_stage_layout(su.shape.n_layer, pl.lowered.num_stages(),
-                                      deck.get_int_list("pipeline.layers_per_stage"));
+        pl.layout = model_copies(make_stage_layout(su.shape.n_layer, pl.lowered.chain_length(),
+                                                   deck.get_int_list("pipeline.layers_per_stage")),
+                                 pl.lowered.chains);
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
                     ? ""
                     : (sweep ? sweep_dump_name(dump_path, name, pl.m) : dump_path);
@@ -293,7 +295,7 @@ void choose_splits(RunSetup& su, MPI_Comm* comm) {
   int rank = 0;
   if (comm) MPI_Comm_rank(*comm, &rank);
   for (auto& pl : su.plans) {
-    const int S = pl.lowered.num_stages();
+    const int S = pl.lowered.chain_length();  // the parts of one model copy
     std::vector<int> counts(static_cast<std::size_t>(S));
     const int samples = (su.B / su.dp + pl.m - 1) / pl.m;
     LayerTimes lt;
@@ -302,7 +304,9 @@ void choose_splits(RunSetup& su, MPI_Comm* comm) {
       counts = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
     }
     if (comm) MPI_Bcast(counts.data(), S, MPI_INT, 0, *comm);
-    pl.layout = make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end()));
+    pl.layout =
+        model_copies(make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end())),
+                     pl.lowered.chains);
     if (rank == 0) {
       std::ostringstream os;
       os << "auto split for " << pl.schedule << " m = " << pl.m << ": ";

@@ -183,9 +183,9 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
       sum.F += c.F, sum.I += c.I, sum.W += c.W, sum.kept_bytes += c.kept_bytes, sum.work_bytes += c.work_bytes;
       sum.W_tail += c.W_tail;
     };
-    if (s == 0) add(0);
+    if (layout.is_first(s)) add(0);
     for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l) add(1 + l);
-    if (s == S - 1) add(L + 1);
+    if (layout.is_last(s)) add(L + 1);
     const double k = costs.calibration.slowdown;
     cm.F.push_back(k * sum.F), cm.I.push_back(k * sum.I), cm.W.push_back(k * sum.W);
     cm.B.push_back(k * (sum.I + sum.W));
@@ -205,10 +205,10 @@ std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layo
   if (costs.step_fixed_ms.empty()) return out;
   for (int s = 0; s < S; ++s) {
     double t = 0;
-    if (s == 0) t += costs.step_fixed_ms.at(0);
+    if (layout.is_first(s)) t += costs.step_fixed_ms.at(0);
     for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l)
       t += costs.step_fixed_ms.at(static_cast<std::size_t>(1 + l));
-    if (s == S - 1) t += costs.step_fixed_ms.at(static_cast<std::size_t>(L + 1));
+    if (layout.is_last(s)) t += costs.step_fixed_ms.at(static_cast<std::size_t>(L + 1));
     out.at(static_cast<std::size_t>(stage_to_rank.at(static_cast<std::size_t>(s)))) +=
         costs.calibration.fixed_slowdown * t;
   }

@@ -173,6 +173,16 @@ StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<lon
   return lay;
 }
 
+StageLayout model_copies(const StageLayout& one, int copies) {
+  StageLayout out;
+  out.parts = one.num_stages();
+  for (int c = 0; c < copies; ++c) {
+    out.first.insert(out.first.end(), one.first.begin(), one.first.end());
+    out.count.insert(out.count.end(), one.count.begin(), one.count.end());
+  }
+  return out;
+}
+
 const char* to_string(Recompute r) {
   return r == Recompute::none ? "none" : r == Recompute::attention ? "attention" : "block";
 }

@@ -45,11 +45,22 @@ std::uint64_t hash_name(const std::string& name);
 std::uint64_t mix64(std::uint64_t x);
 
 // Contiguous layer ranges of the p*v stages: stage s holds blocks [first, first+count).
-// Embedding on stage 0, final LN + head + loss on the last stage.
+// Embedding on stage 0, final LN + head + loss on the last stage. With several copies of the
+// model (DualPipe), the stages are the copies one after another, `parts` stages each: stage s
+// is part s % parts of copy s / parts, the same layers and parameters in every copy.
 struct StageLayout {
   std::vector<int> first, count;
+  int parts = 0;  // stages of one model copy; 0 = every stage (one copy)
   int num_stages() const { return static_cast<int>(first.size()); }
+  int num_parts() const { return parts > 0 ? parts : num_stages(); }
+  int part_of(int stage) const { return stage % num_parts(); }
+  int copy_of(int stage) const { return stage / num_parts(); }  // 0: the copy dumps and checkpoints write
+  bool is_first(int stage) const { return part_of(stage) == 0; }
+  bool is_last(int stage) const { return part_of(stage) == num_parts() - 1; }
 };
+
+// `copies` copies of the one-copy layout `one`, one after another (DualPipe: 2).
+StageLayout model_copies(const StageLayout& one, int copies);
 
 // Even split (earlier stages take the remainder) or the explicit list; InputError when the
 // explicit split does not add up to n_layer, has a negative entry, or there are more stages than

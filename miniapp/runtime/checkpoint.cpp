@@ -83,7 +83,8 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
       w.create_dataset(name, {static_cast<std::uint64_t>(p.numel())}, dtype<T>());
   std::ostringstream lines;
   if (writes)
-    for (const auto& s : stages)
+    for (const auto& s : stages) {
+      if (s.copy() != 0) continue;  // a second model copy holds the same parameters and state
       for (const auto& p : s.params()) {
         const View1<T>* parts[] = {&p.value, &p.m, &p.v};
         const auto names = checkpoint_tensors(p.spec.name);
@@ -93,6 +94,7 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
           lines << names[k] << ' ' << tensor_checksum(h.data(), h.extent(0) * sizeof(T)) << '\n';
         }
       }
+    }
   maybe_die_in_checkpoint();
   const ModelShape& s = shape;
   const std::pair<const char*, long long> ints[] = {{"step", completed_steps},

@@ -42,7 +42,7 @@ void DumpObserver<T>::create_param_sets(const std::string& group) {
 
 template <class T>
 void DumpObserver<T>::write_params(const std::string& group, const Stage<T>& stage, bool grads) {
-  if (!writes_params_) return;
+  if (!writes_params_ || stage.copy() != 0) return;  // another copy holds the same parameters
   for (const auto& p : stage.params()) {
     auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), grads ? p.grad : p.value);
     w_.write_rows(group + "/" + p.spec.name, 0, dims_of(p.spec)[0], h.data());

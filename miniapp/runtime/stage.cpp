@@ -87,8 +87,9 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
       id_(stage_id),
       first_layer_(layout.first.at(stage_id)),
       num_layers_(layout.count.at(stage_id)),
-      first_(stage_id == 0),
-      last_(stage_id == layout.num_stages() - 1),
+      copy_(layout.copy_of(stage_id)),
+      first_(layout.is_first(stage_id)),
+      last_(layout.is_last(stage_id)),
       mode_(mode),
       acts_(shape, num_layers_, first_, last_, recompute) {
   std::vector<ParamSpec> specs;

@@ -96,6 +96,9 @@ class Stage {
   Stage(Stage&&) noexcept;
 
   int id() const { return id_; }
+  // Which copy of the model this stage belongs to (DualPipe holds two with the same parameters;
+  // dumps and checkpoints write copy 0's only).
+  int copy() const { return copy_; }
   bool is_first() const { return first_; }
   bool is_last() const { return last_; }
   std::string describe() const;  // "stage 1: layer_02..layer_03"
@@ -159,7 +162,7 @@ class Stage {
   Param<T>* find_param(const std::string& name);
 
   ModelShape shape_;
-  int id_, first_layer_, num_layers_;
+  int id_, first_layer_, num_layers_, copy_;
   bool first_, last_;
   Mode mode_;
   std::size_t action_peak_ = 0;

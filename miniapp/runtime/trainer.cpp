@@ -3,6 +3,7 @@
 #include "miniapp/runtime/trainer.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -69,7 +70,10 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   upload(step, batch);
   for (auto& s : stages_) {
     s.zero_grads();
-    s.begin_step(static_cast<int>(mbs.size()));
+    // With two model copies a stage runs only its copy's micro-batches.
+    int runs = 0;
+    for (int mb = 0; mb < static_cast<int>(mbs.size()); ++mb) runs += plan_.runs(s.id(), mb);
+    s.begin_step(runs);
   }
   res.stats = executor_->run(step, mbs, in_, observer);
   const double run_end = MPI_Wtime();
@@ -90,6 +94,7 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   {
     const double a0 = MPI_Wtime();
     reduce_over_replicas();
+    sum_model_copies();
     res.stats.allreduce = MPI_Wtime() - a0;
     res.stats.allreduce_start = a0 - clock0_;
   }
@@ -138,8 +143,14 @@ void Trainer<T>::gather_loss(int step, StepResult& res) const {
   const int B = static_cast<int>(res.sample_loss.size());
   CollectiveGuard guard(timeout_, "the loss of step " + std::to_string(step) + " from the last stage's rank " +
                                       std::to_string(last_rank) + " (and the other replicas)");
-  MPI_Bcast(res.sample_loss.data(), B, MPI_DOUBLE, last_rank, comm_);
-  MPI_Bcast(res.sample_tokens.data(), B, MPI_INT, last_rank, comm_);
+  if (plan_.chains == 1) {
+    MPI_Bcast(res.sample_loss.data(), B, MPI_DOUBLE, last_rank, comm_);
+    MPI_Bcast(res.sample_tokens.data(), B, MPI_INT, last_rank, comm_);
+  } else {
+    // Each copy's last stage filled its own micro-batches' samples (zeros elsewhere, x + 0 == x).
+    MPI_Allreduce(MPI_IN_PLACE, res.sample_loss.data(), B, MPI_DOUBLE, MPI_SUM, comm_);
+    MPI_Allreduce(MPI_IN_PLACE, res.sample_tokens.data(), B, MPI_INT, MPI_SUM, comm_);
+  }
   // Each replica filled only its own samples (zeros elsewhere, and x + 0 == x exactly).
   if (num_replicas_ > 1) {
     MPI_Allreduce(MPI_IN_PLACE, res.sample_loss.data(), B, MPI_DOUBLE, MPI_SUM, replicas_);
@@ -266,6 +277,114 @@ void Trainer<T>::reduce_over_replicas() {
     for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
     Kokkos::deep_copy(flags, h);
     note_host_sync();
+  }
+}
+
+// One MPI_Sendrecv of `count` elements with the rank holding the other model copy of a part,
+// through host buffers where MPI cannot read device memory.
+template <class T>
+void Trainer<T>::exchange(void* send, void* recv, int count, MPI_Datatype type, int peer, int tag) const {
+  MPI_Sendrecv(send, count, type, peer, tag, recv, count, type, peer, tag, comm_, MPI_STATUS_IGNORE);
+}
+
+// DualPipe: every part of the model lives in two copies (rank j holds part j of copy 0, rank
+// p-1-j part j of copy 1; the middle rank of an odd p holds both). Each copy's accumulators are
+// replaced by the sum of both, exactly (int64 limbs, as over replicas), so both holders finalize
+// and update the same gradients and the copies stay identical. Runs after the replica all-reduce:
+// integer sums in any order give the same bits. Ranks walk their parts in ascending order, so the
+// two holders of a part meet in the same exchange.
+template <class T>
+void Trainer<T>::sum_model_copies() {
+  if (plan_.chains == 1) return;
+  if (plan_.chains != 2)
+    throw std::logic_error("schedule '" + plan_.name + "': " + std::to_string(plan_.chains) +
+                           " model copies; the gradient sum supports 2");
+  ProfileRegion region("Trainer::sum_model_copies");
+  CollectiveGuard guard(timeout_, "the gradient sum of the two model copies");
+  const int L = plan_.chain_length();
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  const bool direct = host_readable || path_ == CommPath::device_buffers;
+  std::vector<Stage<T>*> by_part(static_cast<std::size_t>(L), nullptr), twin(static_cast<std::size_t>(L), nullptr);
+  for (auto& s : stages_) {
+    const std::size_t j = static_cast<std::size_t>(plan_.part_of(s.id()));
+    (by_part[j] ? twin[j] : by_part[j]) = &s;
+  }
+  for (int j = 0; j < L; ++j) {
+    Stage<T>* a = by_part[static_cast<std::size_t>(j)];
+    if (!a) continue;
+    Stage<T>* b = twin[static_cast<std::size_t>(j)];  // the other copy on this rank (odd p's middle)
+    const int other_stage = a->copy() == 0 ? j + L : j;
+    const int peer = plan_.stage_to_rank.at(static_cast<std::size_t>(other_stage));
+    for (std::size_t k = 0; k < a->params().size(); ++k) {
+      GradAccum<T>& acc = a->params()[k].acc;
+      const std::size_t n = acc.size();
+      if (acc.mode == Mode::deterministic) {
+        const std::size_t words = ExactLimbs::kLimbs * n;
+        if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
+        if (copy_limbs_.extent(0) < words) copy_limbs_ = LimbView("Trainer::copy_limbs", words);
+        ExactLimbs::pack(acc.exact, 0, n, limbs_);
+        if (b) {
+          ExactLimbs::pack(b->params()[k].acc.exact, 0, n, copy_limbs_);
+        } else {
+          fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
+          if (words > static_cast<std::size_t>(INT_MAX))
+            throw std::runtime_error(acc.name + ": too many gradient limbs for one MPI message");
+          if (direct) {
+            exchange(limbs_.data(), copy_limbs_.data(), static_cast<int>(words), MPI_INT64_T, peer, j);
+          } else {
+            auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), limbs_);
+            auto theirs = Kokkos::create_mirror_view(copy_limbs_);
+            exchange(mine.data(), theirs.data(), static_cast<int>(words), MPI_INT64_T, peer, j);
+            Kokkos::deep_copy(copy_limbs_, theirs);
+            note_host_sync(), note_host_sync();
+          }
+        }
+        const LimbView x = limbs_, y = copy_limbs_;
+        Kokkos::parallel_for(
+            "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, words),
+            KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+        ExactLimbs::unpack(limbs_, 0, n, acc.exact, acc.overflow);
+        acc.mark_written();
+        if (b) {
+          ExactLimbs::unpack(limbs_, 0, n, b->params()[k].acc.exact, b->params()[k].acc.overflow);
+          b->params()[k].acc.mark_written();
+        }
+      } else {
+        // Fast mode: a + b == b + a in IEEE arithmetic, so both copies get the same sum.
+        if (copy_sum_.extent(0) < n) copy_sum_ = View1<T>("Trainer::copy_sum", n);
+        const View1<T> x = acc.sum, y = copy_sum_;
+        if (b) {
+          Kokkos::deep_copy(ExecSpace(), Kokkos::subview(y, std::make_pair(std::size_t(0), n)), b->params()[k].acc.sum);
+        } else {
+          fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
+          auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
+          auto theirs = Kokkos::create_mirror_view(y);
+          exchange(mine.data(), theirs.data(), static_cast<int>(n), mpi_type<T>(), peer, j);
+          Kokkos::deep_copy(y, theirs);
+          note_host_sync(), note_host_sync();
+        }
+        Kokkos::parallel_for(
+            "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, n),
+            KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+        if (b) Kokkos::deep_copy(ExecSpace(), b->params()[k].acc.sum, x);
+      }
+    }
+    // An overflow in either copy is an overflow of the sum: both holders keep the larger flag.
+    fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
+    auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), a->overflow_flags());
+    std::vector<int> theirs(mine.extent(0));
+    if (b) {
+      auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), b->overflow_flags());
+      for (std::size_t i = 0; i < theirs.size(); ++i) theirs[i] = h(i);
+    } else {
+      exchange(mine.data(), theirs.data(), static_cast<int>(theirs.size()), MPI_INT, peer, j);
+    }
+    for (std::size_t i = 0; i < theirs.size(); ++i) mine(i) = std::max(mine(i), theirs[i]);
+    Kokkos::deep_copy(a->overflow_flags(), mine);
+    if (b) Kokkos::deep_copy(b->overflow_flags(), mine);
+    note_host_sync(), note_host_sync();
   }
 }
 

@@ -83,6 +83,8 @@ class Trainer {
   void upload(int step, const Batch& batch);
   void gather_loss(int step, StepResult& res) const;
   void reduce_over_replicas();
+  void sum_model_copies();
+  void exchange(void* send, void* recv, int count, MPI_Datatype type, int peer, int tag) const;
   void finalize(int step, RankStepStats& st);
   void update(int step, RankStepStats& st, StepObserver<T>* observer);
   void agree_finite(int step, const RankStepStats& st) const;
@@ -94,6 +96,8 @@ class Trainer {
   double timeout_ = 0;  // pipeline.timeout: the bound of every collective wait
   CommPath path_;
   LimbView limbs_;                                     // all-reduce buffer of exact gradients
+  LimbView copy_limbs_;                                // the other model copy's limbs (DualPipe)
+  View1<T> copy_sum_;                                  // the other copy's fast-mode partials
   Kokkos::View<std::int64_t*, HostSpace> host_limbs_;  // its host copy where MPI cannot read it
   ModelShape shape_;
   sched::Schedule plan_;
