@@ -14,7 +14,7 @@ mkdir -p "$out"
 bin="$build/miniapp/minipipe"
 for p in 2 4; do
   mpiexec -n "$p" "$bin" run --deck "$here/inputs/small.toml" --train.steps 3 \
-    --pipeline.schedule sequential,gpipe,1f1b,interleaved-1f1b,looped-bfs,zb-h1,zb-h2,zb-v,dualpipev,v-half,v-min,zb-mem \
+    --pipeline.schedule sequential,gpipe,1f1b,interleaved-1f1b,looped-bfs,zb-h1,zb-h2,zb-v,dualpipev,v-half,v-min,zb-mem,dualpipe \
     --pipeline.microbatches 8,16 --pipeline.chunks 0 \
     --output.json "$out/sweep_p$p.json" --output.svg "$out/timeline_p$p.svg" --force "$@" | sed -n '/^schedule /,$p'
 done

@@ -508,6 +508,7 @@ struct Variant {
   const char* name;
   int default_v;
   const char* limits;
+  int copies = 1;  // copies of the model the micro-batches flow through (Schedule::chains)
 };
 
 const Variant kVariants[] = {
@@ -542,7 +543,8 @@ const Variant kVariants[] = {
      "micro-batches enter at rank 0, odd ones at rank p-1; the copies' gradients are summed before the "
      "step); any p, m >= 1: p even: DeepSeek's phases (OVERLAP_F_B pairs, I/W in the tail), for m < 2p or "
      "m odd the order of the next even m >= 2p restricted to m; p odd (no DeepSeek construction): a "
-     "1F1B order over both copies"},
+     "1F1B order over both copies",
+     2},
 };
 
 const Variant& find_variant(const std::string& name) {
@@ -572,6 +574,10 @@ std::string constraints(const std::string& name) {
 
 int default_v(const std::string& name) {
   return find_variant(name).default_v;
+}
+
+int model_copies(const std::string& name) {
+  return find_variant(name).copies;
 }
 
 Schedule make_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {

@@ -56,8 +56,11 @@ void write_summary(const Schedule& s, const CostModel& cost, const SimResult& r,
                    std::ostream& out) {
   const CostModel c = cost.resolved(s.num_stages(), s.v);
   out << "schedule        " << s.name << "  p=" << s.p << " v=" << s.v << " m=" << s.m << "  stages=" << s.num_stages()
-      << " placement=" << describe_placement(s) << (s.uses_split_backward() ? "  split backward (I/W)" : "")
-      << (s.uses_overlap() ? "  OVERLAP_F_B" : "") << '\n';
+      << " placement=" << describe_placement(s)
+      << (s.chains > 1 ? "  model copies=" + std::to_string(s.chains) + " (micro-batch mb through copy mb % " +
+                             std::to_string(s.chains) + ")"
+                       : "")
+      << (s.uses_split_backward() ? "  split backward (I/W)" : "") << (s.uses_overlap() ? "  OVERLAP_F_B" : "") << '\n';
   if (is_generated(s)) out << "constraints     " << constraints(s.name) << '\n';
   out << "costs           F=" << list_text(c.F) << " B=" << list_text(c.B) << " I=" << list_text(c.I)
       << " W=" << list_text(c.W) << "  comm=" << fmt(c.comm);
@@ -96,6 +99,7 @@ void write_json(const Schedule& s, const CostModel& cost, const SimResult& r, st
   j["stages"] = s.num_stages();
   j["placement"] = describe_placement(s);
   j["stage_to_rank"] = s.stage_to_rank;
+  if (s.chains > 1) j["model_copies"] = s.chains;  // DualPipe: stage s is part s % (p*v/2) of copy s / (p*v/2)
   j["costs"] = {{"F", c.F}, {"B", c.B}, {"I", c.I}, {"W", c.W}, {"comm", c.comm}, {"overlap", c.overlap_fb}};
   j["stage_imbalance"] = stage_imbalance(c);
   j["makespan"] = r.makespan;

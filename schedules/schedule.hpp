@@ -60,6 +60,10 @@ std::string constraints(const std::string& name);
 // The v a variant uses when none is given: 2 for the multi-chunk variants, else 1.
 int default_v(const std::string& name);
 
+// Copies of the model a variant's micro-batches flow through (its schedules' chains): 2 for
+// dualpipe, else 1. Its p*v stages are then that many copies of p*v/copies model parts.
+int model_copies(const std::string& name);
+
 // Knobs some variants take; 0 means the variant's default.
 struct ScheduleOptions {
   int group = 0;       // interleaved-1f1b: micro-batches per group through the chunks (0 = p)

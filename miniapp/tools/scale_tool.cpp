@@ -316,6 +316,9 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
       cl.order = order;
       for (const auto& name : names)
         for (int v = 1; v <= 4; ++v) {
+          // The per-rank state and busiest-rank bounds below count one model copy: DualPipe's two
+          // copies (model_copies 2) are left to `minipipe tune`.
+          if (sched::model_copies(name) != 1) continue;
           const int S = p * v;
           if (S > L) continue;
           for (int m = 1; m <= std::min(Br, opt.max_m); ++m) {

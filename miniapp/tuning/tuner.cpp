@@ -38,7 +38,8 @@ TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule,
                       const std::vector<int>& split, Recompute r) {
   const sched::Schedule s = sched::make_schedule(schedule, p, m, v);
   const int samples = costs.batch / m;
-  const StageLayout layout = layout_of(costs.shape.n_layer, split);
+  // `split` cuts one model copy into parts; DualPipe's two copies repeat it.
+  const StageLayout layout = model_copies(layout_of(costs.shape.n_layer, split), s.chains);
   const sched::CostModel cm = stage_costs(costs, layout, samples, r);
   const sched::SimResult sim = sched::simulate(s, cm);
   const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
@@ -67,7 +68,8 @@ std::vector<TuneCandidate> enumerate_configs(const CostFile& costs, int p, int b
   std::vector<TuneCandidate> out;
   for (const auto& name : names)
     for (int v = 1; v <= 4; ++v) {
-      const int S = p * v;
+      if (p * v % sched::model_copies(name) != 0) continue;
+      const int S = p * v / sched::model_copies(name);  // model parts
       if (S > L) continue;
       for (int m = 1; m <= batch; ++m) {
         if (batch % m != 0) continue;
@@ -104,10 +106,11 @@ std::vector<BubbleAnswer> smallest_m_for_bubble(const CostFile& costs, int p, in
     BubbleAnswer a;
     a.schedule = name;
     a.v = sched::default_v(name);
-    const int S = p * a.v;
-    if (S > L) continue;
+    const int S = p * a.v, copies = sched::model_copies(name);
+    if (S / copies > L) continue;
     // Every stage the mean of the even split's stages: the closed forms' uniform-cost setting.
-    const sched::CostModel even = stage_costs(costs, make_stage_layout(L, S, {}), samples, Recompute::none);
+    const sched::CostModel even =
+        stage_costs(costs, model_copies(make_stage_layout(L, S / copies, {}), copies), samples, Recompute::none);
     auto mean = [](const std::vector<double>& x) {
       double s = 0;
       for (double e : x) s += e / static_cast<double>(x.size());
