@@ -179,6 +179,13 @@ TEST(Csv, ExampleInputsValidate) {
   EXPECT_FALSE(split.uses_overlap());
   EXPECT_EQ(ms::read_csv_file(dir + "zb_h1_p2_m4.csv", 2, ms::Placement::loop).ranks, split.ranks);
 
+  // Bidirectional DualPipe: the two model copies are read from the cells (even micro-batches on
+  // stages 0-1, odd ones on 2-3), and the file is exactly the generator's schedule.
+  const auto copies = ms::read_csv_file(dir + "dualpipe_p2_m4.csv");
+  EXPECT_EQ(copies.chains, 2);
+  EXPECT_EQ(copies.stage_to_rank, ms::v_placement(2, 2));
+  EXPECT_EQ(copies.ranks, ms::make_schedule("dualpipe", 2, 4).ranks);
+
   const auto overlap = ms::read_csv_file(dir + "dualpipev_p2_m4.csv", 2, ms::Placement::v);
   EXPECT_EQ(overlap.p, 2);
   EXPECT_EQ(overlap.v, 2);
