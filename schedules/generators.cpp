@@ -345,42 +345,36 @@ Schedule gen_dualpipe_deepseek(int p, int m) {
   return s;
 }
 
-// Bidirectional DualPipe where DeepSeek's phases do not apply (p odd): each rank walks the step's
-// micro-batches in order, each on its stage of that micro-batch's copy, 1F1B-style: a warm-up of
-// forwards, then one forward and one backward, then the remaining backwards. The warm-up is the
-// fewest forwards (from p-1, found by bisection) that let the schedule run; all forwards first
-// (warm-up m) always runs, since every rank then meets the micro-batches in one common order.
-Schedule gen_dualpipe_1f1b(int p, int m) {
+// Bidirectional DualPipe where DeepSeek's phases do not apply (p odd: they pair rank r with rank
+// p-1-r and have no middle rank). Each copy alone runs 1F1B over its p parts with its own
+// micro-batches, timed with F = 1, B = 2; each rank then runs both copies' actions in the order of
+// those times, so one copy's fill and drain fall into the other's busy time. Valid by
+// construction: an action's inputs start strictly earlier in its copy's 1F1B, so the unrun action
+// of earliest time (earliest in its rank's list on a tie) always has its inputs and can run.
+Schedule gen_dualpipe_merged(int p, int m) {
   Schedule s = empty_schedule("dualpipe", p, m, 2, Placement::v);
   s.chains = 2;
-  auto build = [&](int warmup) {
-    for (int r = 0; r < p; ++r) {
-      auto& row = s.ranks[r];
-      row.clear();
-      const auto stage = [&](int mb) { return mb % 2 == 0 ? r : 2 * p - 1 - r; };
-      const int w = std::min(warmup, m);
-      for (int k = 0; k < w; ++k) row.push_back(Action::make(Op::F, stage(k), k));
-      for (int k = 0; k < m - w; ++k) {
-        row.push_back(Action::make(Op::F, stage(w + k), w + k));
-        row.push_back(Action::make(Op::B, stage(k), k));
-      }
-      for (int k = m - w; k < m; ++k) row.push_back(Action::make(Op::B, stage(k), k));
+  std::vector<std::vector<std::pair<double, Action>>> timed(static_cast<std::size_t>(p));
+  for (int c = 0; c < 2; ++c) {
+    const int mc = (m - c + 1) / 2;  // micro-batches 2k + c, k < mc
+    if (mc == 0) continue;
+    const Schedule one = gen_1f1b(p, mc);
+    const Execution ex = execute(
+        one, [](const Action& a) { return a.op == Op::F ? 1.0 : 2.0; }, 0.0);
+    for (int pos = 0; pos < p; ++pos) {
+      const int rank = c == 0 ? pos : p - 1 - pos;
+      const auto& row = one.ranks[static_cast<std::size_t>(pos)];
+      for (std::size_t k = 0; k < row.size(); ++k)
+        timed[static_cast<std::size_t>(rank)].emplace_back(
+            ex.start[static_cast<std::size_t>(pos)][k],
+            Action::make(row[k].op, c * p + pos, 2 * row[k].microbatch + c));
     }
-  };
-  const auto runs = [&](int warmup) {
-    build(warmup);
-    return execute(
-               s, [](const Action&) { return 1.0; }, 0.0)
-        .complete;
-  };
-  const int base = std::min(p - 1, m);
-  if (runs(base)) return s;
-  int lo = base, hi = m;
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    (runs(mid) ? hi : lo) = mid;
   }
-  build(hi);
+  for (int r = 0; r < p; ++r) {
+    auto& list = timed[static_cast<std::size_t>(r)];
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [time, a] : list) s.ranks[static_cast<std::size_t>(r)].push_back(std::move(a));
+  }
   return s;
 }
 
@@ -542,8 +536,8 @@ const Variant kVariants[] = {
      "v = 2, two copies of the model (rank r holds copy 0's part r and copy 1's part p-1-r; even "
      "micro-batches enter at rank 0, odd ones at rank p-1; the copies' gradients are summed before the "
      "step); any p, m >= 1: p even: DeepSeek's phases (OVERLAP_F_B pairs, I/W in the tail), for m < 2p or "
-     "m odd the order of the next even m >= 2p restricted to m; p odd (no DeepSeek construction): a "
-     "1F1B order over both copies",
+     "m odd the order of the next even m >= 2p restricted to m; p odd (no DeepSeek construction): "
+     "each copy's 1F1B, merged on every rank in the order of their times",
      2},
 };
 
@@ -620,7 +614,7 @@ Schedule make_schedule(const std::string& name, int p, int m, int v, const Sched
   }
   if (name == "dualpipe") {
     if (v != 2) reject(name, "v", v, "need v = 2 (one part of each of the two model copies per rank)");
-    if (p % 2 == 1) return gen_dualpipe_1f1b(p, m);
+    if (p % 2 == 1) return gen_dualpipe_merged(p, m);
     const int full = std::max(2 * p, m + m % 2);
     return full == m ? gen_dualpipe_deepseek(p, m) : keep_microbatches(gen_dualpipe_deepseek(p, full), m);
   }

@@ -71,7 +71,7 @@ TEST(Generators, ValidExactlyWhereTheConstraintsAllow) {
             // state: both happen from m = 2p on; below, the cut-short order may have neither.
             const bool full_dpv = n == "dualpipev" && m >= 2 * p;
             // DualPipe: DeepSeek's phases for p even and m >= 2p even (pairs, I/W in the tail), the
-            // 1F1B order over both copies (full backward, no pairs) for p odd.
+            // two copies' 1F1B orders merged by time (full backward, no pairs) for p odd.
             if (n == "dualpipe" && p % 2 == 1) {
               EXPECT_FALSE(s.uses_split_backward()) << n << " p=" << p << " m=" << m;
               EXPECT_FALSE(s.uses_overlap()) << n << " p=" << p << " m=" << m;

@@ -184,6 +184,24 @@ TEST(Simulator, DualPipeMeetsItsTable) {
   }
 }
 
+TEST(Simulator, DualPipeAtOddPBeatsOneF1B) {
+  // p odd has no DeepSeek construction: each copy's 1F1B merged by time on every rank. One copy's
+  // fill and drain then overlap the other's work, so under uniform costs the bubble is below
+  // 1F1B's (p-1)/(m+p-1) at the same p and m (p = 1: two copies on one rank, no bubble).
+  const double F = 1, I = 1, W = 1, B = I + W;
+  for (int p = 1; p <= 7; p += 2)
+    for (int m = 2; m <= 4 * p + 2; ++m) {
+      const auto s = ms::make_schedule("dualpipe", p, m);
+      const auto r = ms::simulate(s, uniform(s, F, B, I, W));
+      const double one_f1b = double(p - 1) / (m + p - 1);
+      if (p == 1)
+        EXPECT_EQ(r.bubble_fraction, 0.0) << "m=" << m;
+      else
+        EXPECT_LT(r.bubble_fraction, one_f1b) << "p=" << p << " m=" << m;
+      EXPECT_EQ(ms::simulate_totals(s, uniform(s, F, B, I, W)).makespan, r.makespan) << "p=" << p << " m=" << m;
+    }
+}
+
 TEST(Simulator, AnalyticMatchesSimulationWhereverItIsDefined) {
   const double ratios[][3] = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1.5, 1, 0.5}, {1, 1.5, 1}, {3, 1, 0.25}};
   int checked = 0;
