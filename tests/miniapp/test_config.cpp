@@ -104,6 +104,29 @@ TEST(StageLayout, EvenAndExplicitSplits) {
   EXPECT_THROW(make_stage_layout(2, 3, {}), InputError);
 }
 
+// DualPipe's two model copies: one copy's split repeated; each copy has its own first stage
+// (embedding) and last stage (head and loss), and stage s is part s % parts of copy s / parts.
+TEST(StageLayout, ModelCopiesRepeatOneSplit) {
+  const auto one = make_stage_layout(7, 3, {});
+  EXPECT_EQ(one.num_parts(), 3);
+  EXPECT_TRUE(one.is_first(0) && one.is_last(2) && !one.is_last(0) && one.copy_of(2) == 0);
+  const auto two = model_copies(one, 2);
+  EXPECT_EQ(two.num_stages(), 6);
+  EXPECT_EQ(two.num_parts(), 3);
+  EXPECT_EQ(two.count, (std::vector<int>{3, 2, 2, 3, 2, 2}));
+  EXPECT_EQ(two.first, (std::vector<int>{0, 3, 5, 0, 3, 5}));
+  std::vector<int> firsts, lasts, copies;
+  for (int s = 0; s < 6; ++s) {
+    if (two.is_first(s)) firsts.push_back(s);
+    if (two.is_last(s)) lasts.push_back(s);
+    copies.push_back(two.copy_of(s));
+  }
+  EXPECT_EQ(firsts, (std::vector<int>{0, 3}));
+  EXPECT_EQ(lasts, (std::vector<int>{2, 5}));
+  EXPECT_EQ(copies, (std::vector<int>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(two.part_of(4), 1);
+}
+
 TEST(Init, DependsOnSeedNameAndIndexOnly) {
   ModelShape s;
   s.vocab = 8, s.seq_len = 4, s.block_size = 4, s.channels = 4, s.n_head = 2, s.n_layer = 2;

@@ -239,3 +239,23 @@ TEST_F(ScheduleToolTest, GroupAndMemoryCapOptions) {
   EXPECT_GT(rc.makespan,
             ms::simulate(ms::make_schedule("zb-mem", 4, 12), ms::parse_costs("F=1,I=2,W=1", 4, 0)).makespan);
 }
+
+// Bidirectional DualPipe through the command line: the two copies are named, the simulated bubble
+// is DualPipe's table (p = 4, m = 8, F = I = W: b = (p/2-1)(F&B+B-3W) = 2 against m(F+B) = 24),
+// and the CSV it writes loads back as the same two-copy schedule.
+TEST_F(ScheduleToolTest, DualPipeTwoCopiesAndItsCsv) {
+  const auto o = run_tool(
+      {"schedule", "--schedule", "dualpipe", "-p", "4", "-m", "8", "--json", path("d.json"), "--csv", path("d.csv")});
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("p=4 v=2 m=8"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("model copies=2"), std::string::npos) << o.out;
+  const std::string json = slurp(path("d.json"));
+  EXPECT_DOUBLE_EQ(json_number(json, "makespan"), 26);
+  EXPECT_DOUBLE_EQ(json_number(json, "bubble_fraction"), 2.0 / 26);
+  EXPECT_DOUBLE_EQ(json_number(json, "analytic_bubble_fraction"), 2.0 / 26);
+  EXPECT_DOUBLE_EQ(json_number(json, "model_copies"), 2);
+  const auto back = run_tool({"schedule", "--load-csv", path("d.csv"), "--json", path("b.json")});
+  ASSERT_EQ(back.rc, 0) << back.err;
+  EXPECT_NE(back.out.find("model copies=2"), std::string::npos) << back.out;
+  EXPECT_DOUBLE_EQ(json_number(slurp(path("b.json")), "makespan"), 26);
+}
