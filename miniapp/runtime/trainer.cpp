@@ -302,10 +302,6 @@ void Trainer<T>::sum_model_copies() {
   ProfileRegion region("Trainer::sum_model_copies");
   CollectiveGuard guard(timeout_, "the gradient sum of the two model copies");
   const int L = plan_.chain_length();
-  int rank = 0;
-  MPI_Comm_rank(comm_, &rank);
-  const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
-  const bool direct = host_readable || path_ == CommPath::device_buffers;
   std::vector<Stage<T>*> by_part(static_cast<std::size_t>(L), nullptr), twin(static_cast<std::size_t>(L), nullptr);
   for (auto& s : stages_) {
     const std::size_t j = static_cast<std::size_t>(plan_.part_of(s.id()));
@@ -315,77 +311,93 @@ void Trainer<T>::sum_model_copies() {
     Stage<T>* a = by_part[static_cast<std::size_t>(j)];
     if (!a) continue;
     Stage<T>* b = twin[static_cast<std::size_t>(j)];  // the other copy on this rank (odd p's middle)
-    const int other_stage = a->copy() == 0 ? j + L : j;
-    const int peer = plan_.stage_to_rank.at(static_cast<std::size_t>(other_stage));
+    const int peer = plan_.stage_to_rank.at(static_cast<std::size_t>(a->copy() == 0 ? j + L : j));
     for (std::size_t k = 0; k < a->params().size(); ++k) {
-      GradAccum<T>& acc = a->params()[k].acc;
-      const std::size_t n = acc.size();
-      if (acc.mode == Mode::deterministic) {
-        const std::size_t words = ExactLimbs::kLimbs * n;
-        if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
-        if (copy_limbs_.extent(0) < words) copy_limbs_ = LimbView("Trainer::copy_limbs", words);
-        ExactLimbs::pack(acc.exact, 0, n, limbs_);
-        if (b) {
-          ExactLimbs::pack(b->params()[k].acc.exact, 0, n, copy_limbs_);
-        } else {
-          fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
-          if (words > static_cast<std::size_t>(INT_MAX))
-            throw std::runtime_error(acc.name + ": too many gradient limbs for one MPI message");
-          if (direct) {
-            exchange(limbs_.data(), copy_limbs_.data(), static_cast<int>(words), MPI_INT64_T, peer, j);
-          } else {
-            auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), limbs_);
-            auto theirs = Kokkos::create_mirror_view(copy_limbs_);
-            exchange(mine.data(), theirs.data(), static_cast<int>(words), MPI_INT64_T, peer, j);
-            Kokkos::deep_copy(copy_limbs_, theirs);
-            note_host_sync(), note_host_sync();
-          }
-        }
-        const LimbView x = limbs_, y = copy_limbs_;
-        Kokkos::parallel_for(
-            "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, words),
-            KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
-        ExactLimbs::unpack(limbs_, 0, n, acc.exact, acc.overflow);
-        acc.mark_written();
-        if (b) {
-          ExactLimbs::unpack(limbs_, 0, n, b->params()[k].acc.exact, b->params()[k].acc.overflow);
-          b->params()[k].acc.mark_written();
-        }
-      } else {
-        // Fast mode: a + b == b + a in IEEE arithmetic, so both copies get the same sum.
-        if (copy_sum_.extent(0) < n) copy_sum_ = View1<T>("Trainer::copy_sum", n);
-        const View1<T> x = acc.sum, y = copy_sum_;
-        if (b) {
-          Kokkos::deep_copy(ExecSpace(), Kokkos::subview(y, std::make_pair(std::size_t(0), n)), b->params()[k].acc.sum);
-        } else {
-          fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
-          auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
-          auto theirs = Kokkos::create_mirror_view(y);
-          exchange(mine.data(), theirs.data(), static_cast<int>(n), mpi_type<T>(), peer, j);
-          Kokkos::deep_copy(y, theirs);
-          note_host_sync(), note_host_sync();
-        }
-        Kokkos::parallel_for(
-            "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, n),
-            KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
-        if (b) Kokkos::deep_copy(ExecSpace(), b->params()[k].acc.sum, x);
-      }
+      GradAccum<T>* other = b ? &b->params()[k].acc : nullptr;
+      if (a->params()[k].acc.mode == Mode::deterministic)
+        add_copy_limbs(a->params()[k].acc, other, peer, j);
+      else
+        add_copy_partials(a->params()[k].acc, other, peer, j);
     }
-    // An overflow in either copy is an overflow of the sum: both holders keep the larger flag.
+    merge_copy_flags(*a, b, peer, j);
+  }
+}
+
+// acc (and twin, the other copy on this rank, if any) = acc + the other copy's accumulator, on
+// the limbs; the other copy comes from `peer` when there is no twin.
+template <class T>
+void Trainer<T>::add_copy_limbs(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag) {
+  const std::size_t n = acc.size(), words = ExactLimbs::kLimbs * n;
+  if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
+  if (copy_limbs_.extent(0) < words) copy_limbs_ = LimbView("Trainer::copy_limbs", words);
+  ExactLimbs::pack(acc.exact, 0, n, limbs_);
+  if (twin) {
+    ExactLimbs::pack(twin->exact, 0, n, copy_limbs_);
+  } else {
+    if (words > static_cast<std::size_t>(INT_MAX))
+      throw std::runtime_error(acc.name + ": too many gradient limbs for one MPI message");
     fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
-    auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), a->overflow_flags());
-    std::vector<int> theirs(mine.extent(0));
-    if (b) {
-      auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), b->overflow_flags());
-      for (std::size_t i = 0; i < theirs.size(); ++i) theirs[i] = h(i);
+    const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+    if (host_readable || path_ == CommPath::device_buffers) {
+      exchange(limbs_.data(), copy_limbs_.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
     } else {
-      exchange(mine.data(), theirs.data(), static_cast<int>(theirs.size()), MPI_INT, peer, j);
+      auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), limbs_);
+      auto theirs = Kokkos::create_mirror_view(copy_limbs_);
+      exchange(mine.data(), theirs.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
+      Kokkos::deep_copy(copy_limbs_, theirs);
+      note_host_sync(), note_host_sync();
     }
-    for (std::size_t i = 0; i < theirs.size(); ++i) mine(i) = std::max(mine(i), theirs[i]);
-    Kokkos::deep_copy(a->overflow_flags(), mine);
-    if (b) Kokkos::deep_copy(b->overflow_flags(), mine);
+  }
+  const LimbView x = limbs_, y = copy_limbs_;
+  Kokkos::parallel_for(
+      "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, words),
+      KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+  ExactLimbs::unpack(limbs_, 0, n, acc.exact, acc.overflow);
+  acc.mark_written();
+  if (twin) {
+    ExactLimbs::unpack(limbs_, 0, n, twin->exact, twin->overflow);
+    twin->mark_written();
+  }
+}
+
+// Fast mode: the float partials, a + b == b + a in IEEE arithmetic, so both copies get one sum.
+template <class T>
+void Trainer<T>::add_copy_partials(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag) {
+  const std::size_t n = acc.size();
+  if (copy_sum_.extent(0) < n) copy_sum_ = View1<T>("Trainer::copy_sum", n);
+  const View1<T> x = acc.sum, y = copy_sum_;
+  if (twin) {
+    Kokkos::deep_copy(ExecSpace(), Kokkos::subview(y, std::make_pair(std::size_t(0), n)), twin->sum);
+  } else {
+    fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
+    auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
+    auto theirs = Kokkos::create_mirror_view(y);
+    exchange(mine.data(), theirs.data(), static_cast<int>(n), mpi_type<T>(), peer, tag);
+    Kokkos::deep_copy(y, theirs);
     note_host_sync(), note_host_sync();
   }
+  Kokkos::parallel_for(
+      "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, n),
+      KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+  if (twin) Kokkos::deep_copy(ExecSpace(), twin->sum, x);
+}
+
+// An overflow in either copy is an overflow of the sum: both holders keep the larger flag.
+template <class T>
+void Trainer<T>::merge_copy_flags(Stage<T>& a, Stage<T>* twin, int peer, int tag) {
+  fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
+  auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), a.overflow_flags());
+  std::vector<int> theirs(mine.extent(0));
+  if (twin) {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), twin->overflow_flags());
+    for (std::size_t i = 0; i < theirs.size(); ++i) theirs[i] = h(i);
+  } else {
+    exchange(mine.data(), theirs.data(), static_cast<int>(theirs.size()), MPI_INT, peer, tag);
+  }
+  for (std::size_t i = 0; i < theirs.size(); ++i) mine(i) = std::max(mine(i), theirs[i]);
+  Kokkos::deep_copy(a.overflow_flags(), mine);
+  if (twin) Kokkos::deep_copy(twin->overflow_flags(), mine);
+  note_host_sync(), note_host_sync();
 }
 
 template <class T>

@@ -84,6 +84,9 @@ class Trainer {
   void gather_loss(int step, StepResult& res) const;
   void reduce_over_replicas();
   void sum_model_copies();
+  void add_copy_limbs(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag);
+  void add_copy_partials(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag);
+  void merge_copy_flags(Stage<T>& a, Stage<T>* twin, int peer, int tag);
   void exchange(void* send, void* recv, int count, MPI_Datatype type, int peer, int tag) const;
   void finalize(int step, RankStepStats& st);
   void update(int step, RankStepStats& st, StepObserver<T>* observer);
