@@ -4,6 +4,7 @@
 // Builds also against a tree without schedules/program.hpp (then only `schedule`), so the same
 // file measures the simulator before and after rank programs.
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
