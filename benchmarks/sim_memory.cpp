@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
   } else if (how == "programs") {
     const ms::RankPrograms s = ms::make_rank_programs(name, p, m);
     built = g_now - base;
-    makespan = ms::simulate_totals(s, ms::CostModel::uniform(s.num_stages(), 1, 2, 0, 0, 0.1)).makespan;
+    const ms::StepTotals t = ms::simulate_totals(s, ms::CostModel::uniform(s.num_stages(), 1, 2, 0, 0, 0.1));
+    makespan = t.makespan;
+    std::printf("programs %zu B, completion table at its peak %zu B\n", s.bytes(), t.state_bytes);
 #endif
   } else {
     std::fprintf(stderr, "unknown mode '%s'\n", how.c_str());

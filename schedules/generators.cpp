@@ -403,7 +403,8 @@ Schedule best_greedy(GreedyInput in) {
         in.tight_admission = tight;
         std::optional<Schedule> s = greedy_schedule(in);
         if (!s) continue;
-        const double t = simulate(*s, cost).makespan;
+        // The makespan only: simulate_totals's is simulate's to the bit, without the timeline.
+        const double t = simulate_totals(*s, cost).makespan;
         if (best.ranks.empty() || t < best_time) {
           best = std::move(*s);
           best_time = t;
@@ -533,12 +534,16 @@ void check_arguments(const std::string& name, int p, int m, int v, const Schedul
     reject(name, "v", v, "need v = 2");
 }
 
-// The list-scheduled variants: planned over all ranks at once.
-bool list_scheduled(const std::string& name) {
-  return name == "zb-mem" || name == "v-half" || name == "v-min";
+// The variants whose ranks are built one at a time (rankwise_variant); the others (the
+// list-scheduled zb-mem, v-half, v-min) are planned over all ranks at once.
+bool rank_by_rank(const std::string& name) {
+  for (const char* n :
+       {"sequential", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipev"})
+    if (name == n) return true;
+  return false;
 }
 
-// Any other (checked) variant, rank by rank.
+// A (checked) variant of rank_by_rank.
 Rankwise rankwise_variant(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
   if (name == "sequential") return gen_sequential(p, m);
   if (name == "gpipe") return gen_gpipe(p, m);
@@ -548,8 +553,8 @@ Rankwise rankwise_variant(const std::string& name, int p, int m, int v, const Sc
   if (name == "zb-h1") return gen_zero_bubble_h(name, p, m, false);
   if (name == "zb-h2") return gen_zero_bubble_h(name, p, m, true);
   if (name == "zb-v") return m >= 2 * p - 1 ? gen_zbv(p, m) : keep_microbatches(gen_zbv(p, 2 * p - 1), m);
-  // dualpipev: the only variant left after find_variant and list_scheduled.
-  return m >= 2 * p ? gen_dualpipev(p, m) : keep_microbatches(gen_dualpipev(p, 2 * p), m);
+  if (name == "dualpipev") return m >= 2 * p ? gen_dualpipev(p, m) : keep_microbatches(gen_dualpipev(p, 2 * p), m);
+  throw ScheduleError("internal error: no rank-by-rank generator for schedule '" + name + "'");
 }
 
 }  // namespace
@@ -558,21 +563,22 @@ Schedule make_schedule(const std::string& name, int p, int m, int v, const Sched
   const Variant& var = find_variant(name);
   if (v == 0) v = var.default_v;
   check_arguments(name, p, m, v, opt);
+  if (rank_by_rank(name)) return build(rankwise_variant(name, p, m, v, opt));
   if (name == "zb-mem") return gen_zb_mem(p, m, opt);
   if (name == "v-half" || name == "v-min") return gen_v_capped(name, p, m, opt);
-  return build(rankwise_variant(name, p, m, v, opt));
+  throw ScheduleError("internal error: no generator for schedule '" + name + "'");
 }
 
 bool built_rank_by_rank(const std::string& name) {
   (void)find_variant(name);
-  return !list_scheduled(name);
+  return rank_by_rank(name);
 }
 
 RankPrograms make_rank_programs(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
   const Variant& var = find_variant(name);
   if (v == 0) v = var.default_v;
   check_arguments(name, p, m, v, opt);
-  if (list_scheduled(name)) return to_programs(make_schedule(name, p, m, v, opt));
+  if (!rank_by_rank(name)) return to_programs(make_schedule(name, p, m, v, opt));
   return programs(rankwise_variant(name, p, m, v, opt));
 }
 
