@@ -29,7 +29,7 @@ std::size_t row_bytes(const std::vector<ms::Action>& row) {
 }
 
 // The programs replay make_schedule's rows exactly, and simulate alike to the bit.
-void expect_same(const std::string& name, int p, int m, int v, bool full) {
+void expect_same(const std::string& name, int p, int m, int v) {
   const std::string at = name + " p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v);
   ms::Schedule s;
   try {
@@ -53,16 +53,9 @@ void expect_same(const std::string& name, int p, int m, int v, bool full) {
 
   const ms::CostModel c = rich_costs(s.num_stages());
   const ms::StepTotals lean = ms::simulate_totals(programs, c);
-  // The reference: the whole schedule, by the full simulator (timeline and all), or for the
-  // largest cases by the totals simulation over the whole schedule's rows.
-  ms::StepTotals ref;
-  if (full) {
-    const ms::SimResult r = ms::simulate(s, c);
-    ref.makespan = r.makespan, ref.bubble_fraction = r.bubble_fraction;
-    ref.busy = r.busy, ref.end = r.end, ref.activation_mem = r.activation_mem;
-  } else {
-    ref = ms::simulate_totals(s, c);
-  }
+  // The reference: the whole schedule by the full simulator (timeline, per-action times and
+  // the dense completion table of every (op, stage, micro-batch)).
+  const ms::SimResult ref = ms::simulate(s, c);
   EXPECT_EQ(lean.makespan, ref.makespan) << at;
   EXPECT_EQ(lean.bubble_fraction, ref.bubble_fraction) << at;
   EXPECT_EQ(lean.busy, ref.busy) << at;
@@ -76,19 +69,19 @@ TEST(Programs, EveryScheduleReplaysAndSimulatesAsTheWholeScheduleBitForBit) {
   for (const auto& name : ms::schedule_names())
     for (int p = 1; p <= 8; ++p)
       for (int m = 1; m <= 2 * p + 2; ++m) {
-        expect_same(name, p, m, 0, true);
-        if (name == "interleaved-1f1b" || name == "looped-bfs") expect_same(name, p, m, 3, true);
+        expect_same(name, p, m, 0);
+        if (name == "interleaved-1f1b" || name == "looped-bfs") expect_same(name, p, m, 3);
       }
 }
 
 TEST(Programs, LargeSchedulesSimulateAsTheWholeScheduleBitForBit) {
-  expect_same("1f1b", 128, 1024, 1, false);
-  expect_same("gpipe", 128, 1024, 1, false);
-  expect_same("zb-h2", 96, 700, 1, false);
-  expect_same("interleaved-1f1b", 64, 1000, 4, false);
-  expect_same("zb-v", 128, 1024, 2, false);
-  expect_same("dualpipev", 100, 333, 2, false);
-  expect_same("v-half", 16, 128, 2, false);  // built whole, then compressed
+  expect_same("1f1b", 128, 1024, 1);
+  expect_same("gpipe", 128, 1024, 1);
+  expect_same("zb-h2", 96, 700, 1);
+  expect_same("interleaved-1f1b", 64, 1000, 4);
+  expect_same("zb-v", 128, 1024, 2);
+  expect_same("dualpipev", 100, 333, 2);
+  expect_same("v-half", 16, 128, 2);  // built whole, then compressed
 }
 
 TEST(Programs, SimulationHoldsAboutOneRanksActions) {
