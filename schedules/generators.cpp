@@ -4,11 +4,14 @@
 
 #include "schedules/execute.hpp"
 #include "schedules/greedy.hpp"
+#include "schedules/program.hpp"
 #include "schedules/simulator.hpp"
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 
 namespace minipipe::sched {
 
@@ -60,48 +63,76 @@ class RankBuilder {
   std::deque<Action> pending_w_;
 };
 
-Schedule empty_schedule(const std::string& name, int p, int m, int v, Placement pl) {
-  Schedule s;
-  s.name = name;
-  s.p = p;
-  s.v = v;
-  s.m = m;
-  s.stage_to_rank = pl == Placement::v ? v_placement(p, v) : looped_placement(p, v);
-  s.ranks.resize(p);
-  // Up to three actions (F, I, W) per stage and micro-batch; reserving avoids regrowth.
-  for (auto& row : s.ranks) row.reserve(static_cast<std::size_t>(3) * v * m);
-  return s;
+// A variant built rank by rank: each rank's row depends on p, m, v and its rank only, so a
+// simulation can build one rank at a time (make_rank_programs) and a Schedule all of them.
+struct Rankwise {
+  Schedule header;  // everything but the rows (ranks is empty)
+  std::function<void(int rank, std::vector<Action>& row)> row;
+};
+
+Rankwise rankwise(const std::string& name, int p, int m, int v, Placement pl,
+                  std::function<void(int, std::vector<Action>&)> row) {
+  Rankwise w{Schedule{}, std::move(row)};
+  w.header.name = name;
+  w.header.p = p;
+  w.header.v = v;
+  w.header.m = m;
+  w.header.stage_to_rank = pl == Placement::v ? v_placement(p, v) : looped_placement(p, v);
+  return w;
 }
 
-// No pipelining: a micro-batch runs forward through every stage and back before the next one
-// starts, so at any time exactly one rank is busy.
-Schedule gen_sequential(int p, int m) {
-  Schedule s = empty_schedule("sequential", p, m, 1, Placement::loop);
-  for (int r = 0; r < p; ++r)
-    for (int mb = 0; mb < m; ++mb) {
-      s.ranks[r].push_back(Action::make(Op::F, r, mb));
-      s.ranks[r].push_back(Action::make(Op::B, r, mb));
-    }
-  return s;
-}
-
-// GPipe (fill-drain): all forwards, then all backwards, last micro-batch first because it is
-// the one whose forward finished most recently on the last stage.
-Schedule gen_gpipe(int p, int m) {
-  Schedule s = empty_schedule("gpipe", p, m, 1, Placement::loop);
-  for (int r = 0; r < p; ++r) {
-    for (int mb = 0; mb < m; ++mb) s.ranks[r].push_back(Action::make(Op::F, r, mb));
-    for (int mb = m - 1; mb >= 0; --mb) s.ranks[r].push_back(Action::make(Op::B, r, mb));
+Schedule build(const Rankwise& w) {
+  Schedule s = w.header;
+  s.ranks.resize(static_cast<std::size_t>(s.p));
+  for (int r = 0; r < s.p; ++r) {
+    // Up to three actions (F, I, W) per stage and micro-batch; reserving avoids regrowth.
+    s.ranks[r].reserve(static_cast<std::size_t>(3) * s.v * s.m);
+    w.row(r, s.ranks[r]);
   }
   return s;
 }
 
+RankPrograms programs(const Rankwise& w) {
+  const Schedule& h = w.header;
+  RankPrograms out;
+  out.name = h.name, out.p = h.p, out.v = h.v, out.m = h.m, out.group = h.group, out.chains = h.chains;
+  out.stage_to_rank = h.stage_to_rank;
+  out.ranks.reserve(static_cast<std::size_t>(h.p));
+  std::vector<Action> row;  // one rank's actions at a time
+  row.reserve(static_cast<std::size_t>(3) * h.v * h.m);
+  for (int r = 0; r < h.p; ++r) {
+    row.clear();
+    w.row(r, row);
+    out.ranks.push_back(RankProgram::compress(row));
+  }
+  return out;
+}
+
+// No pipelining: a micro-batch runs forward through every stage and back before the next one
+// starts, so at any time exactly one rank is busy.
+Rankwise gen_sequential(int p, int m) {
+  return rankwise("sequential", p, m, 1, Placement::loop, [m](int r, std::vector<Action>& row) {
+    for (int mb = 0; mb < m; ++mb) {
+      row.push_back(Action::make(Op::F, r, mb));
+      row.push_back(Action::make(Op::B, r, mb));
+    }
+  });
+}
+
+// GPipe (fill-drain): all forwards, then all backwards, last micro-batch first because it is
+// the one whose forward finished most recently on the last stage.
+Rankwise gen_gpipe(int p, int m) {
+  return rankwise("gpipe", p, m, 1, Placement::loop, [m](int r, std::vector<Action>& row) {
+    for (int mb = 0; mb < m; ++mb) row.push_back(Action::make(Op::F, r, mb));
+    for (int mb = m - 1; mb >= 0; --mb) row.push_back(Action::make(Op::B, r, mb));
+  });
+}
+
 // 1F1B (PipeDream-Flush): p-1-r warm-up forwards, then one forward and one backward at a time,
 // then the remaining backwards; at most p-r micro-batches are in flight on rank r.
-Schedule gen_1f1b(int p, int m) {
-  Schedule s = empty_schedule("1f1b", p, m, 1, Placement::loop);
-  for (int r = 0; r < p; ++r) {
-    RankBuilder rb(s.ranks[r]);
+Rankwise gen_1f1b(int p, int m) {
+  return rankwise("1f1b", p, m, 1, Placement::loop, [p, m](int r, std::vector<Action>& row) {
+    RankBuilder rb(row);
     const int warmup = std::min(p - 1 - r, m);
     for (int k = 0; k < warmup; ++k) rb.forward(r);
     while (rb.forwards_done(r) < m) {
@@ -109,8 +140,7 @@ Schedule gen_1f1b(int p, int m) {
       rb.full_backward(r);
     }
     while (rb.backwards_done(r) < m) rb.full_backward(r);
-  }
-  return s;
+  });
 }
 
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM): forwards walk micro-batches in
@@ -119,22 +149,21 @@ Schedule gen_1f1b(int p, int m) {
 // ends. group = p is Megatron's default (depth-first); group >= m sends every micro-batch
 // through a chunk before the next chunk starts (the breadth-first order of Looped BFS). When
 // group does not divide m the last group is smaller (Megatron's remainder group).
-Schedule gen_interleaved(int p, int m, int v, int group) {
-  Schedule s = empty_schedule("interleaved-1f1b", p, m, v, Placement::loop);
-  s.group = group;
+Rankwise gen_interleaved(int p, int m, int v, int group) {
+  Rankwise w = rankwise("interleaved-1f1b", p, m, v, Placement::loop, {});
+  w.header.group = group;
   const int total = m * v;
   // The order in which each rank visits (chunk, micro-batch): the same on every rank.
-  std::vector<std::pair<int, int>> order;  // {chunk, micro-batch}
-  order.reserve(static_cast<std::size_t>(total));
+  auto order = std::make_shared<std::vector<std::pair<int, int>>>();  // {chunk, micro-batch}
+  order->reserve(static_cast<std::size_t>(total));
   for (int first = 0; first < m; first += group)
     for (int c = 0; c < v; ++c)
-      for (int mb = first; mb < std::min(first + group, m); ++mb) order.emplace_back(c, mb);
+      for (int mb = first; mb < std::min(first + group, m); ++mb) order->emplace_back(c, mb);
   auto build = [&](int extra) {
-    for (int r = 0; r < p; ++r) {
-      auto fwd = [&](int k) { return Action::make(Op::F, order[k].first * p + r, order[k].second); };
-      auto bwd = [&](int k) { return Action::make(Op::B, (v - 1 - order[k].first) * p + r, order[k].second); };
-      auto& row = s.ranks[r];
-      row.clear();
+    w.row = [order, p, v, group, total, extra](int r, std::vector<Action>& row) {
+      const auto& o = *order;
+      auto fwd = [&](int k) { return Action::make(Op::F, o[k].first * p + r, o[k].second); };
+      auto bwd = [&](int k) { return Action::make(Op::B, (v - 1 - o[k].first) * p + r, o[k].second); };
       const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * group + extra, total);
       for (int k = 0; k < warmup; ++k) row.push_back(fwd(k));
       for (int k = 0; k < total - warmup; ++k) {
@@ -142,41 +171,37 @@ Schedule gen_interleaved(int p, int m, int v, int group) {
         row.push_back(bwd(k));
       }
       for (int k = total - warmup; k < total; ++k) row.push_back(bwd(k));
-    }
+    };
   };
   // Megatron's warm-up is enough when every group is full and group >= p. A remainder group or
   // a group smaller than p can leave a rank's first backward waiting on a forward that rank has
   // not issued yet; then every rank warms up by the fewest extra forwards that let the schedule
   // run (extra = total is all forwards first, which always runs), found by bisection: every
   // candidate kept as the upper end has run, so the result is valid whatever the search meets.
+  // Each candidate runs as rank programs, one rank's actions uncompressed at a time.
   const auto runs = [&](int extra) {
     build(extra);
-    return execute(
-               s, [](const Action&) { return 1.0; }, 0.0)
-        .complete;
+    return runs_to_end(programs(w));
   };
-  if (runs(0)) return s;
+  if (runs(0)) return w;
   int lo = 0, hi = total;
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
     (runs(mid) ? hi : lo) = mid;
   }
   build(hi);
-  return s;
+  return w;
 }
 
 // Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism"): every micro-batch
 // through chunk 0, then chunk 1, ...; backwards chunk v-1 first. Memory grows with m like GPipe.
-Schedule gen_looped_bfs(int p, int m, int v) {
-  Schedule s = empty_schedule("looped-bfs", p, m, v, Placement::loop);
-  for (int r = 0; r < p; ++r) {
-    auto& row = s.ranks[r];
+Rankwise gen_looped_bfs(int p, int m, int v) {
+  return rankwise("looped-bfs", p, m, v, Placement::loop, [p, m, v](int r, std::vector<Action>& row) {
     for (int c = 0; c < v; ++c)
       for (int mb = 0; mb < m; ++mb) row.push_back(Action::make(Op::F, c * p + r, mb));
     for (int c = v - 1; c >= 0; --c)
       for (int mb = 0; mb < m; ++mb) row.push_back(Action::make(Op::B, c * p + r, mb));
-  }
-  return s;
+  });
 }
 
 // ZB-H1 and ZB-H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", section 2): backward is
@@ -184,10 +209,9 @@ Schedule gen_looped_bfs(int p, int m, int v) {
 // earlier, and the postponed W passes fill the cool-down. ZB-H1 keeps 1F1B's warm-up (p-r
 // forwards) and defers r; ZB-H2 warms up with 2(p-r)-1 forwards and defers 2r, which turns
 // the pipeline into a parallelogram with no idle time between a rank's first and last action.
-Schedule gen_zero_bubble_h(const std::string& name, int p, int m, bool h2) {
-  Schedule s = empty_schedule(name, p, m, 1, Placement::loop);
-  for (int r = 0; r < p; ++r) {
-    RankBuilder rb(s.ranks[r]);
+Rankwise gen_zero_bubble_h(const std::string& name, int p, int m, bool h2) {
+  return rankwise(name, p, m, 1, Placement::loop, [p, m, h2](int r, std::vector<Action>& row) {
+    RankBuilder rb(row);
     const int warmup = std::min(h2 ? 2 * (p - r) - 1 : p - r, m);
     const std::size_t deferred = static_cast<std::size_t>(h2 ? 2 * r : r);
     for (int k = 0; k < warmup; ++k) rb.forward(r);
@@ -198,18 +222,15 @@ Schedule gen_zero_bubble_h(const std::string& name, int p, int m, bool h2) {
     }
     while (rb.weight()) {
     }
-  }
-  return s;
+  });
 }
 
 // ZB-V (same paper, section 6): two chunks per rank in V placement (rank r holds stages r and
 // 2p-1-r), F = I = W assumed; warm-up fills chunk 0 with 2(p-r)-1 forwards, then mixes in chunk 1,
 // steady state alternates F/I/W on both chunks, cool-down runs the remaining I's and drains W's.
-Schedule gen_zbv(int p, int m) {
-  Schedule s = empty_schedule("zb-v", p, m, 2, Placement::v);
-  for (int r = 0; r < p; ++r) {
+Rankwise gen_zbv(int p, int m) {
+  return rankwise("zb-v", p, m, 2, Placement::v, [p, m](int r, std::vector<Action>& row) {
     const int s0 = r, s1 = 2 * p - 1 - r;
-    std::vector<Action>& row = s.ranks[r];
     int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
     auto F = [&](int st, int& c) { row.push_back(Action::make(Op::F, st, c++)); };
     auto IW = [&](int st, int& c) {
@@ -244,8 +265,7 @@ Schedule gen_zbv(int p, int m) {
     }
     while (w1 < b1) row.push_back(Action::make(Op::W, s1, w1++));
     while (w0 < b0) row.push_back(Action::make(Op::W, s0, w0++));
-  }
-  return s;
+  });
 }
 
 // The eight phases of one rank of DeepSeek's DualPipe family (deepseek-ai/DualPipe), shared by
@@ -306,13 +326,11 @@ void dualpipe_rank(RankBuilder& rb, int first, int second, int half, int pos, in
 
 // DualPipeV (DeepSeek-V3 report; the V-shaped "cut-in-half" DualPipe of deepseek-ai/DualPipe):
 // one model copy in V placement (rank r holds stages r and 2p-1-r), every micro-batch through both.
-Schedule gen_dualpipev(int p, int m) {
-  Schedule s = empty_schedule("dualpipev", p, m, 2, Placement::v);
-  for (int r = 0; r < p; ++r) {
-    RankBuilder rb(s.ranks[r]);
+Rankwise gen_dualpipev(int p, int m) {
+  return rankwise("dualpipev", p, m, 2, Placement::v, [p, m](int r, std::vector<Action>& row) {
+    RankBuilder rb(row);
     dualpipe_rank(rb, r, 2 * p - 1 - r, p, r, m);
-  }
-  return s;
+  });
 }
 
 // Bidirectional DualPipe (DeepSeek-V3 report, deepseek-ai/DualPipe): two copies of the model, copy
@@ -321,28 +339,29 @@ Schedule gen_dualpipev(int p, int m) {
 // and rank p-1-r run the same phases, each starting with the copy fed at its own end; with p/2
 // such pairs and m/2 micro-batches per direction, every rank runs the phases of DualPipeV. Needs
 // p and m even and m >= 2p (DeepSeek's conditions).
-Schedule gen_dualpipe_deepseek(int p, int m) {
-  Schedule s = empty_schedule("dualpipe", p, m, 2, Placement::v);
-  s.chains = 2;
-  const int half = p / 2;
-  for (int r = 0; r < p; ++r) {
+Rankwise gen_dualpipe_deepseek(int p, int m) {
+  Rankwise w = rankwise("dualpipe", p, m, 2, Placement::v, {});
+  w.header.chains = 2;
+  w.row = [p, m, L = w.header.chain_length()](int r, std::vector<Action>& row) {
+    const int half = p / 2;
     const int own = r < half ? r : 2 * p - 1 - r;    // the stage of the copy fed at this rank's end
     const int other = r < half ? 2 * p - 1 - r : r;  // the stage of the copy fed at the other end
-    RankBuilder rb(s.ranks[r]);
+    const std::size_t from = row.size();
+    RankBuilder rb(row);
     dualpipe_rank(rb, own, other, half, std::min(r, p - 1 - r), m / 2);
-  }
-  // RankBuilder numbered each stage's micro-batches 0, 1, ... in its copy; copy c's k-th is
-  // micro-batch 2k + c of the step.
-  for (auto& row : s.ranks)
-    for (auto& a : row) {
-      auto global = [&](Action& x) { x.microbatch = x.microbatch * s.chains + s.chain_of_stage(x.stage); };
+    // RankBuilder numbered each stage's micro-batches 0, 1, ... in its copy; copy c's k-th is
+    // micro-batch 2k + c of the step.
+    auto global = [L](Action& x) { x.microbatch = x.microbatch * 2 + x.stage / L; };
+    for (std::size_t k = from; k < row.size(); ++k) {
+      Action& a = row[k];
       if (a.op == Op::OVERLAP_F_B) {
         for (auto& x : a.sub) global(x);
       } else {
         global(a);
       }
     }
-  return s;
+  };
+  return w;
 }
 
 // Bidirectional DualPipe where DeepSeek's phases do not apply (p odd: they pair rank r with rank
@@ -351,14 +370,15 @@ Schedule gen_dualpipe_deepseek(int p, int m) {
 // those times, so one copy's fill and drain fall into the other's busy time. Valid by
 // construction: an action's inputs start strictly earlier in its copy's 1F1B, so the unrun action
 // of earliest time (earliest in its rank's list on a tie) always has its inputs and can run.
+// Built whole (the order of a rank depends on the whole 1F1B's times).
 Schedule gen_dualpipe_merged(int p, int m) {
-  Schedule s = empty_schedule("dualpipe", p, m, 2, Placement::v);
+  Schedule s = build(rankwise("dualpipe", p, m, 2, Placement::v, [](int, std::vector<Action>&) {}));
   s.chains = 2;
   std::vector<std::vector<std::pair<double, Action>>> timed(static_cast<std::size_t>(p));
   for (int c = 0; c < 2; ++c) {
     const int mc = (m - c + 1) / 2;  // micro-batches 2k + c, k < mc
     if (mc == 0) continue;
-    const Schedule one = gen_1f1b(p, mc);
+    const Schedule one = build(gen_1f1b(p, mc));
     const Execution ex = execute(
         one, [](const Action& a) { return a.op == Op::F ? 1.0 : 2.0; }, 0.0);
     for (int pos = 0; pos < p; ++pos) {
@@ -383,25 +403,24 @@ Schedule gen_dualpipe_merged(int p, int m) {
 // it (they are of the same micro-batch), so what remains runs in the same order without waiting
 // for anything removed: a valid schedule for m' >= m stays valid for m. This is how the
 // variants whose warm-up needs a minimum m accept any m (the warm-up is cut short).
-Schedule keep_microbatches(Schedule s, int m) {
-  s.m = m;
-  for (auto& row : s.ranks) {
-    std::vector<Action> kept;
-    kept.reserve(row.size());
-    for (auto& a : row) {
-      if (a.op != Op::OVERLAP_F_B) {
-        if (a.microbatch < m) kept.push_back(std::move(a));
-        continue;
-      }
-      const bool f = a.sub[0].microbatch < m, b = a.sub[1].microbatch < m;
-      if (f && b)
-        kept.push_back(std::move(a));
-      else if (f || b)
-        kept.push_back(a.sub[f ? 0 : 1]);
+Rankwise keep_microbatches(Rankwise w, int m) {
+  w.header.m = m;
+  w.row = [all = std::move(w.row), m](int r, std::vector<Action>& row) {
+    const std::size_t from = row.size();
+    all(r, row);
+    std::size_t to = from;
+    for (std::size_t k = from; k < row.size(); ++k) {
+      Action& a = row[k];
+      const bool pair = a.op == Op::OVERLAP_F_B;
+      const bool f = pair ? a.sub[0].microbatch < m : a.microbatch < m, b = pair && a.sub[1].microbatch < m;
+      if (pair && f != b) a = Action(a.sub[f ? 0 : 1]);  // the pair loses a half
+      if (!f && !b) continue;
+      if (to != k) row[to] = std::move(a);
+      ++to;
     }
-    row = std::move(kept);
-  }
-  return s;
+    row.resize(to);
+  };
+  return w;
 }
 
 // The memory caps of "Pipeline Parallelism with Controllable Memory" (Qi et al. 2024,
@@ -458,7 +477,8 @@ Schedule best_greedy(GreedyInput in) {
         in.tight_admission = tight;
         std::optional<Schedule> s = greedy_schedule(in);
         if (!s) continue;
-        const double t = simulate(*s, cost).makespan;
+        // The makespan only: simulate_totals's is simulate's to the bit, without the timeline.
+        const double t = simulate_totals(*s, cost).makespan;
         if (best.ranks.empty() || t < best_time) {
           best = std::move(*s);
           best_time = t;
@@ -488,7 +508,7 @@ Schedule gen_zb_mem(int p, int m, const ScheduleOptions& opt) {
   const CostModel cost = cost_of(in);
   double best_time = simulate(best, cost).makespan;
   for (bool h2 : {false, true}) {
-    Schedule s = gen_zero_bubble_h("zb-mem", p, m, h2);
+    Schedule s = build(gen_zero_bubble_h("zb-mem", p, m, h2));
     const SimResult r = simulate(s, cost);
     if (*std::max_element(r.peak_held.begin(), r.peak_held.end()) <= cap && r.makespan < best_time) {
       best = std::move(s);
@@ -574,9 +594,10 @@ int model_copies(const std::string& name) {
   return find_variant(name).copies;
 }
 
-Schedule make_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
-  const Variant& var = find_variant(name);
-  if (v == 0) v = var.default_v;
+namespace {
+
+// Throws ScheduleError unless (name, p, m, v, opt) is allowed; v is the one the variant uses.
+void check_arguments(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
   if (p < 1) reject(name, "p", p, "need p >= 1");
   if (m < 1) reject(name, "m", m, "need m >= 1");
   if (v < 1) reject(name, "v", v, "need v >= 1");
@@ -588,39 +609,71 @@ Schedule make_schedule(const std::string& name, int p, int m, int v, const Sched
       name == "zb-mem") {
     if (v != 1) reject(name, "v", v, "need v = 1");
   }
-  if (name == "sequential") return gen_sequential(p, m);
-  if (name == "gpipe") return gen_gpipe(p, m);
-  if (name == "1f1b") return gen_1f1b(p, m);
   if (name == "interleaved-1f1b") {
     if (v < 2) reject(name, "v", v, "need v >= 2 (v = 1 is plain 1f1b)");
     const int group = opt.group == 0 ? p : opt.group;
     if (group < 1) reject(name, "group", group, "need group >= 1 micro-batches (0 = p)");
-    return gen_interleaved(p, m, v, group);
   }
+  if (name == "zb-mem" && opt.memory_cap < 0)
+    reject(name, "memory_cap", opt.memory_cap, "need memory_cap >= 1 micro-batches (0 = p)");
+  if ((name == "v-half" || name == "v-min" || name == "zb-v" || name == "dualpipev") && v != 2)
+    reject(name, "v", v, "need v = 2");
+  if (name == "dualpipe" && v != 2)
+    reject(name, "v", v, "need v = 2 (one part of each of the two model copies per rank)");
+}
+
+// The variants whose ranks are built one at a time (rankwise_variant); the others (the
+// list-scheduled zb-mem, v-half, v-min) are planned over all ranks at once.
+bool rank_by_rank(const std::string& name) {
+  for (const char* n :
+       {"sequential", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipev"})
+    if (name == n) return true;
+  return false;
+}
+
+// A (checked) variant of rank_by_rank.
+Rankwise rankwise_variant(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
+  if (name == "sequential") return gen_sequential(p, m);
+  if (name == "gpipe") return gen_gpipe(p, m);
+  if (name == "1f1b") return gen_1f1b(p, m);
+  if (name == "interleaved-1f1b") return gen_interleaved(p, m, v, opt.group == 0 ? p : opt.group);
   if (name == "looped-bfs") return gen_looped_bfs(p, m, v);
   if (name == "zb-h1") return gen_zero_bubble_h(name, p, m, false);
   if (name == "zb-h2") return gen_zero_bubble_h(name, p, m, true);
-  if (name == "zb-mem") {
-    if (opt.memory_cap < 0) reject(name, "memory_cap", opt.memory_cap, "need memory_cap >= 1 micro-batches (0 = p)");
-    return gen_zb_mem(p, m, opt);
-  }
-  if (name == "v-half" || name == "v-min") {
-    if (v != 2) reject(name, "v", v, "need v = 2");
-    return gen_v_capped(name, p, m, opt);
-  }
-  if (name == "zb-v") {
-    if (v != 2) reject(name, "v", v, "need v = 2");
-    return m >= 2 * p - 1 ? gen_zbv(p, m) : keep_microbatches(gen_zbv(p, 2 * p - 1), m);
-  }
+  if (name == "zb-v") return m >= 2 * p - 1 ? gen_zbv(p, m) : keep_microbatches(gen_zbv(p, 2 * p - 1), m);
+  if (name == "dualpipev") return m >= 2 * p ? gen_dualpipev(p, m) : keep_microbatches(gen_dualpipev(p, 2 * p), m);
+  throw ScheduleError("internal error: no rank-by-rank generator for schedule '" + name + "'");
+}
+
+}  // namespace
+
+Schedule make_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
+  const Variant& var = find_variant(name);
+  if (v == 0) v = var.default_v;
+  check_arguments(name, p, m, v, opt);
+  if (rank_by_rank(name)) return build(rankwise_variant(name, p, m, v, opt));
+  if (name == "zb-mem") return gen_zb_mem(p, m, opt);
   if (name == "dualpipe") {
-    if (v != 2) reject(name, "v", v, "need v = 2 (one part of each of the two model copies per rank)");
+    // Built whole, then compressed by make_rank_programs (minipipe scale does not sweep it).
     if (p % 2 == 1) return gen_dualpipe_merged(p, m);
     const int full = std::max(2 * p, m + m % 2);
-    return full == m ? gen_dualpipe_deepseek(p, m) : keep_microbatches(gen_dualpipe_deepseek(p, full), m);
+    return build(full == m ? gen_dualpipe_deepseek(p, m) : keep_microbatches(gen_dualpipe_deepseek(p, full), m));
   }
-  // dualpipev: the only variant left after find_variant.
-  if (v != 2) reject(name, "v", v, "need v = 2");
-  return m >= 2 * p ? gen_dualpipev(p, m) : keep_microbatches(gen_dualpipev(p, 2 * p), m);
+  if (name == "v-half" || name == "v-min") return gen_v_capped(name, p, m, opt);
+  throw ScheduleError("internal error: no generator for schedule '" + name + "'");
+}
+
+bool built_rank_by_rank(const std::string& name) {
+  (void)find_variant(name);
+  return rank_by_rank(name);
+}
+
+RankPrograms make_rank_programs(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
+  const Variant& var = find_variant(name);
+  if (v == 0) v = var.default_v;
+  check_arguments(name, p, m, v, opt);
+  if (!rank_by_rank(name)) return to_programs(make_schedule(name, p, m, v, opt));
+  return programs(rankwise_variant(name, p, m, v, opt));
 }
 
 }  // namespace minipipe::sched

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <deque>
 #include <sstream>
 
+#include "schedules/engine.hpp"
 #include "schedules/execute.hpp"
 #include "schedules/validator.hpp"
 
@@ -177,16 +177,14 @@ namespace {
 class ActionTime {
  public:
   ActionTime(const Schedule& s, const CostModel& c) : c_(c), last_w_(static_cast<std::size_t>(s.num_stages()), -1) {
-    // Each stage's last W-carrying action (the micro-batch of its W or B): a stage's actions all
-    // run on one rank, so its rank's order is their order.
     for (const auto& list : s.ranks)
-      for (const Action& a : list) {
-        if (a.op == Op::OVERLAP_F_B) {
-          for (const Action& x : a.sub) note(x);
-        } else {
-          note(a);
-        }
-      }
+      for (const Action& a : list) note_row_action(a);
+  }
+  // Each stage's last W-carrying action from the rank programs, one rank at a time.
+  ActionTime(const RankPrograms& s, const CostModel& c) : c_(c), last_w_(static_cast<std::size_t>(s.num_stages()), -1) {
+    for (int r = 0; r < s.p; ++r)
+      for (ProgramCursor at(s.ranks[static_cast<std::size_t>(r)]); const Action* a = at.peek(); at.advance())
+        note_row_action(*a);
   }
   double operator()(const Action& a) const {
     switch (a.op) {
@@ -209,6 +207,15 @@ class ActionTime {
   }
 
  private:
+  // Each stage's last W-carrying action (the micro-batch of its W or B): a stage's actions all
+  // run on one rank, so its rank's order is their order.
+  void note_row_action(const Action& a) {
+    if (a.op == Op::OVERLAP_F_B) {
+      for (const Action& x : a.sub) note(x);
+    } else {
+      note(a);
+    }
+  }
   void note(const Action& x) {
     if (x.op == Op::W || x.op == Op::B) last_w_[static_cast<std::size_t>(x.stage)] = x.microbatch;
   }
@@ -335,142 +342,58 @@ SimResult simulate(const Schedule& s, const CostModel& cost) {
 
 namespace {
 
-// What simulate_totals has finished so far. Completion of each (stage, micro-batch): its F, and
-// its backward (B or I); -1 = not yet. W needs only its own I, which its rank ran earlier (a
-// validated order), and nothing waits on W.
-struct Finished {
-  const Schedule& s;
-  const CostModel& c;
-  const std::vector<int>& rank_of;
-  const int S, m;
-  std::vector<double> f_done, b_done;
-
-  Finished(const Schedule& s_, const CostModel& c_)
-      : s(s_),
-        c(c_),
-        rank_of(s_.stage_to_rank),
-        S(s_.num_stages()),
-        m(s_.m),
-        f_done(static_cast<std::size_t>(S) * m, -1.0),
-        b_done(static_cast<std::size_t>(S) * m, -1.0) {}
-
-  std::size_t key(int st, int mb) const { return static_cast<std::size_t>(st) * m + mb; }
-  double link(int b) const { return c.boundary.empty() ? c.comm : c.boundary[static_cast<std::size_t>(b)]; }
-
-  // The rank whose progress `a` waits for, or -1 when its inputs are there (ready = arrival).
-  int waits_on(const Action& a, int r, double& ready) const {
-    const int st = a.stage;
-    const std::size_t k = key(st, a.microbatch);
-    switch (a.op) {
-      case Op::F:
-        if (s.is_first_stage(st)) return -1;
-        if (f_done[k - m] < 0) return rank_of[st - 1];
-        // Same as execute(): the producer's end, plus the link's time when it is on another rank.
-        if (rank_of[st - 1] != r) ready = std::max(ready, f_done[k - m] + link(st - 1));
-        return -1;
-      case Op::B:
-      case Op::I:
-        if (f_done[k] < 0) return r;
-        if (s.is_last_stage(st)) return -1;
-        if (b_done[k + m] < 0) return rank_of[st + 1];
-        if (rank_of[st + 1] != r) ready = std::max(ready, b_done[k + m] + link(st));
-        return -1;
-      case Op::W:
-        return b_done[k] < 0 ? r : -1;
-      default:
-        return -1;
+// simulate_totals over any action source: the shared event loop with the table that keeps only
+// what is in flight, and per rank four numbers and its memory walk.
+template <class Source>
+StepTotals totals_of(Source& source, const std::string& name, const std::vector<int>& stage_to_rank, int p, int m,
+                     int chains, const CostModel& c, const ActionTime& time_of) {
+  engine::Inputs<engine::StreamTable> inputs(engine::StreamTable(static_cast<int>(stage_to_rank.size()), m, chains),
+                                             stage_to_rank, m, chains, false, c.comm, c.boundary);
+  struct Totals {
+    const CostModel& c;
+    StepTotals res;
+    std::vector<HeldMemory> mem;
+    void ran(int r, const Action& a, double st, double en) {
+      if (a.op == Op::OVERLAP_F_B) {
+        for (const Action& x : a.sub) mem[r].apply(c, x);
+      } else {
+        mem[r].apply(c, a);
+      }
+      res.busy[r] += en - st;
+      res.end[r] = std::max(res.end[r], en);
     }
+    void blocked(int, const Action&) {}
+  } totals{c, {}, std::vector<HeldMemory>(static_cast<std::size_t>(p))};
+  totals.res.busy.assign(p, 0.0);
+  totals.res.end.assign(p, 0.0);
+  totals.res.activation_mem.assign(p, 0.0);
+  if (!engine::run(p, stage_to_rank, source, inputs, time_of, totals))
+    throw ScheduleError("simulate_totals: schedule '" + name + "' deadlocks; run validate() for the grid");
+  StepTotals& res = totals.res;
+  double idle_sum = 0;
+  for (int r = 0; r < p; ++r) {
+    res.activation_mem[r] = totals.mem[r].peak;
+    res.makespan = std::max(res.makespan, res.end[r]);
   }
-
-  // As waits_on, for an overlapped pair the first of its halves that waits.
-  int waits_on_row_action(const Action& a, int r, double& ready) const {
-    int wait = -1;
-    if (a.op == Op::OVERLAP_F_B) {
-      for (const Action& sub : a.sub)
-        if (wait < 0) wait = waits_on(sub, r, ready);
-    } else {
-      wait = waits_on(a, r, ready);
-    }
-    return wait;
-  }
-
-  void finish(const Action& x, double en) {
-    if (x.op == Op::F) f_done[key(x.stage, x.microbatch)] = en;
-    if (x.op == Op::B || x.op == Op::I) b_done[key(x.stage, x.microbatch)] = en;
-  }
-};
+  for (int r = 0; r < p; ++r) idle_sum += res.makespan - res.busy[r];
+  res.bubble_fraction = res.makespan > 0 ? idle_sum / (p * res.makespan) : 0.0;
+  res.state_bytes = inputs.table().bytes();
+  return res;
+}
 
 }  // namespace
 
 StepTotals simulate_totals(const Schedule& s, const CostModel& cost) {
   if (s.is_lowered()) throw ScheduleError("simulate_totals: schedule '" + s.name + "' holds SEND/RECV actions");
-  const int p = s.p, S = s.num_stages();
-  const CostModel c = cost.resolved(S, s.v / s.chains);  // act's unit as in simulate()
-  const ActionTime time_of(s, c);
-  Finished done(s, c);
-  StepTotals res;
-  res.busy.assign(p, 0.0);
-  res.end.assign(p, 0.0);
-  res.activation_mem.assign(p, 0.0);
-  std::vector<std::size_t> head(p, 0);
-  std::vector<double> clock(p, 0.0);
-  std::vector<HeldMemory> mem(p);
-  std::vector<std::vector<int>> blocked_on(p);
-  std::vector<char> queued(p, 1);
-  std::deque<int> work;
-  for (int r = 0; r < p; ++r) work.push_back(r);
-  while (!work.empty()) {
-    const int r = work.front();
-    work.pop_front();
-    queued[r] = 0;
-    const auto& row = s.ranks[r];
-    bool progressed = false;
-    while (head[r] < row.size()) {
-      const Action& a = row[head[r]];
-      double ready = 0.0;
-      const int wait = done.waits_on_row_action(a, r, ready);
-      if (wait == r) throw ScheduleError("simulate_totals: schedule '" + s.name + "' is not a validated order");
-      if (wait >= 0) {
-        blocked_on[wait].push_back(r);
-        break;
-      }
-      const double st = std::max(clock[r], ready);
-      const double en = st + time_of(a);
-      auto finish = [&](const Action& x) {
-        done.finish(x, en);
-        mem[r].apply(c, x);
-      };
-      if (a.op == Op::OVERLAP_F_B) {
-        for (const Action& x : a.sub) finish(x);
-      } else {
-        finish(a);
-      }
-      res.busy[r] += en - st;
-      res.end[r] = std::max(res.end[r], en);
-      clock[r] = en;
-      ++head[r];
-      progressed = true;
-    }
-    if (progressed) {
-      for (int w : blocked_on[r])
-        if (!queued[w]) {
-          queued[w] = 1;
-          work.push_back(w);
-        }
-      blocked_on[r].clear();
-    }
-  }
-  for (int r = 0; r < p; ++r)
-    if (head[r] < s.ranks[r].size())
-      throw ScheduleError("simulate_totals: schedule '" + s.name + "' deadlocks; run validate() for the grid");
-  double idle_sum = 0;
-  for (int r = 0; r < p; ++r) {
-    res.activation_mem[r] = mem[r].peak;
-    res.makespan = std::max(res.makespan, res.end[r]);
-  }
-  for (int r = 0; r < p; ++r) idle_sum += res.makespan - res.busy[r];
-  res.bubble_fraction = res.makespan > 0 ? idle_sum / (p * res.makespan) : 0.0;
-  return res;
+  const CostModel c = cost.resolved(s.num_stages(), s.v / s.chains);  // act's unit as in simulate()
+  engine::RowsSource rows(s.ranks);
+  return totals_of(rows, s.name, s.stage_to_rank, s.p, s.m, s.chains, c, ActionTime(s, c));
+}
+
+StepTotals simulate_totals(const RankPrograms& s, const CostModel& cost) {
+  const CostModel c = cost.resolved(s.num_stages(), s.v / s.chains);
+  ProgramSource programs(s);
+  return totals_of(programs, s.name, s.stage_to_rank, s.p, s.m, s.chains, c, ActionTime(s, c));
 }
 
 double mean_makespan(const Schedule& s, const CostModel& cost, int samples) {

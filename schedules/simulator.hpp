@@ -2,10 +2,12 @@
 // Also the analytic bubble of each variant where the literature gives a closed form.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "schedules/program.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/timeline.hpp"
 
@@ -80,14 +82,18 @@ SimResult simulate(const Schedule& schedule, const CostModel& cost);
 struct StepTotals {
   double makespan = 0, bubble_fraction = 0;
   std::vector<double> busy, end, activation_mem;  // per rank
+  std::size_t state_bytes = 0;                    // what the dependency table held at its peak (capacities)
 };
 
-// simulate() for sweeps of thousands of configurations: no timeline and no time kept per action
-// (two completion times per (stage, micro-batch) and a few numbers per rank), costs looked up
-// from the resolved lists instead of called through a std::function; about 10x faster at
-// p = 128, m = 1024. The schedule must be compute-only and must have passed validate() once
-// (a generator's schedule has); a deadlock is reported as ScheduleError.
+// simulate() for sweeps of thousands of configurations: the same event loop as execute(), with
+// no timeline and no time kept per action: per stage which micro-batches finished, a completion
+// time only until the other stage that reads it has run, a few numbers per rank. The schedule
+// must be compute-only and must have passed validate() once (a generator's schedule has); a
+// deadlock is reported as ScheduleError.
 StepTotals simulate_totals(const Schedule& schedule, const CostModel& cost);
+// The same from per-rank programs (program.hpp), bit for bit: with make_rank_programs the whole
+// simulation holds O(p + in flight) besides the programs, never every rank's list.
+StepTotals simulate_totals(const RankPrograms& programs, const CostModel& cost);
 
 // The mean makespan of `samples` simulations with jitter seeds 1..samples (cost.jitter_cv > 0);
 // the plain makespan when jitter_cv is 0.

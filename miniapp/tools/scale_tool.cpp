@@ -99,10 +99,10 @@ struct Evaluated {
 
 // The model of one configuration. `kinds` are its replicas' boundary patterns; zero_links
 // charges no transfer (for the exposed-communication figure).
-Evaluated evaluate(const sched::Schedule& s, const sched::CostModel& base, const std::vector<std::vector<int>>& kinds,
-                   const Cluster& cl, double boundary_bytes, const std::vector<double>& rank_state,
-                   const std::vector<double>& rank_ar, double fixed_ms, double loss_ms, bool overlap, double cap,
-                   bool zero_links) {
+Evaluated evaluate(const sched::RankPrograms& s, const sched::CostModel& base,
+                   const std::vector<std::vector<int>>& kinds, const Cluster& cl, double boundary_bytes,
+                   const std::vector<double>& rank_state, const std::vector<double>& rank_ar, double fixed_ms,
+                   double loss_ms, bool overlap, double cap, bool zero_links) {
   Evaluated e;
   sched::CostModel cm = base;
   const Link* by_kind[3] = {nullptr, &cl.intra, &cl.inter};
@@ -137,10 +137,11 @@ Evaluated evaluate(const sched::Schedule& s, const sched::CostModel& base, const
   return e;
 }
 
-// A schedule generator's (p, m, v) instance, or nullopt where it has none.
-std::optional<sched::Schedule> try_schedule(const std::string& name, int p, int m, int v) {
+// A schedule generator's (p, m, v) instance as rank programs (the simulation then holds about
+// one rank's actions, not the whole schedule), or nullopt where it has none.
+std::optional<sched::RankPrograms> try_schedule(const std::string& name, int p, int m, int v) {
   try {
-    return sched::make_schedule(name, p, m, v);
+    return sched::make_rank_programs(name, p, m, v);
   } catch (const sched::ScheduleError&) {
     return std::nullopt;
   }
@@ -190,7 +191,7 @@ RankShares rank_shares(const Cluster& cl, const StageLayout& layout, const std::
 }
 
 // The busiest rank's compute: m forwards and backwards of each of its stages, and the W tail.
-double busiest_rank_ms(const sched::CostModel& cm, const sched::Schedule& s, int p, int S, int m) {
+double busiest_rank_ms(const sched::CostModel& cm, const sched::RankPrograms& s, int p, int S, int m) {
   const sched::CostModel rc = cm.resolved(S, s.v);
   std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
   for (int st = 0; st < S; ++st)
@@ -323,9 +324,9 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
           if (S > L) continue;
           for (int m = 1; m <= std::min(Br, opt.max_m); ++m) {
             if (Br % m) continue;
-            const std::optional<sched::Schedule> made = try_schedule(name, p, m, v);
+            const std::optional<sched::RankPrograms> made = try_schedule(name, p, m, v);
             if (!made) continue;
-            const sched::Schedule& s = *made;
+            const sched::RankPrograms& s = *made;
             if (s.v != v) continue;
             const std::vector<std::vector<int>> kinds = boundary_patterns(cl, s.stage_to_rank, p, dp);
             const int n = Br / m;
