@@ -126,15 +126,20 @@ inline void blocking_copy(Dst&& dst, const Src& src) {  // Dst: a view, or a sca
 // The instance boundary transfers' staging copies run on, so that a copy overlaps the next compute
 // action (executor.cpp). A device backend gets its own queue (a CUDA/HIP stream, a SYCL queue:
 // partition_space, Kokkos 4 and later); a host backend (Serial, OpenMP, Threads) keeps the default
-// instance, where a copy runs when it is issued and a second queue would gain nothing.
-inline ExecSpace transfer_instance() {
+// instance, where kernels and copies run when they are issued and a second queue would gain nothing.
 #if KOKKOS_VERSION >= 40000 && \
     (defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL))
-  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible)
-    return Kokkos::Experimental::partition_space(ExecSpace(), 1)[0];
-#endif
+inline constexpr bool kTransferQueueOfItsOwn = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+inline ExecSpace transfer_instance() {
+  if (kTransferQueueOfItsOwn) return Kokkos::Experimental::partition_space(ExecSpace(), 1)[0];
   return ExecSpace();
 }
+#else
+inline constexpr bool kTransferQueueOfItsOwn = false;
+inline ExecSpace transfer_instance() {
+  return ExecSpace();
+}
+#endif
 
 // Joins a host backend's threads after a host-path kernel (packed GEMM, held samples): no device is
 // involved, so it is not a host synchronization and is not counted.

@@ -223,11 +223,15 @@ void Executor<T>::post_send(Dir dir, const sched::Action& a) {
   // instance reads the buffer (after each action already, with the per-action fence).
   if (compute_unfenced_) fence_compute("Pipeline::send::fence");
   if (path_ == CommPath::host_staging) {
-    // The copy runs on the transfer instance; its send is posted at the next progress point.
+    // The copy runs on the transfer instance; its send is posted at the next progress point
+    // (where the transfer instance is a queue of its own).
     p.host = take_staging(p.dev.extent(0));
     Kokkos::deep_copy(transfer_, p.host, p.dev);
     transfer_unfenced_ = true;
     staged_.push_back(p);
+    // Without a queue of its own the copy ran when issued, and the next action would run before
+    // a deferred post (a host backend executes as it enqueues): post now.
+    if (!kTransferQueueOfItsOwn) fence_transfers();
     return;
   }
   delay_send_for_test();

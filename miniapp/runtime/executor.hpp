@@ -8,7 +8,8 @@
 // - a send's device-to-host copy starts after the producing compute is complete (a fence of the
 //   compute instance, which the per-action fence already is), and its MPI_Isend is posted at the
 //   next progress point (after the next compute action is enqueued) once the transfer instance is
-//   fenced, or before this rank blocks on anything;
+//   fenced, or before this rank blocks on anything; on a host backend (no queue of its own, the
+//   next action would run before the post) it is posted at once;
 // - a receive's host-to-device copy is issued on the transfer instance as soon as the message is
 //   seen complete (at a progress point or when its consumer needs it), and the transfer instance
 //   is fenced before the consumer's kernels are enqueued;
