@@ -110,6 +110,7 @@ Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<St
       path_(path),
       action_fence_(action_fence),
       transfer_(transfer_instance()),
+      defer_posts_(kTransferQueueOfItsOwn || test_delays().defer_staged_posts),
       stage_to_rank_(plan.stage_to_rank),
       stages_(stages),
       timeout_(timeout_s) {
@@ -231,7 +232,7 @@ void Executor<T>::post_send(Dir dir, const sched::Action& a) {
     staged_.push_back(p);
     // Without a queue of its own the copy ran when issued, and the next action would run before
     // a deferred post (a host backend executes as it enqueues): post now.
-    if (!kTransferQueueOfItsOwn) fence_transfers();
+    if (!defer_posts_) fence_transfers();
     return;
   }
   delay_send_for_test();

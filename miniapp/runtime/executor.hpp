@@ -126,6 +126,7 @@ class Executor {
   CommPath path_;
   bool action_fence_ = true;
   ExecSpace transfer_;              // the staging copies' instance (transfer_instance())
+  bool defer_posts_ = false;        // staged sends posted at the next progress point (a queue of its own)
   bool compute_unfenced_ = false;   // compute work enqueued since the compute instance's last fence
   bool transfer_unfenced_ = false;  // copies issued on transfer_ since its last fence
   std::vector<int> stage_to_rank_;

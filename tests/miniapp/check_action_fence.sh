@@ -2,7 +2,9 @@
 # check_action_fence.sh MPIEXEC MINIPIPE DECK OUTDIR: the per-action fence and the transfer path
 # change no bit. Dumps of 1F1B at p = 2 and 3 (and ZB-H1 at p = 2, split backward) with
 # profile.action_fence on and off, boundary tensors straight to MPI (cuda_aware auto) and through
-# host staging on the transfer instance (off), are h5diff-identical to a p = 1 sequential run. The
+# host staging on the transfer instance (off), are h5diff-identical to a p = 1 sequential run, also
+# with staged sends posted as on a GPU (MINIPIPE_TEST_DEFER_STAGED_POSTS=1: at the next progress
+# point or before the rank blocks; pipeline.timeout bounds a deadlock there to a failure). The
 # report of a run without the fence marks per-action times unavailable (null in the JSON, n/a in the
 # table) instead of printing enqueue times as action times, and a timeline is refused up front.
 set -uo pipefail
@@ -21,9 +23,14 @@ run ref 1 --schedule sequential -m 1
 for case in "2 1f1b 4" "3 1f1b 4" "2 zb-h1 5"; do
   set -- $case
   for fence in true false; do
-    for path in auto off; do
+    for path in auto off deferred; do
       name=p$1_$2_${fence}_$path
-      run "$name" "$1" --schedule "$2" -m "$3" --profile.action_fence $fence --pipeline.cuda_aware $path
+      if [ $path = deferred ]; then
+        MINIPIPE_TEST_DEFER_STAGED_POSTS=1 run "$name" "$1" --schedule "$2" -m "$3" --profile.action_fence $fence \
+          --pipeline.cuda_aware off --pipeline.timeout 60
+      else
+        run "$name" "$1" --schedule "$2" -m "$3" --profile.action_fence $fence --pipeline.cuda_aware $path
+      fi
       h5diff --exclude-path /meta "$dir/ref.h5" "$dir/$name.h5" > "$dir/$name.diff" 2>&1 ||
         { head -n 20 "$dir/$name.diff"; fail "$name: the dump differs from the p = 1 sequential run"; }
       echo "$name: dump identical to the p = 1 sequential run"
