@@ -18,7 +18,9 @@ F_token of docs/benchmarking.md times B*T, so "model GFLOP/s" here is the run's 
 Usage: benchmarks/e2e_speed.py [--build build] [--baseline-build DIR] [--repeats 3] [--steps 5] [--threads N]
        [--vocab 512 --channels 256 --layers 8 --heads 8 --seq-len 128 --batch 8] [--no-torch]
 --baseline-build adds the same miniPipe rows from another build (e.g. an older commit) to the
-same interleaved rounds, for before/after ratios. --threads N adds p=1 m=1 rows at N host threads
+same interleaved rounds, for before/after ratios. --variant "LABEL=ARGS" (repeatable) adds the
+rows of --build run with extra minipipe arguments, e.g. --variant "no-fence=--profile.action_fence
+false", in the same rounds, with their ratios to the baseline. --threads N adds p=1 m=1 rows at N host threads
 (a build against an OpenMP Kokkos; fast mode's BLAS gets N threads too) and their speed-up over
 the 1-thread rows of the same rounds, beside the memory bandwidth (a triad) and the cost of one
 kernel dispatch at 1 and N threads.
@@ -131,12 +133,13 @@ def threaded_env(e, n):
     return t
 
 
-def minipipe_run(build, deck, mode, p, m, a, e, tmp):
+def minipipe_run(build, deck, mode, p, m, a, e, tmp, extra=()):
     exe = os.path.join(build, "miniapp", "minipipe")
     js = os.path.join(tmp, f"r_{mode}_{p}_{m}.json")
     sched = schedule_of(a, p, m)
     cmd = [exe, "run", "--deck", deck, "--train.mode", mode, "-m", str(m), "--schedule", sched, "--json", js,
            "--force"] + (["--train.fast_gemm", a.fast_gemm] if mode == "fast" and a.fast_gemm != "auto" else [])
+    cmd += list(extra)
     if p > 1:
         cmd = ["mpiexec", "-n", str(p)] + cmd
     r = subprocess.run(cmd, env=e, capture_output=True, text=True)
@@ -226,6 +229,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--baseline-build", default="")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="LABEL=ARGS: rows of --build run with extra minipipe arguments (repeatable)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--vocab", type=int, default=512)
@@ -256,7 +261,12 @@ def main():
     py = None if a.no_torch else torch_python()
     if not a.no_torch and not py:
         print("python3-torch is not installed: no PyTorch column (apt-get install python3-torch)")
-    builds = [("", a.build)] + ([("baseline ", a.baseline_build)] if a.baseline_build else [])
+    builds = [("", a.build, [])] + ([("baseline ", a.baseline_build, [])] if a.baseline_build else [])
+    for v in a.variant:
+        if "=" not in v:
+            ap.error(f"--variant {v!r}: expected LABEL=ARGS")
+        label, args = v.split("=", 1)
+        builds.append((label.strip() + " ", a.build, args.split()))
     configs = [tuple(int(x) for x in c.split(":")) for c in a.configs.split(",")]
     tmp = tempfile.mkdtemp(prefix="minipipe_e2e_")
     deck = os.path.join(tmp, "deck.toml")
@@ -275,10 +285,10 @@ def main():
             if be:
                 rate, best_ctx = sgemm_rate(a.build, a, be)
                 sgemm_best.append(rate)
-            for label, build in builds:
+            for label, build, extra in builds:
                 for p, m in configs:
                     for mode in ("deterministic", "fast"):
-                        s, run = minipipe_run(build, deck, mode, p, m, a, e, tmp)
+                        s, run = minipipe_run(build, deck, mode, p, m, a, e, tmp, extra)
                         steps.setdefault((label, mode, p, m), []).extend(s)
                         info = run
                         if mode == "fast":
@@ -308,7 +318,7 @@ def main():
           f"{flops / 1e9:.2f} GFLOP per step ({flops} FLOP); {a.repeats} interleaved rounds x {a.steps - 1} timed "
           f"steps, medians")
     print(f"Kokkos backend {info.get('backend')}, BLAS: {info.get('blas')}")
-    for label, _ in builds:
+    for label, _, _ in builds:
         print(f"{label}fast rows' GEMM: {fast_gemm_used.get(label)}")
     print(f"sgemm (cblas, fc shape {tokens}x{4 * a.channels}x{a.channels}, 1 thread): {g:.1f} GFLOP/s "
           f"(rounds: {', '.join(f'{x:.1f}' for x in sgemm)}); openblas core {ctx.get('openblas_corename')}, "
@@ -336,7 +346,7 @@ def main():
         return line + f"{flops / t / 1e9 / g:>8.2f}" + (f"{flops / t / 1e9 / gb:>8.2f}" if gb else "")
 
     med = {k: statistics.median(v) for k, v in steps.items()}
-    for label, _ in builds:
+    for label, _, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
                 t = med[(label, mode, p, m)]
@@ -351,12 +361,12 @@ def main():
           + (f", best kernels {gb_max:.1f}" if gb_max else "") + "):")
     print(f"{'run':<26}{'schedule':>11}{'p':>3}{'m':>4}{'tokens/s':>11}{'GFLOP/s':>10}{'/sgemm':>8}"
           + (f"{'/best':>8}" if gb_max else ""))
-    for label, _ in builds:
+    for label, _, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
                 print(rate_row(label + mode, p, m, min(steps[(label, mode, p, m)]), g_max, gb_max))
     print("ratios (medians of this run):")
-    for label, _ in builds:
+    for label, _, _ in builds:
         for mode in ("deterministic", "fast"):
             def r(num, den):
                 return med[(label, mode) + den] / med[(label, mode) + num]
@@ -370,10 +380,13 @@ def main():
             print(f"  {label}fast/deterministic at p=1 m=1: "
                   f"{med[(label, 'deterministic', 1, 1)] / med[(label, 'fast', 1, 1)]:.2f}")
     if a.baseline_build:
-        for p, m in configs:
-            for mode in ("deterministic", "fast"):
-                print(f"  speed-up over baseline, {mode} p={p} m={m}: "
-                      f"{med[('baseline ', mode, p, m)] / med[('', mode, p, m)]:.2f}")
+        for label, _, _ in builds:
+            if label == "baseline ":
+                continue
+            for p, m in configs:
+                for mode in ("deterministic", "fast"):
+                    print(f"  {label or 'this build '}speed-up over baseline, {mode} p={p} m={m}: "
+                          f"{med[('baseline ', mode, p, m)] / med[(label, mode, p, m)]:.2f}")
     if all(b == "Serial" for b in backends.values()):
         print("Kokkos thread scaling: not measured (this Kokkos has the Serial backend only)")
     elif not a.threads:
@@ -381,7 +394,7 @@ def main():
     else:
         print(f"Kokkos thread scaling, p=1 m=1, {a.threads} threads "
               f"(OMP_PROC_BIND=spread, OMP_PLACES=cores, OPENBLAS_NUM_THREADS={a.threads}) over 1 thread:")
-        for label, _ in builds:
+        for label, _, _ in builds:
             for mode in ("deterministic", "fast"):
                 if (label, mode, "threads") not in med:
                     print(f"  {label + mode}: not measured (its Kokkos has the Serial backend only)")

@@ -86,8 +86,10 @@ NonFinite checked_for_each(const char* label, const View& out, const Write& writ
     return NonFinite{};
   }
   std::int64_t code = kFiniteCode;
-  checked_reduce<T>(label, out, write, Kokkos::Min<std::int64_t>(code));
-  note_host_sync();  // the result is a host scalar
+  {
+    counters::HostSync sync;  // the result is a host scalar
+    checked_reduce<T>(label, out, write, Kokkos::Min<std::int64_t>(code));
+  }
   return decode_non_finite(code);
 }
 

@@ -110,8 +110,7 @@ struct GradAccum {
   // overflowed, naming the parameter.
   NonFinite finalize(const View1<T>& g) const {
     int ov = 0;
-    Kokkos::deep_copy(ov, overflow);
-    note_host_sync();
+    blocking_copy(ov, overflow);
     if (ov) throw_overflow();
     return finalize_unchecked(g);
   }

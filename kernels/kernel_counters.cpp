@@ -16,7 +16,10 @@ namespace minipipe::counters {
 
 namespace detail {
 bool g_counting = false;
-}
+int g_sync_depth = 0;
+bool g_sync_seen = false;
+std::int64_t g_host_syncs = 0;
+}  // namespace detail
 
 namespace {
 
@@ -57,6 +60,15 @@ void own_fence() {
   --s.own_fences;
 }
 
+// A Kokkos event inside a HostSync: the first one is the synchronization Kokkos Tools sees (a
+// blocking copy may fence inside, a reduction into a host scalar fences after the kernel).
+void note_sync_event() {
+  if (detail::g_sync_depth > 0 && !detail::g_sync_seen) {
+    detail::g_sync_seen = true;
+    ++state().sync.host_syncs;
+  }
+}
+
 // Kokkos' names of host-accessible spaces (Kokkos_*Space.hpp: HostSpace is "Host", the pinned
 // host spaces "CudaHostPinned", "HIPHostPinned", SYCL's host USM "SYCLHostUSM"); every other
 // space (Cuda, CudaUVM, HIP, HIPManaged, SYCLDeviceUSM, ...) counts as device memory.
@@ -66,6 +78,7 @@ bool host_space(const SpaceHandle& h) {
 }
 
 void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id, bool reduce) {
+  note_sync_event();
   State& s = state();
   if (s.timed) own_fence();
   *id = s.inflight.size();
@@ -99,6 +112,7 @@ void begin_fence(const char* name, const std::uint32_t, std::uint64_t* handle) {
   *handle = 0;
   State& s = state();
   if (s.own_fences > 0) return;
+  note_sync_event();
   if (name && std::strncmp(name, "Kokkos::", 8) == 0) {
     ++s.sync.kokkos_fences;
   } else {
@@ -110,6 +124,7 @@ void end_fence(const std::uint64_t) {}
 
 void begin_deep_copy(SpaceHandle dst, const char*, const void*, SpaceHandle src, const char* src_label, const void*,
                      std::uint64_t bytes) {
+  note_sync_event();
   SyncCounts& c = state().sync;
   // deep_copy(view, value) is a fill: Kokkos labels its source "Scalar", and Kokkos 3.4 labels it
   // "(none)" in the overload that takes an execution space (fills ordered with the step's kernels).
@@ -149,6 +164,7 @@ SyncCounts SyncCounts::operator-(const SyncCounts& o) const {
   d.d2d_bytes = d2d_bytes - o.d2d_bytes, d.h2h_bytes = h2h_bytes - o.h2h_bytes;
   d.fill_bytes = fill_bytes - o.fill_bytes;
   d.kernels = kernels - o.kernels, d.reduces = reduces - o.reduces;
+  d.host_syncs = host_syncs - o.host_syncs;
   return d;
 }
 
@@ -197,6 +213,7 @@ void reset_work() {
 void note_program_fence(const char* label) {
   State& s = state();
   if (!detail::g_counting || s.own_fences > 0) return;
+  note_sync_event();
   ++s.sync.fences;
   ++s.fence_labels[label ? label : "?"];
 }

@@ -13,7 +13,33 @@
 namespace minipipe::counters {
 
 namespace detail {
-extern bool g_counting;  // set by enable(); read inline by every kernel entry
+extern bool g_counting;            // set by enable(); read inline by every kernel entry
+extern int g_sync_depth;           // > 0 inside a HostSync
+extern bool g_sync_seen;           // the open HostSync's first Kokkos event was counted
+extern std::int64_t g_host_syncs;  // HostSyncs opened (outermost ones), counting or not
+}  // namespace detail
+
+// One host synchronization (the host waits for the device: a fence, a blocking copy between host
+// and device memory, a reduction into a host scalar), opened around the Kokkos call that waits;
+// kernels/types.hpp's shims are the only users. It is counted twice, from one place: here, always
+// (host_sync_count(), the run report's "host syncs N/step"), and, while counting, by the Kokkos
+// Tools callbacks as the first fence, copy or kernel event Kokkos reports inside it
+// (SyncCounts::host_syncs). The two agree by construction unless a HostSync wraps a call that is
+// no Kokkos event (check_kernel_counters.py asserts they are equal in every step).
+class HostSync {
+ public:
+  HostSync() {
+    if (detail::g_sync_depth++ == 0) {
+      ++detail::g_host_syncs;
+      detail::g_sync_seen = false;
+    }
+  }
+  ~HostSync() { --detail::g_sync_depth; }
+  HostSync(const HostSync&) = delete;
+  HostSync& operator=(const HostSync&) = delete;
+};
+inline std::int64_t host_sync_count() {
+  return detail::g_host_syncs;
 }
 
 // True while counting: a kernel entry computes its FLOPs and bytes only then.
@@ -77,6 +103,7 @@ struct SyncCounts {
   std::uint64_t d2h = 0, h2d = 0, d2d = 0, h2h = 0, fills = 0;
   std::uint64_t d2h_bytes = 0, h2d_bytes = 0, d2d_bytes = 0, h2h_bytes = 0, fill_bytes = 0;
   std::uint64_t kernels = 0, reduces = 0;  // Kokkos kernels launched; of them parallel_reduce
+  std::uint64_t host_syncs = 0;            // HostSyncs that Kokkos reported an event in (= host_sync_count()'s)
   SyncCounts operator-(const SyncCounts& o) const;
 };
 

@@ -83,20 +83,17 @@ namespace kmath = ::Kokkos::Experimental;
 // Kokkos 3.5 and later report every fence to the kernel counters' callback; before 3.5 the
 // shims count the ones miniPipe asks for.
 // Host synchronizations: the points where the host waits for the device (explicit fences, a
-// reduction into a host scalar, a deep_copy that reads or fills memory across the two), counted
-// where miniPipe issues them so that a run reports them per step (RankStepStats::host_syncs).
-// The fence wrappers below count themselves; other sites call note_host_sync(). Kokkos' own
-// waits inside libraries (Kokkos Kernels) are not seen: Kokkos Tools counters can replace this one.
-inline std::int64_t& host_sync_count() {
-  static std::int64_t n = 0;
-  return n;
-}
-inline void note_host_sync() {
-  ++host_sync_count();
+// reduction into a host scalar, a blocking deep_copy between host and device memory). Each goes
+// through one of the shims below (fence, fence_space, blocking_copy) or opens a
+// counters::HostSync itself, which counts it once for the run report (RankStepStats::host_syncs)
+// and lets the kernel counters check that Kokkos saw it (kernel_counters.hpp). Kokkos' own waits
+// inside libraries (Kokkos Kernels) are not miniPipe's and are not counted.
+inline std::int64_t host_sync_count() {
+  return counters::host_sync_count();
 }
 
 inline void fence(const char* label) {
-  note_host_sync();
+  counters::HostSync sync;
 #if KOKKOS_VERSION >= 30500
   Kokkos::fence(label);
 #else
@@ -108,7 +105,7 @@ inline void fence(const char* label) {
 
 template <class Space>
 inline void fence_space(const Space& space, const char* label) {
-  note_host_sync();
+  counters::HostSync sync;
 #if KOKKOS_VERSION >= 30500
   space.fence(label);
 #else
@@ -117,6 +114,32 @@ inline void fence_space(const Space& space, const char* label) {
   space.fence();
 #endif
 }
+
+// A deep_copy the host waits for (no execution space: Kokkos fences before and after it), counted
+// as one host synchronization.
+template <class Dst, class Src>
+inline void blocking_copy(Dst&& dst, const Src& src) {  // Dst: a view, or a scalar read from one
+  counters::HostSync sync;
+  Kokkos::deep_copy(dst, src);
+}
+
+// The instance boundary transfers' staging copies run on, so that a copy overlaps the next compute
+// action (executor.cpp). A device backend gets its own queue (a CUDA/HIP stream, a SYCL queue:
+// partition_space, Kokkos 4 and later); a host backend (Serial, OpenMP, Threads) keeps the default
+// instance, where kernels and copies run when they are issued and a second queue would gain nothing.
+#if KOKKOS_VERSION >= 40000 && \
+    (defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL))
+inline constexpr bool kTransferQueueOfItsOwn = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+inline ExecSpace transfer_instance() {
+  if (kTransferQueueOfItsOwn) return Kokkos::Experimental::partition_space(ExecSpace(), 1)[0];
+  return ExecSpace();
+}
+#else
+inline constexpr bool kTransferQueueOfItsOwn = false;
+inline ExecSpace transfer_instance() {
+  return ExecSpace();
+}
+#endif
 
 // Joins a host backend's threads after a host-path kernel (packed GEMM, held samples): no device is
 // involved, so it is not a host synchronization and is not counted.

@@ -79,6 +79,7 @@ struct RunSetup {
   bool force = false;
   CommPath path = CommPath::host_memory;
   std::string why;
+  bool action_fence = true;               // profile.action_fence: each compute action fenced (per-action times)
   bool auto_split = false;                // pipeline.layers_per_stage = "auto"
   std::shared_ptr<const CostFile> costs;  // its measured costs (pipeline.costs or profiled)
   std::vector<Plan> plans;
@@ -275,6 +276,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
 
   const int smallest_share = plan_ranks(deck, su, world);
   su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
+  su.action_fence = deck.get_bool("profile.action_fence");
 
   su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
   if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
@@ -329,6 +331,11 @@ void print_banner(const RunSetup& su, std::ostream& out) {
       << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
       << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
+  out << "per-action fence: "
+      << (su.action_fence ? "on (each compute action fenced: per-action times, bubble and time budget measured)"
+                          : "off (profile.action_fence = false: actions only enqueued; fences where MPI or the host "
+                            "reads device memory; per-action times unavailable)")
+      << "\n";
   if (!su.plans.empty() && !su.plans.front().dump.empty())
     out << "dump size estimate: "
         << static_cast<long long>(
@@ -622,7 +629,29 @@ std::string compare_to_reference(const Plan& pl, std::string& reference_dump) {
   return rc == 0 ? "identical" : (rc == 1 ? "DIFFERS" : "error");
 }
 
+// profile.action_fence = false: the per-rank lines without the figures built from action spans.
+void print_run_without_action_times(const RunReport& rep, std::ostream& out) {
+  char line[256];
+  char analytic[32] = "-";
+  if (rep.bubble_analytic) std::snprintf(analytic, sizeof(analytic), "%.6f", *rep.bubble_analytic);
+  std::snprintf(line, sizeof(line),
+                "bubble measured n/a | simulated n/a | analytic %s (unit costs) | imbalance n/a | peak stored on "
+                "rank 0: %d micro-batches, %.2f MiB",
+                analytic, rep.ranks[0].peak_stored_mb, rep.ranks[0].peak_stored_bytes / 1048576.0);
+  out << line << "\n";
+  for (const auto& rr : rep.ranks) {
+    std::snprintf(line, sizeof(line),
+                  "  rank %d: F/I/W/B n/a  comm wait %7.2f  dump %7.2f  all-reduce %7.2f ms | peak %d mb, scratch "
+                  "%.2f MiB | host syncs %lld/step\n",
+                  rr.rank, 1e3 * rr.comm_wait, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
+                  rr.workspace_bytes / 1048576.0, rr.host_syncs);
+    out << line;
+  }
+  out << "  per-action times unavailable (profile.action_fence = false): compute actions were only enqueued\n";
+}
+
 void print_run(const RunReport& rep, std::ostream& out) {
+  if (!rep.action_times) return print_run_without_action_times(rep, out);
   char line[256];
   char analytic[32] = "-";
   if (rep.bubble_analytic) std::snprintf(analytic, sizeof(analytic), "%.6f", *rep.bubble_analytic);
@@ -692,7 +721,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
           << " ==\n";
     if (rank == 0 && !pl.split_note.empty()) out << pl.split_note << "\n";
     Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
-                          su.opt, su.timeout, su.recompute);
+                          su.opt, su.timeout, su.recompute, su.action_fence);
     if (su.restart) trainer.restore(*su.restart);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;
@@ -737,6 +766,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
       ctx.p = su.p, ctx.dp = su.dp, ctx.m = pl.m, ctx.first_step = su.first_step;
       ctx.steps = su.steps - su.first_step, ctx.batch = su.B;
       ctx.seq_len = su.shape.seq_len;
+      ctx.action_times = su.action_fence;
       RunReport rep = summarize(ctx, pl.lowered, meas);
       rep.dump_vs_reference = compare_to_reference(pl, reference_dump);
       write_pictures(deck, su, pl, ctx, meas, rep);

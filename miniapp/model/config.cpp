@@ -183,6 +183,15 @@ const std::vector<DeckKey>& deck_keys() {
        "built-in kernel counters: per kernel calls, fenced time, FLOPs, bytes and rates beside a same-run sgemm and "
        "triad; per step fences and host-device copies (kernels are fenced while on, so steps run slower)",
        {}},
+      // The executor's fence after each compute action (docs/device-path.md): it gives every
+      // action its own end time; off, actions are only enqueued and the fences left are those
+      // where MPI or the host reads device memory.
+      {"profile.action_fence",
+       true,
+       "fence after every compute action, so each action's time is its own (the measured bubble, per-rank F/I/W/B, "
+       "the time budget and the timelines need it); false: actions are only enqueued, fences remain only where MPI "
+       "or the host reads device memory, and the report marks per-action times unavailable",
+       {}},
   };
   return keys;
 }

@@ -86,6 +86,13 @@ void check_effective_keys(const Deck& deck) {
     no_effect("output.roofline", quoted_text(deck.get_string("output.roofline")), "unless profile.kernels = true",
               "leave it empty, or set profile.kernels = true");
 
+  // Timelines draw each action's span, which is its enqueue time without the per-action fence.
+  if (!deck.get_bool("profile.action_fence"))
+    for (const char* key : {"output.svg", "output.trace"})
+      if (!deck.get_string(key).empty())
+        no_effect(key, quoted_text(deck.get_string(key)), "unless profile.action_fence = true",
+                  "leave it empty, or set profile.action_fence = true");
+
   const std::string& source = deck.get_string("data.source");
   if (source != "hdf5") {
     if (!deck.get_string("data.path").empty())

@@ -40,14 +40,14 @@ std::string sync_line(const counters::SyncCounts& c) {
   char line[320];
   std::snprintf(line, sizeof(line),
                 "fences %llu (+%llu inside Kokkos) | D2H %llu (%llu B) | H2D %llu (%llu B) | D2D %llu (%llu B) | "
-                "H2H %llu (%llu B) | fills %llu | kernels %llu, reduces %llu",
+                "H2H %llu (%llu B) | fills %llu | kernels %llu, reduces %llu | host syncs seen %llu",
                 static_cast<unsigned long long>(c.fences), static_cast<unsigned long long>(c.kokkos_fences),
                 static_cast<unsigned long long>(c.d2h), static_cast<unsigned long long>(c.d2h_bytes),
                 static_cast<unsigned long long>(c.h2d), static_cast<unsigned long long>(c.h2d_bytes),
                 static_cast<unsigned long long>(c.d2d), static_cast<unsigned long long>(c.d2d_bytes),
                 static_cast<unsigned long long>(c.h2h), static_cast<unsigned long long>(c.h2h_bytes),
                 static_cast<unsigned long long>(c.fills), static_cast<unsigned long long>(c.kernels),
-                static_cast<unsigned long long>(c.reduces));
+                static_cast<unsigned long long>(c.reduces), static_cast<unsigned long long>(c.host_syncs));
   return line;
 }
 
@@ -57,6 +57,7 @@ Json sync_json(const counters::SyncCounts& c) {
   j["d2h"] = c.d2h, j["d2h_bytes"] = c.d2h_bytes, j["h2d"] = c.h2d, j["h2d_bytes"] = c.h2d_bytes;
   j["d2d"] = c.d2d, j["d2d_bytes"] = c.d2d_bytes, j["h2h"] = c.h2h, j["h2h_bytes"] = c.h2h_bytes;
   j["fills"] = c.fills, j["fill_bytes"] = c.fill_bytes, j["kernels"] = c.kernels, j["reduces"] = c.reduces;
+  j["host_syncs"] = c.host_syncs;
   return j;
 }
 

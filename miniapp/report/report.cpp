@@ -92,8 +92,10 @@ Json run_section(const RunReport& r) {
   j["bubble_simulated"] = r.bubble_simulated;
   j["bubble_analytic"] = r.bubble_analytic ? Json(*r.bubble_analytic) : Json();
   j["imbalance"] = r.imbalance;
-  j["stage_compute_seconds"] = r.stage_compute;
-  j["time_budget"] = budget_section(r.budget);
+  j["stage_compute_seconds"] = r.action_times ? Json(r.stage_compute) : Json();
+  j["time_budget"] = r.budget.empty() ? Json() : budget_section(r.budget);
+  // false: profile.action_fence = false; the figures built from per-action times are null.
+  j["per_action_times"] = r.action_times;
   j["ranks"] = Json::array();
   for (const RankReport& q : r.ranks) j["ranks"].push_back(rank_section(q));
   j["dump"] = r.dump_path;
@@ -130,7 +132,10 @@ void print_table(const std::vector<RunReport>& runs, std::ostream& out) {
     char an[16] = "-";
     if (r.bubble_analytic) std::snprintf(an, sizeof(an), "%.3f", *r.bubble_analytic);
     char bub[64];
-    std::snprintf(bub, sizeof(bub), "%.3f / %.3f / %s", r.bubble_measured, r.bubble_simulated, an);
+    if (r.action_times)
+      std::snprintf(bub, sizeof(bub), "%.3f / %.3f / %s", r.bubble_measured, r.bubble_simulated, an);
+    else
+      std::snprintf(bub, sizeof(bub), "n/a / n/a / %s", an);
     char act[32];
     std::snprintf(act, sizeof(act), "%d / %.2f", peak_mb, peak_bytes / 1048576.0);
     std::snprintf(line, sizeof(line), "%-17s %3d %3d %4d %10.2f %11.0f %27s %15s %10s", r.schedule.c_str(), r.p, r.v,
@@ -140,6 +145,13 @@ void print_table(const std::vector<RunReport>& runs, std::ostream& out) {
   out << "(bubble: idle / (p x makespan) of the last step; sim = event simulator fed with this run's measured\n"
          " per-stage F/I/W/B costs; analytic = the schedule's closed form for equal stages (stage-mean measured\n"
          " costs, or F = I = W where the formula needs it); peak act = stored micro-batches and MiB on rank 0)\n";
+  for (const auto& r : runs)
+    if (!r.action_times) {
+      out << "(n/a: per-action times unavailable: profile.action_fence = false enqueues compute actions without a\n"
+             " fence, so the measured and simulated bubble, per-rank F/I/W/B, imbalance and time budget are not\n"
+             " reported; the analytic bubble uses unit costs)\n";
+      break;
+    }
   print_budget_table(runs, out);
 }
 

@@ -34,6 +34,11 @@ struct RunReport {
   double tokens_per_second = 0;
   double makespan = 0;            // the pipeline's makespan in the timed (last) step
   std::vector<double> makespans;  // per step, the pipeline's makespan (s)
+  // Without per-action times (profile.action_fence = false) every figure built from the actions'
+  // spans is NaN (JSON null, "n/a" in tables): per-rank F/I/W/B, busy and idle, the measured and
+  // simulated bubble, the imbalance, the stage times and the time budget (left empty); the
+  // analytic bubble then uses unit costs. Step times, throughput and the FOM stay measured.
+  bool action_times = true;
   double bubble_measured = 0, bubble_simulated = 0;
   std::optional<double> bubble_analytic;
   double imbalance = 0;  // max/mean per-stage compute time

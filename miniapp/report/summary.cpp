@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -70,6 +71,20 @@ StageCosts stage_costs(const sched::Schedule& plan, const RunMeasurements& meas)
   return c;
 }
 
+// A run whose compute actions were only enqueued (profile.action_fence = false): their spans are
+// enqueue times, so nothing built from them is reported (NaN: null in JSON, "n/a" in tables).
+RunReport without_action_times(const sched::Schedule& plan, RunReport rep) {
+  const double na = std::numeric_limits<double>::quiet_NaN();
+  for (RankReport& rr : rep.ranks) rr.time_F = rr.time_I = rr.time_W = rr.time_B = rr.busy = rr.idle = na;
+  rep.bubble_measured = rep.bubble_simulated = rep.imbalance = rep.action_cv = na;
+  rep.stage_compute.clear();
+  rep.budget = TimeBudget{};
+  // The closed form is the schedule's own: with unit costs it needs no measurement.
+  const int S = plan.num_stages();
+  rep.bubble_analytic = sched::analytic_bubble(plan, sched::CostModel::uniform(S, 1, 2, 1, 1, 0));
+  return rep;
+}
+
 }  // namespace
 
 RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const RunMeasurements& meas) {
@@ -119,6 +134,8 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     rep.ranks.push_back(rr);
   }
   rep.bubble_measured = 1.0 - (busy_total + observed_total) / (ctx.p * makespan);
+  rep.action_times = ctx.action_times;
+  if (!ctx.action_times) return without_action_times(plan, std::move(rep));
 
   const StageCosts c = stage_costs(plan, meas);
   const int S = plan.num_stages();

@@ -17,6 +17,9 @@ struct RunContext {
   std::string schedule, mode, backend, blas, gemm, comm_path, dump_path;
   int p = 1, dp = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
   int first_step = 0;  // of this launch (a restart's checkpoint step)
+  // Each compute action was fenced (profile.action_fence), so its span is its own; without,
+  // the spans are enqueue times and everything built from them is reported unavailable.
+  bool action_times = true;
 };
 
 // A run's measurements as rank 0 holds them after the gather: per step the loss, the step time

@@ -1,6 +1,6 @@
 // Executor: one loop over the rank's action list, with no schedule-specific branch. Receives are
-// posted where the list puts them, sends are nonblocking, and the producing execution space is
-// fenced before MPI reads a buffer.
+// posted where the list puts them, sends are nonblocking, staging copies run on their own
+// execution-space instance, and the producing instance is fenced before MPI reads a buffer.
 #include "miniapp/runtime/executor.hpp"
 
 #include "kernels/finite_check.hpp"
@@ -84,9 +84,8 @@ void Executor<T>::read_finite_checks() {
   if (n == 0) return;
   if (checks_.host.extent(0) < n)
     checks_.host = Kokkos::View<std::int64_t*, HostSpace>("Pipeline::finite_codes_host", checks_.codes.extent(0));
-  Kokkos::deep_copy(Kokkos::subview(checks_.host, std::make_pair(std::size_t(0), n)),
-                    Kokkos::subview(checks_.codes, std::make_pair(std::size_t(0), n)));
-  note_host_sync();
+  blocking_copy(Kokkos::subview(checks_.host, std::make_pair(std::size_t(0), n)),
+                Kokkos::subview(checks_.codes, std::make_pair(std::size_t(0), n)));
   for (std::size_t i = 0; i < n; ++i) {
     const NonFinite bad = decode_non_finite(checks_.host(i));
     if (!bad) continue;
@@ -101,7 +100,7 @@ void Executor<T>::read_finite_checks() {
 
 template <class T>
 Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path,
-                      int seq_len, int channels, double timeout_s)
+                      int seq_len, int channels, double timeout_s, bool action_fence)
     : comm_(comm),
       num_stages_(plan.num_stages()),
       m_(plan.m),
@@ -109,6 +108,9 @@ Executor<T>::Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<St
       seq_len_(seq_len),
       channels_(channels),
       path_(path),
+      action_fence_(action_fence),
+      transfer_(transfer_instance()),
+      defer_posts_(kTransferQueueOfItsOwn || test_delays().defer_staged_posts),
       stage_to_rank_(plan.stage_to_rank),
       stages_(stages),
       timeout_(timeout_s) {
@@ -154,6 +156,10 @@ RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, con
       throw std::runtime_error(os.str());
     }
   }
+  // The step's end: every staged send posted, the compute instance idle (the makespan and the
+  // host's reads after the step need it; with per-action fences it already is).
+  fence_transfers();
+  if (compute_unfenced_) fence_compute("Pipeline::step_end::fence");
   {
     ProfileRegion r("Pipeline::wait_sends");
     const double w0 = now();
@@ -191,7 +197,7 @@ void Executor<T>::post_recv(Dir dir, const sched::Action& a) {
   ProfileRegion region(dir == kFwd ? "Pipeline::post_recv_F" : "Pipeline::post_recv_B");
   const int peer = peer_of(dir == kFwd ? a.stage - 1 : a.stage + 1, a);
   Pending p;
-  p.dev = take(rows_of(a.microbatch));
+  p.dev = take_free(rows_of(a.microbatch));
   void* buf = p.dev.data();
   if (path_ == CommPath::host_staging) {
     p.host = take_staging(p.dev.extent(0));
@@ -213,18 +219,75 @@ void Executor<T>::post_send(Dir dir, const sched::Action& a) {
   Pending p;
   p.dev = it->second;
   outputs_.erase(it);
-  void* buf = p.dev.data();
-  // The producing kernels ran on ExecSpace: fence it before MPI reads the buffer.
-  fence_space(ExecSpace(), "Pipeline::send::fence");
+  p.peer = peer, p.tag = tag(dir, peer_stage, a.microbatch), p.count = count_of(p.dev, a);
+  // The producing kernels ran on the compute instance: it is fenced before MPI or the transfer
+  // instance reads the buffer (after each action already, with the per-action fence).
+  if (compute_unfenced_) fence_compute("Pipeline::send::fence");
   if (path_ == CommPath::host_staging) {
+    // The copy runs on the transfer instance; its send is posted at the next progress point
+    // (where the transfer instance is a queue of its own).
     p.host = take_staging(p.dev.extent(0));
-    Kokkos::deep_copy(p.host, p.dev);
-    note_host_sync();
-    buf = p.host.data();
+    Kokkos::deep_copy(transfer_, p.host, p.dev);
+    transfer_unfenced_ = true;
+    staged_.push_back(p);
+    // Without a queue of its own the copy ran when issued, and the next action would run before
+    // a deferred post (a host backend executes as it enqueues): post now.
+    if (!defer_posts_) fence_transfers();
+    return;
   }
   delay_send_for_test();
-  MPI_Isend(buf, count_of(p.dev, a), mpi_type<T>(), peer, tag(dir, peer_stage, a.microbatch), comm_, &p.req);
+  MPI_Isend(p.dev.data(), p.count, mpi_type<T>(), p.peer, p.tag, comm_, &p.req);
   sends_.push_back(p);
+}
+
+// The compute instance's fence: what it wrote is complete, and the buffers compute actions gave
+// back since its last fence may go to MPI or the transfer instance.
+template <class T>
+void Executor<T>::fence_compute(const char* label) {
+  fence_space(ExecSpace(), label);
+  compute_unfenced_ = false;
+  for (auto& [rows, list] : retired_) {
+    auto& free = pool_[rows];
+    free.insert(free.end(), list.begin(), list.end());
+    list.clear();
+  }
+}
+
+// The transfer instance's fence (when it has copies in flight), then the staged sends it made
+// ready are posted.
+template <class T>
+void Executor<T>::fence_transfers() {
+  if (transfer_unfenced_) fence_space(transfer_, "Pipeline::transfer::fence");
+  transfer_unfenced_ = false;
+  for (Pending& p : staged_) {
+    delay_send_for_test();
+    MPI_Isend(p.host.data(), p.count, mpi_type<T>(), p.peer, p.tag, comm_, &p.req);
+    sends_.push_back(p);
+  }
+  staged_.clear();
+}
+
+// A completed staged receive: its host-to-device copy, on the transfer instance.
+template <class T>
+void Executor<T>::copy_received(Pending& p) {
+  Kokkos::deep_copy(transfer_, p.dev, p.host);
+  transfer_unfenced_ = true;
+  p.copied = true;
+}
+
+// A progress point, after a compute action's kernels are enqueued: the receives that completed
+// meanwhile get their host-to-device copies, and staged sends are posted (the transfer instance's
+// fence waits for copies that ran beside the compute action just enqueued).
+template <class T>
+void Executor<T>::progress() {
+  if (path_ != CommPath::host_staging) return;
+  for (auto& [key, p] : recvs_) {
+    if (p.copied) continue;
+    int done = 0;
+    MPI_Test(&p.req, &done, MPI_STATUS_IGNORE);
+    if (done) copy_received(p);
+  }
+  if (!staged_.empty()) fence_transfers();
 }
 
 // The input tensor of (dir, stage, mb): a completed receive or a local hand-off.
@@ -244,16 +307,20 @@ View2<T> Executor<T>::input_of(Dir dir, const sched::Action& a) {
   }
   Pending p = it->second;
   recvs_.erase(it);
-  {
+  if (!p.copied) {
     ProfileRegion r("Pipeline::wait_recv");
     const double w0 = now();
     const int peer = peer_of(dir == kFwd ? a.stage - 1 : a.stage + 1, a);
+    int done = 0;
+    MPI_Test(&p.req, &done, MPI_STATUS_IGNORE);
+    // Before blocking: this rank's staged sends are posted, so no peer waits on them meanwhile.
+    if (!done) fence_transfers();
     wait_for_peer(p.req, timeout_, [&] { return describe_wait(dir == kFwd ? "activation" : "gradient", peer, a); });
     stats_->comm_wait += now() - w0;
+    if (path_ == CommPath::host_staging) copy_received(p);
   }
   if (path_ == CommPath::host_staging) {
-    Kokkos::deep_copy(p.dev, p.host);
-    note_host_sync();
+    fence_transfers();  // the consumer's kernels read p.dev
     give_staging(p.host);
   }
   return p.dev;
@@ -293,7 +360,9 @@ void Executor<T>::compute(const sched::Action& a) {
   } else {
     s.backward_weight(mb, *in_);
   }
-  fence_space(ExecSpace(), "Pipeline::compute::fence");
+  compute_unfenced_ = true;
+  progress();  // staged copies run beside the kernels just enqueued
+  if (action_fence_) fence_compute("Pipeline::compute::fence");
   if (fwd) delay_forward_for_test(a.stage);
   give(input);
   // Observers (device-to-host copies, HDF5 writes) ran inside the action: not compute.
@@ -379,8 +448,23 @@ std::string Executor<T>::describe_wait(const char* what, int peer, const sched::
          sched::to_string(a) + " from rank " + std::to_string(peer);
 }
 
+// A compute action's output: a buffer the compute instance may still read (kernels enqueued
+// before it in order) is as good as a free one.
 template <class T>
 View2<T> Executor<T>::take(std::size_t rows) {
+  auto& v = retired_[rows];
+  if (!v.empty()) {
+    View2<T> b = v.back();
+    v.pop_back();
+    return b;
+  }
+  return take_free(rows);
+}
+
+// A buffer no enqueued kernel uses any more. The pools reach their size in the first step (the
+// action list is the same every step, and its end fences the compute instance).
+template <class T>
+View2<T> Executor<T>::take_free(std::size_t rows) {
   auto& v = pool_[rows];
   if (!v.empty()) {
     View2<T> b = v.back();
@@ -393,7 +477,7 @@ View2<T> Executor<T>::take(std::size_t rows) {
 
 template <class T>
 void Executor<T>::give(const View2<T>& buffer) {
-  if (buffer.data()) pool_[buffer.extent(0)].push_back(buffer);
+  if (buffer.data()) (compute_unfenced_ ? retired_ : pool_)[buffer.extent(0)].push_back(buffer);
 }
 
 template <class T>

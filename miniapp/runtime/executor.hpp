@@ -1,5 +1,21 @@
 // The executor: runs one rank's list of a lowered schedule for one step (post and complete
 // boundary transfers, run compute actions, time them). What runs when is the schedule's alone.
+//
+// Two execution-space instances: compute actions run on ExecSpace's default instance, the staging
+// copies of boundary transfers (host_staging) on a second one (transfer_instance(): a stream of
+// its own on a GPU, the same queue on a host backend), so that a copy overlaps the next compute
+// action. The ordering, made explicit:
+// - a send's device-to-host copy starts after the producing compute is complete (a fence of the
+//   compute instance, which the per-action fence already is), and its MPI_Isend is posted at the
+//   next progress point (after the next compute action is enqueued) once the transfer instance is
+//   fenced, or before this rank blocks on anything; on a host backend (no queue of its own, the
+//   next action would run before the post) it is posted at once;
+// - a receive's host-to-device copy is issued on the transfer instance as soon as the message is
+//   seen complete (at a progress point or when its consumer needs it), and the transfer instance
+//   is fenced before the consumer's kernels are enqueued;
+// - with profile.action_fence off, compute actions are only enqueued: the compute instance is
+//   fenced where MPI or the host reads what it wrote (before a send, at the step's end), and a
+//   buffer a compute action gave back goes to MPI or the transfer instance only after that fence.
 #pragma once
 
 #include <mpi.h>
@@ -31,8 +47,10 @@ class Executor {
   // sched::post_receives_early); `stages` are this rank's, in ascending stage id, and outlive
   // the executor.
   // `timeout_s` bounds every wait for a peer (0: wait forever; see wait_for_peer).
+  // `action_fence`: fence the compute instance after every compute action (each action's
+  // recorded span is then its own; without, spans are enqueue times).
   Executor(MPI_Comm comm, const sched::Schedule& plan, std::vector<Stage<T>>& stages, CommPath path, int seq_len,
-           int channels, double timeout_s);
+           int channels, double timeout_s, bool action_fence = true);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -53,8 +71,10 @@ class Executor {
   using Staging = Kokkos::View<T**, Kokkos::LayoutRight, StagingSpace>;
   struct Pending {
     MPI_Request req = MPI_REQUEST_NULL;
-    View2<T> dev;  // tensor on the device
-    Staging host;  // staging buffer (host_staging only), from the staging pool
+    View2<T> dev;                       // tensor on the device
+    Staging host;                       // staging buffer (host_staging only), from the staging pool
+    bool copied = false;                // a receive: its host-to-device copy is issued on the transfer instance
+    int peer = -1, tag = 0, count = 0;  // a staged send waiting for its copy: where it goes
   };
   class Watch;
   // The step's checks of boundary tensors for NaN/inf: each a device reduction into its own slot
@@ -83,8 +103,13 @@ class Executor {
   void note_memory(const Stage<T>& ran);
   void reap_sends(bool wait_all);
   void check_drained(int step) const;
+  void progress();
+  void fence_compute(const char* label);
+  void fence_transfers();
+  void copy_received(Pending& p);
 
-  View2<T> take(std::size_t rows);
+  View2<T> take(std::size_t rows);       // for the compute instance's output
+  View2<T> take_free(std::size_t rows);  // for a receive (MPI or the transfer instance writes it)
   void give(const View2<T>& buffer);
   Staging take_staging(std::size_t rows);
   void give_staging(const Staging& buffer);
@@ -99,6 +124,11 @@ class Executor {
   int rank_ = 0, num_stages_ = 0, m_ = 0, tag_ub_ = 0, seq_len_ = 0, channels_ = 0;
   std::string describe_wait(const char* what, int peer, const sched::Action& a) const;
   CommPath path_;
+  bool action_fence_ = true;
+  ExecSpace transfer_;              // the staging copies' instance (transfer_instance())
+  bool defer_posts_ = false;        // staged sends posted at the next progress point (a queue of its own)
+  bool compute_unfenced_ = false;   // compute work enqueued since the compute instance's last fence
+  bool transfer_unfenced_ = false;  // copies issued on transfer_ since its last fence
   std::vector<int> stage_to_rank_;
   std::vector<sched::Action> actions_;
   std::vector<Stage<T>>& stages_;
@@ -106,8 +136,10 @@ class Executor {
 
   std::map<Key, Pending> recvs_;                              // posted receives
   std::vector<Pending> sends_;                                // sends in flight
+  std::vector<Pending> staged_;                               // sends whose copy is on transfer_, not yet posted
   std::map<Key, View2<T>> outputs_;                           // produced, not yet sent or handed over
   std::map<std::size_t, std::vector<View2<T>>> pool_;         // free boundary buffers by row count
+  std::map<std::size_t, std::vector<View2<T>>> retired_;      // given back by unfenced compute: compute only
   std::map<std::size_t, std::vector<Staging>> staging_pool_;  // free staging buffers by row count
   FiniteChecks checks_;
 

@@ -398,8 +398,7 @@ std::vector<NonFinite> Stage<T>::finalize_grads() {
        << " micro-batch(es) whose W never ran (first: micro-batch " << acts_.first_stored() << ")";
     throw std::logic_error(os.str());
   }
-  Kokkos::deep_copy(flags_host_, flags_);
-  note_host_sync();
+  blocking_copy(flags_host_, flags_);
   for (std::size_t k = 0; k < params_.size(); ++k)
     if (flags_host_(k)) params_[k].acc.throw_overflow();
   for (std::size_t k = 0; k < params_.size(); ++k) {
@@ -424,8 +423,7 @@ template <class T>
 std::vector<NonFinite> Stage<T>::read_param_codes() {
   std::vector<NonFinite> bad(params_.size());
   if (params_.empty()) return bad;
-  Kokkos::deep_copy(param_codes_host_, param_codes_);
-  note_host_sync();
+  blocking_copy(param_codes_host_, param_codes_);
   for (std::size_t k = 0; k < params_.size(); ++k) bad[k] = decode_non_finite(param_codes_host_(k));
   return bad;
 }

@@ -35,6 +35,13 @@ TestDelays parse() {
     d.forward_us =
         static_cast<double>(parse_us("MINIPIPE_TEST_DELAY_FORWARD", value, value.substr(colon + 1), allowed));
   }
+  if (const char* s = std::getenv("MINIPIPE_TEST_DEFER_STAGED_POSTS")) {
+    const std::string value = s;
+    if (value != "0" && value != "1")
+      throw InputError("environment: variable MINIPIPE_TEST_DEFER_STAGED_POSTS has value \"" + value +
+                       "\"; allowed: 0 | 1");
+    d.defer_staged_posts = value == "1";
+  }
   if (const char* s = std::getenv("MINIPIPE_TEST_DELAY_SEND")) {
     const std::string value = s;
     d.send_us = static_cast<double>(

@@ -38,7 +38,7 @@ SampleRange replica_share(int B, int dp, int d) {
 template <class T>
 Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape,
                     const StageLayout& layout, const sched::Schedule& plan, Mode mode, std::uint64_t seed,
-                    CommPath path, const OptimizerConfig& opt, double timeout_s, Recompute recompute)
+                    CommPath path, const OptimizerConfig& opt, double timeout_s, Recompute recompute, bool action_fence)
     : job_(job),
       comm_(pipeline),
       replicas_(replicas),
@@ -53,7 +53,8 @@ Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const Mo
   for (int s = 0; s < plan_.num_stages(); ++s)
     if (plan_.stage_to_rank.at(static_cast<std::size_t>(s)) == rank)
       stages_.emplace_back(shape, layout, s, mode, seed, recompute);
-  executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s);
+  executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s,
+                                            action_fence);
 }
 
 template <class T>
@@ -80,13 +81,12 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   // The step's clock (that of res.stats) starts at run_end - makespan.
   clock0_ = run_end - res.stats.makespan;
   // The last stage left each sample's loss on the device: one copy per step.
-  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_loss.data(),
-                                                                                              res.sample_loss.size()),
-                    in_.sample_loss);
-  Kokkos::deep_copy(Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_tokens.data(),
-                                                                                           res.sample_tokens.size()),
-                    in_.sample_tokens);
-  note_host_sync(), note_host_sync();  // two blocking copies
+  blocking_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_loss.data(),
+                                                                                          res.sample_loss.size()),
+                in_.sample_loss);
+  blocking_copy(Kokkos::View<int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_tokens.data(),
+                                                                                       res.sample_tokens.size()),
+                in_.sample_tokens);
   gather_loss(step, res);
   if (!std::isfinite(res.loss))
     note_non_finite(res.stats, "step " + std::to_string(step) + " / loss: " +
@@ -127,9 +127,8 @@ void Trainer<T>::upload(int step, const Batch& batch) {
   Kokkos::deep_copy(ExecSpace(), in_.sample_loss, 0.0);
   Kokkos::deep_copy(ExecSpace(), in_.sample_tokens, 0);
   using HostInts = Kokkos::View<const int*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  Kokkos::deep_copy(in_.tokens, HostInts(batch.tokens.data(), n));
-  Kokkos::deep_copy(in_.targets, HostInts(batch.targets.data(), n));
-  note_host_sync(), note_host_sync();  // two blocking copies from pageable host memory
+  blocking_copy(in_.tokens, HostInts(batch.tokens.data(), n));  // from pageable host memory
+  blocking_copy(in_.targets, HostInts(batch.targets.data(), n));
   in_.global_valid_tokens = batch.valid_tokens();
   if (in_.global_valid_tokens <= 0)
     throw InputError("data: step " + std::to_string(step) + " has no valid target token in the global batch");
@@ -234,16 +233,14 @@ void Trainer<T>::reduce_over_replicas() {
           if (!direct) {
             if (host_limbs_.extent(0) < words)
               host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
-            Kokkos::deep_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)),
-                              Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)));
-            note_host_sync();
+            blocking_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)),
+                          Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)));
             buf = host_limbs_.data();
           }
           MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
           if (!direct) {
-            Kokkos::deep_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
-                              Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
-            note_host_sync();
+            blocking_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
+                          Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
           }
           ExactLimbs::unpack(limbs_, first, len, acc.exact, acc.overflow);
           acc.mark_written();
@@ -253,10 +250,10 @@ void Trainer<T>::reduce_over_replicas() {
           if (direct) {
             MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
           } else {
-            auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), part);
+            auto h = Kokkos::create_mirror_view(HostSpace(), part);
+            blocking_copy(h, part);
             MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
-            Kokkos::deep_copy(part, h);
-            note_host_sync(), note_host_sync();
+            blocking_copy(part, h);
           }
         }
       }
@@ -265,8 +262,8 @@ void Trainer<T>::reduce_over_replicas() {
   // Each stage's flags are one array: one copy each way and one all-reduce for all of them.
   std::vector<int> overflow;
   for (auto& s : stages_) {
-    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), s.overflow_flags());
-    note_host_sync();
+    auto h = Kokkos::create_mirror_view(HostSpace(), s.overflow_flags());
+    blocking_copy(h, s.overflow_flags());
     overflow.insert(overflow.end(), h.data(), h.data() + h.extent(0));
   }
   MPI_Allreduce(MPI_IN_PLACE, overflow.data(), static_cast<int>(overflow.size()), MPI_INT, MPI_MAX, replicas_);
@@ -275,8 +272,7 @@ void Trainer<T>::reduce_over_replicas() {
     auto flags = s.overflow_flags();
     auto h = Kokkos::create_mirror_view(flags);
     for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
-    Kokkos::deep_copy(flags, h);
-    note_host_sync();
+    blocking_copy(flags, h);
   }
 }
 

@@ -64,7 +64,7 @@ class Trainer {
   // parallelism); `job` holds every rank. `timeout_s` bounds each wait for a peer.
   Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
           const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path, const OptimizerConfig& opt,
-          double timeout_s, Recompute recompute = Recompute::none);
+          double timeout_s, Recompute recompute = Recompute::none, bool action_fence = true);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

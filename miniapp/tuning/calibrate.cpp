@@ -43,6 +43,7 @@ int run_config(const Deck& deck, MPI_Comm comm, std::string keys, int steps, Run
   d.set_from_text("pipeline.costs", "");
   d.set_from_text("train.steps", std::to_string(steps));
   d.set_from_text("profile.kernels", "false");
+  d.set_from_text("profile.action_fence", "true");  // the calibration reads per-action times
   for (const char* key : {"output.dump", "output.json", "output.svg", "output.trace", "output.roofline",
                           "output.verify", "checkpoint.path", "checkpoint.restart"})
     d.set_from_text(key, "");

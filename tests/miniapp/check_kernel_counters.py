@@ -6,13 +6,16 @@
 For each (p, m, schedule) it runs DECK for 3 deterministic steps with the counters on and checks,
 for every pipeline rank and step, the synchronizations of docs/benchmarking.md ("Kernel counters"):
 
-  fences = A + S + 1 + 2 Lw m + Lw * w(m)      (A compute actions, S boundary messages sent,
-                                                Lw Linear weights on the rank, w the dW path below)
+  fences = A + 1 + 2 Lw m + Lw * w(m)          (A compute actions, each fenced for its time, which
+                                                also orders the boundary sends after it; Lw Linear
+                                                weights on the rank, w the dW path below)
   host-to-host copies = 4 + stages + R + stages + 1 (R boundary messages received; per stage the
   optimizer's non-finite codes, and once per step the boundary checks' slots, each read in one copy), fills = 2 + stages + parameters, no D2H / H2D / D2D
   (a host build: the copies that a device build makes D2H / H2D stay in host memory)
 
-and that the kernels' model FLOPs per step add up to B T F_token, the FOM's model FLOPs, with the
+that every host synchronization the run report counts (host_syncs_per_step, kernels/types.hpp's
+shims) was seen by Kokkos Tools as a fence, copy or reduction (kernel_counters' host_syncs, the
+same number), and that the kernels' model FLOPs per step add up to B T F_token, the FOM's model FLOPs, with the
 FLOPs the FOM leaves out coming only from the kernels docs/benchmarking.md lists as left out.
 """
 import json
@@ -106,7 +109,7 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
         R = (0 if first else m) + (0 if last else m)  # received: each copied into the stage's own buffer
         Lw = 4 * per_stage_layers + (1 if last else 0)
         params = 12 * per_stage_layers + (2 if first else 0) + (3 if last else 0)
-        want = {"fences": A + S + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group),
+        want = {"fences": A + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group),
                 "h2h": 4 + stages + R + stages + 1, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
         for step, got in enumerate(entry["steps"]):
             for k, v in want.items():
@@ -116,7 +119,15 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
                 if got[k] != v and not grown:
                     fail(f"p={p} m={m} {schedule}: rank {rank} step {step}: {k} = {got[k]}, the formula gives {v} "
                          f"(A={A} S={S} R={R} Lw={Lw} group={group} sizes={sizes}); all counts: {got}")
-        print(f"p={p} m={m} {schedule} rank {rank}: per step {want} (A={A}, S={S}, Lw={Lw}, group={group}) as counted")
+        # One counter, two witnesses: the report's figure of the last step is the number of host
+        # synchronizations in which Kokkos Tools saw a fence, copy or reduction.
+        reported = run["ranks"][rank]["host_syncs_per_step"]
+        seen = entry["steps"][-1]["host_syncs"]
+        if reported != seen or reported <= 0:
+            fail(f"p={p} m={m} {schedule}: rank {rank}: the report counts {reported} host syncs in the last step, "
+                 f"Kokkos Tools saw {seen}")
+        print(f"p={p} m={m} {schedule} rank {rank}: per step {want} (A={A}, S={S}, Lw={Lw}, group={group}) as counted; "
+              f"host syncs {reported} reported = {seen} seen by Kokkos Tools")
     # FLOPs: the kernels' model FLOPs per step are the FOM's, exactly; the rest comes from the
     # kernels the FOM leaves out, and is a small part.
     steps = kc["steps"]

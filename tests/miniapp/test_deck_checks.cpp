@@ -94,6 +94,12 @@ TEST(DeckChecks, KeysWithoutEffectAreRefusedNamingTheReason) {
   expect_mentions(refused("[output]\nroofline = \"r.svg\"\n"),
                   {"output.roofline", "'r.svg'", "no effect", "profile.kernels = true"});
   EXPECT_EQ(refused("[output]\nroofline = \"r.svg\"\n[profile]\nkernels = true\n"), "");
+  // Without the per-action fence a timeline would draw enqueue times: refused, the key named.
+  expect_mentions(refused("[output]\nsvg = \"t.svg\"\n[profile]\naction_fence = false\n"),
+                  {"output.svg", "'t.svg'", "no effect", "profile.action_fence = true"});
+  expect_mentions(refused("[output]\ntrace = \"t.json\"\n[profile]\naction_fence = false\n"),
+                  {"output.trace", "'t.json'", "profile.action_fence = true"});
+  EXPECT_EQ(refused("[output]\nsvg = \"t.svg\"\n[profile]\naction_fence = true\n"), "");
   expect_mentions(refused("[pipeline]\nplacement = \"zigzag\"\n"), {"pipeline.placement", "zigzag", "loop | v"});
   expect_mentions(refused("[pipeline]\ncsv = \"a.csv\"\n"), {"pipeline.csv", "no effect"});
   expect_mentions(refused("[data]\npath = \"t.h5\"\n"), {"data.path", "data.source = 'synthetic'"});

@@ -2,6 +2,7 @@
 // simulator fed with measured costs reproduces the closed form, and throughput skips warm-up.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "miniapp/report/summary.hpp"
@@ -85,6 +86,35 @@ TEST(Summary, SimulatorFedWithMeasuredCostsMatchesTheClosedForm) {
       ASSERT_EQ(rep.stage_compute.size(), static_cast<std::size_t>(p));
       EXPECT_NEAR(rep.stage_compute[0], m * 0.009, 1e-12);
     }
+}
+
+// profile.action_fence = false: the actions' spans are enqueue times, so every figure built from
+// them is NaN (null in the JSON), the budget is empty, and what the step clock measures stays.
+TEST(Summary, WithoutPerActionTimesNothingBuiltFromActionSpansIsReported) {
+  const ms::Schedule plan = ms::post_receives_early(ms::lower_communication(ms::make_schedule("1f1b", 2, 4)));
+  RunContext ctx = context(2, 4);
+  ctx.action_times = false;
+  RunMeasurements meas = measured(plan, 0.25, 0.5);
+  meas.ranks[1].comm_wait = 0.125;
+  const RunReport rep = summarize(ctx, plan, meas);
+  EXPECT_FALSE(rep.action_times);
+  for (double x : {rep.bubble_measured, rep.bubble_simulated, rep.imbalance, rep.action_cv})
+    EXPECT_TRUE(std::isnan(x)) << x;
+  for (const RankReport& rr : rep.ranks)
+    for (double x : {rr.time_F, rr.time_B, rr.busy, rr.idle}) EXPECT_TRUE(std::isnan(x)) << x;
+  EXPECT_TRUE(rep.budget.empty());
+  EXPECT_TRUE(rep.stage_compute.empty());
+  EXPECT_DOUBLE_EQ(rep.ranks[1].comm_wait, 0.125);
+  EXPECT_DOUBLE_EQ(rep.step_seconds_mean, 2.0);
+  EXPECT_DOUBLE_EQ(rep.makespan, 3.0);
+  // The closed form needs no measurement: 1F1B with unit costs, (p-1)/(m+p-1).
+  ASSERT_TRUE(rep.bubble_analytic.has_value());
+  EXPECT_NEAR(*rep.bubble_analytic, 1.0 / 5.0, 1e-12);
+  // The same measurements with the fence: numbers.
+  ctx.action_times = true;
+  const RunReport fenced = summarize(ctx, plan, meas);
+  EXPECT_TRUE(std::isfinite(fenced.bubble_measured));
+  EXPECT_FALSE(fenced.budget.empty());
 }
 
 // A deterministic step's last B per stage adds the held-back dW samples (flagged adds_held): the
