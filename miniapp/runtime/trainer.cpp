@@ -337,11 +337,11 @@ void Trainer<T>::add_copy_limbs(GradAccum<T>& acc, GradAccum<T>* twin, int peer,
     if (host_readable || path_ == CommPath::device_buffers) {
       exchange(limbs_.data(), copy_limbs_.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
     } else {
-      auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), limbs_);
+      auto mine = Kokkos::create_mirror_view(limbs_);
       auto theirs = Kokkos::create_mirror_view(copy_limbs_);
+      blocking_copy(mine, limbs_);
       exchange(mine.data(), theirs.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
-      Kokkos::deep_copy(copy_limbs_, theirs);
-      note_host_sync(), note_host_sync();
+      blocking_copy(copy_limbs_, theirs);
     }
   }
   const LimbView x = limbs_, y = copy_limbs_;
@@ -366,11 +366,16 @@ void Trainer<T>::add_copy_partials(GradAccum<T>& acc, GradAccum<T>* twin, int pe
     Kokkos::deep_copy(ExecSpace(), Kokkos::subview(y, std::make_pair(std::size_t(0), n)), twin->sum);
   } else {
     fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
-    auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
-    auto theirs = Kokkos::create_mirror_view(y);
-    exchange(mine.data(), theirs.data(), static_cast<int>(n), mpi_type<T>(), peer, tag);
-    Kokkos::deep_copy(y, theirs);
-    note_host_sync(), note_host_sync();
+    const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+    if (host_readable || path_ == CommPath::device_buffers) {
+      exchange(x.data(), y.data(), static_cast<int>(n), mpi_type<T>(), peer, tag);
+    } else {
+      auto mine = Kokkos::create_mirror_view(x);
+      auto theirs = Kokkos::create_mirror_view(y);
+      blocking_copy(mine, x);
+      exchange(mine.data(), theirs.data(), static_cast<int>(n), mpi_type<T>(), peer, tag);
+      blocking_copy(y, theirs);
+    }
   }
   Kokkos::parallel_for(
       "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, n),
@@ -381,19 +386,25 @@ void Trainer<T>::add_copy_partials(GradAccum<T>& acc, GradAccum<T>* twin, int pe
 // An overflow in either copy is an overflow of the sum: both holders keep the larger flag.
 template <class T>
 void Trainer<T>::merge_copy_flags(Stage<T>& a, Stage<T>* twin, int peer, int tag) {
+  // The flags on the host: the views themselves where the host can read them, else mirrors
+  // filled by blocking copies (each counted as a host synchronization).
   fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
-  auto mine = Kokkos::create_mirror_view_and_copy(HostSpace(), a.overflow_flags());
+  auto on_host = [](const auto& flags) {
+    auto h = Kokkos::create_mirror_view(flags);
+    if (h.data() != flags.data()) blocking_copy(h, flags);
+    return h;
+  };
+  auto mine = on_host(a.overflow_flags());
   std::vector<int> theirs(mine.extent(0));
   if (twin) {
-    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), twin->overflow_flags());
+    auto h = on_host(twin->overflow_flags());
     for (std::size_t i = 0; i < theirs.size(); ++i) theirs[i] = h(i);
   } else {
     exchange(mine.data(), theirs.data(), static_cast<int>(theirs.size()), MPI_INT, peer, tag);
   }
   for (std::size_t i = 0; i < theirs.size(); ++i) mine(i) = std::max(mine(i), theirs[i]);
-  Kokkos::deep_copy(a.overflow_flags(), mine);
-  if (twin) Kokkos::deep_copy(twin->overflow_flags(), mine);
-  note_host_sync(), note_host_sync();
+  if (mine.data() != a.overflow_flags().data()) blocking_copy(a.overflow_flags(), mine);
+  if (twin) blocking_copy(twin->overflow_flags(), mine);
 }
 
 template <class T>
