@@ -14,6 +14,49 @@
 
 namespace minipipe {
 
+namespace {
+
+// Exact accumulators' elements side by side in batches of at most kBatchLimbs limbs: a batch is
+// packed into one buffer and reduced with one fence and one message, so the gradient reductions
+// synchronize with the host once per batch, not once per parameter. Integer sums do not depend on
+// how the elements are grouped, so the bits are those of a reduction per parameter.
+constexpr std::size_t kBatchLimbs = std::size_t(4) << 20;  // 32 MiB of limbs per message
+
+template <class T>
+struct LimbPiece {
+  GradAccum<T>* acc;
+  std::size_t index;       // of acc in the list the batches were cut from
+  std::size_t first, len;  // acc's elements [first, first + len)
+  std::size_t offset;      // their limbs' start in the batch buffer
+  std::size_t limbs() const { return ExactLimbs::kLimbs * len; }
+};
+
+template <class T>
+std::vector<std::vector<LimbPiece<T>>> limb_batches(const std::vector<GradAccum<T>*>& accs) {
+  std::vector<std::vector<LimbPiece<T>>> out;
+  std::size_t used = kBatchLimbs;  // the first piece opens a batch
+  for (std::size_t k = 0; k < accs.size(); ++k)
+    for (std::size_t first = 0; first < accs[k]->size();) {
+      if (used == kBatchLimbs) out.emplace_back(), used = 0;
+      const std::size_t len = std::min(accs[k]->size() - first, (kBatchLimbs - used) / ExactLimbs::kLimbs);
+      out.back().push_back({accs[k], k, first, len, used});
+      used += ExactLimbs::kLimbs * len;
+      first += len;
+    }
+  return out;
+}
+
+template <class T>
+std::size_t batch_limbs(const std::vector<LimbPiece<T>>& batch) {
+  return batch.back().offset + batch.back().limbs();
+}
+
+LimbView limb_range(const LimbView& v, std::size_t offset, std::size_t n) {
+  return Kokkos::subview(v, std::make_pair(offset, offset + n));
+}
+
+}  // namespace
+
 std::vector<MicroBatch> split_batch(int B, int m, int first) {
   if (m < 1 || m > B)
     throw std::invalid_argument("split_batch: " + std::to_string(m) + " micro-batches of a batch of " +
@@ -217,44 +260,49 @@ void Trainer<T>::reduce_over_replicas() {
   CollectiveGuard guard(timeout_, "the gradient all-reduce over the data-parallel replicas");
   const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
   const bool direct = host_readable || path_ == CommPath::device_buffers;
-  constexpr std::size_t kChunk = std::size_t(1) << 20;  // elements per all-reduce: 32 MiB of limbs
+  std::vector<GradAccum<T>*> exact;
+  for (auto& s : stages_)
+    for (auto& p : s.params())
+      if (p.acc.mode == Mode::deterministic) exact.push_back(&p.acc);
+  for (const auto& batch : limb_batches(exact)) {
+    const std::size_t words = batch_limbs(batch);
+    if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
+    for (const auto& pc : batch)
+      ExactLimbs::pack(pc.acc->exact, pc.first, pc.len, limb_range(limbs_, pc.offset, pc.limbs()));
+    fence_space(ExecSpace(), "Trainer::allreduce::fence");
+    std::int64_t* buf = limbs_.data();
+    if (!direct) {
+      if (host_limbs_.extent(0) < words)
+        host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
+      blocking_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)), limb_range(limbs_, 0, words));
+      buf = host_limbs_.data();
+    }
+    MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
+    if (!direct)
+      blocking_copy(limb_range(limbs_, 0, words), Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
+    for (const auto& pc : batch) {
+      ExactLimbs::unpack(limb_range(limbs_, pc.offset, pc.limbs()), pc.first, pc.len, pc.acc->exact, pc.acc->overflow);
+      pc.acc->mark_written();
+    }
+  }
+  // Fast mode: the float partials, one all-reduce per parameter (kChunk elements at most).
+  constexpr std::size_t kChunk = std::size_t(1) << 20;
   for (auto& s : stages_)
     for (auto& p : s.params()) {
       GradAccum<T>& acc = p.acc;
+      if (acc.mode == Mode::deterministic) continue;
       const std::size_t n = acc.size();
       for (std::size_t first = 0; first < n; first += kChunk) {
         const std::size_t len = std::min(kChunk, n - first);
-        if (acc.mode == Mode::deterministic) {
-          const std::size_t words = ExactLimbs::kLimbs * len;
-          if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
-          ExactLimbs::pack(acc.exact, first, len, limbs_);
-          fence_space(ExecSpace(), "Trainer::allreduce::fence");
-          std::int64_t* buf = limbs_.data();
-          if (!direct) {
-            if (host_limbs_.extent(0) < words)
-              host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
-            blocking_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)),
-                          Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)));
-            buf = host_limbs_.data();
-          }
-          MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
-          if (!direct) {
-            blocking_copy(Kokkos::subview(limbs_, std::make_pair(std::size_t(0), words)),
-                          Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
-          }
-          ExactLimbs::unpack(limbs_, first, len, acc.exact, acc.overflow);
-          acc.mark_written();
+        fence_space(ExecSpace(), "Trainer::allreduce::fence");
+        auto part = Kokkos::subview(acc.sum, std::make_pair(first, first + len));
+        if (direct) {
+          MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
         } else {
-          fence_space(ExecSpace(), "Trainer::allreduce::fence");
-          auto part = Kokkos::subview(acc.sum, std::make_pair(first, first + len));
-          if (direct) {
-            MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
-          } else {
-            auto h = Kokkos::create_mirror_view(HostSpace(), part);
-            blocking_copy(h, part);
-            MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
-            blocking_copy(part, h);
-          }
+          auto h = Kokkos::create_mirror_view(HostSpace(), part);
+          blocking_copy(h, part);
+          MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
+          blocking_copy(part, h);
         }
       }
     }
@@ -308,51 +356,68 @@ void Trainer<T>::sum_model_copies() {
     if (!a) continue;
     Stage<T>* b = twin[static_cast<std::size_t>(j)];  // the other copy on this rank (odd p's middle)
     const int peer = plan_.stage_to_rank.at(static_cast<std::size_t>(a->copy() == 0 ? j + L : j));
+    std::vector<GradAccum<T>*> exact, exact_twin;
     for (std::size_t k = 0; k < a->params().size(); ++k) {
       GradAccum<T>* other = b ? &b->params()[k].acc : nullptr;
-      if (a->params()[k].acc.mode == Mode::deterministic)
-        add_copy_limbs(a->params()[k].acc, other, peer, j);
-      else
+      if (a->params()[k].acc.mode == Mode::deterministic) {
+        exact.push_back(&a->params()[k].acc);
+        if (other) exact_twin.push_back(other);
+      } else {
         add_copy_partials(a->params()[k].acc, other, peer, j);
+      }
     }
+    add_copy_limbs(exact, exact_twin, peer, j);
     merge_copy_flags(*a, b, peer, j);
   }
 }
 
-// acc (and twin, the other copy on this rank, if any) = acc + the other copy's accumulator, on
-// the limbs; the other copy comes from `peer` when there is no twin.
+// Each of accs (and of twins, the other copy's accumulators on this rank, if any) = itself + the
+// other copy's, on the limbs, a batch at a time; the other copy comes from `peer` when there is
+// no twin (one fence and one exchange per batch).
 template <class T>
-void Trainer<T>::add_copy_limbs(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag) {
-  const std::size_t n = acc.size(), words = ExactLimbs::kLimbs * n;
-  if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
-  if (copy_limbs_.extent(0) < words) copy_limbs_ = LimbView("Trainer::copy_limbs", words);
-  ExactLimbs::pack(acc.exact, 0, n, limbs_);
-  if (twin) {
-    ExactLimbs::pack(twin->exact, 0, n, copy_limbs_);
-  } else {
+void Trainer<T>::add_copy_limbs(const std::vector<GradAccum<T>*>& accs, const std::vector<GradAccum<T>*>& twins,
+                                int peer, int tag) {
+  const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  const bool direct = host_readable || path_ == CommPath::device_buffers;
+  for (const auto& batch : limb_batches(accs)) {
+    const std::size_t words = batch_limbs(batch);
     if (words > static_cast<std::size_t>(INT_MAX))
-      throw std::runtime_error(acc.name + ": too many gradient limbs for one MPI message");
-    fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
-    const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
-    if (host_readable || path_ == CommPath::device_buffers) {
-      exchange(limbs_.data(), copy_limbs_.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
+      throw std::runtime_error(batch.front().acc->name + ": too many gradient limbs for one MPI message");
+    if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
+    if (copy_limbs_.extent(0) < words) copy_limbs_ = LimbView("Trainer::copy_limbs", words);
+    for (const auto& pc : batch)
+      ExactLimbs::pack(pc.acc->exact, pc.first, pc.len, limb_range(limbs_, pc.offset, pc.limbs()));
+    if (!twins.empty()) {
+      for (const auto& pc : batch)
+        ExactLimbs::pack(twins[pc.index]->exact, pc.first, pc.len, limb_range(copy_limbs_, pc.offset, pc.limbs()));
     } else {
-      auto mine = Kokkos::create_mirror_view(limbs_);
-      auto theirs = Kokkos::create_mirror_view(copy_limbs_);
-      blocking_copy(mine, limbs_);
-      exchange(mine.data(), theirs.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
-      blocking_copy(copy_limbs_, theirs);
+      fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
+      if (direct) {
+        exchange(limbs_.data(), copy_limbs_.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
+      } else {
+        if (host_limbs_.extent(0) < 2 * words)
+          host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", 2 * words);
+        auto mine = Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words));
+        auto theirs = Kokkos::subview(host_limbs_, std::make_pair(words, 2 * words));
+        blocking_copy(mine, limb_range(limbs_, 0, words));
+        exchange(mine.data(), theirs.data(), static_cast<int>(words), MPI_INT64_T, peer, tag);
+        blocking_copy(limb_range(copy_limbs_, 0, words), theirs);
+      }
     }
-  }
-  const LimbView x = limbs_, y = copy_limbs_;
-  Kokkos::parallel_for(
-      "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, words),
-      KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
-  ExactLimbs::unpack(limbs_, 0, n, acc.exact, acc.overflow);
-  acc.mark_written();
-  if (twin) {
-    ExactLimbs::unpack(limbs_, 0, n, twin->exact, twin->overflow);
-    twin->mark_written();
+    const LimbView x = limbs_, y = copy_limbs_;
+    Kokkos::parallel_for(
+        "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, words),
+        KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+    for (const auto& pc : batch) {
+      const LimbView sum = limb_range(limbs_, pc.offset, pc.limbs());
+      ExactLimbs::unpack(sum, pc.first, pc.len, pc.acc->exact, pc.acc->overflow);
+      pc.acc->mark_written();
+      if (!twins.empty()) {
+        GradAccum<T>& twin = *twins[pc.index];
+        ExactLimbs::unpack(sum, pc.first, pc.len, twin.exact, twin.overflow);
+        twin.mark_written();
+      }
+    }
   }
 }
 

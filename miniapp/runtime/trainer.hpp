@@ -84,7 +84,8 @@ class Trainer {
   void gather_loss(int step, StepResult& res) const;
   void reduce_over_replicas();
   void sum_model_copies();
-  void add_copy_limbs(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag);
+  void add_copy_limbs(const std::vector<GradAccum<T>*>& accs, const std::vector<GradAccum<T>*>& twins, int peer,
+                      int tag);
   void add_copy_partials(GradAccum<T>& acc, GradAccum<T>* twin, int peer, int tag);
   void merge_copy_flags(Stage<T>& a, Stage<T>* twin, int peer, int tag);
   void exchange(void* send, void* recv, int count, MPI_Datatype type, int peer, int tag) const;
@@ -101,7 +102,7 @@ class Trainer {
   LimbView limbs_;                                     // all-reduce buffer of exact gradients
   LimbView copy_limbs_;                                // the other model copy's limbs (DualPipe)
   View1<T> copy_sum_;                                  // the other copy's fast-mode partials
-  Kokkos::View<std::int64_t*, HostSpace> host_limbs_;  // its host copy where MPI cannot read it
+  Kokkos::View<std::int64_t*, HostSpace> host_limbs_;  // host copies where MPI cannot read them
   ModelShape shape_;
   sched::Schedule plan_;
   OptimizerConfig opt_;

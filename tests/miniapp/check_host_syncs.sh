@@ -61,4 +61,21 @@ for path in auto off; do
       { echo "FAIL: cuda_aware $path: rank $r has ${off[$r]} host syncs with action_fence false, ${on[$r]} with it on"; exit 1; }
   done
 done
-echo "PASS: host syncs per step independent of the layer count, within the bound, none added by action_fence = false"
+# The gradient reductions: the data-parallel all-reduce (dp = 2 x p = 2) and DualPipe's sum of the
+# two model copies pack every parameter's exact limbs into one buffer, one fence and one message
+# per batch, so their host syncs do not grow with the layers either (they grew by one or more per
+# parameter before).
+for run in "4 dp2 --pipeline.dp 2 --schedule 1f1b" "2 dualpipe --schedule dualpipe"; do
+  read -r n label args <<< "$run"
+  for layers in 2 4; do
+    # shellcheck disable=SC2086
+    "$mpiexec" -n "$n" "$bin" run --deck "$deck" $args -m $m --model.n_layer $layers --train.steps 2 \
+      --json "$dir/g_${label}_$layers.json" > "$dir/g_${label}_$layers.log" 2>&1 ||
+      { tail -n 20 "$dir/g_${label}_$layers.log"; echo "FAIL: run $label n_layer $layers failed"; exit 1; }
+    syncs[$label,$layers]=$(grep -o '"host_syncs_per_step": [0-9]*' "$dir/g_${label}_$layers.json" | awk '{print $2}' | paste -sd' ')
+    echo "$label, n_layer $layers: host syncs per step by rank: ${syncs[$label,$layers]}"
+  done
+  [ -n "${syncs[$label,2]}" ] && [ "${syncs[$label,2]}" = "${syncs[$label,4]}" ] ||
+    { echo "FAIL: $label: host syncs grow with the layers (${syncs[$label,2]} vs ${syncs[$label,4]})"; exit 1; }
+done
+echo "PASS: host syncs per step independent of the layer count, within the bound, none added by action_fence = false, the gradient reductions included"
