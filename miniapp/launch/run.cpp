@@ -629,15 +629,21 @@ std::string compare_to_reference(const Plan& pl, std::string& reference_dump) {
   return rc == 0 ? "identical" : (rc == 1 ? "DIFFERS" : "error");
 }
 
+// The analytic bubble as the run table prints it ("-" when no closed form applies).
+std::string analytic_text(const RunReport& rep) {
+  char text[32] = "-";
+  if (rep.bubble_analytic) std::snprintf(text, sizeof(text), "%.6f", *rep.bubble_analytic);
+  return text;
+}
+
 // profile.action_fence = false: the per-rank lines without the figures built from action spans.
 void print_run_without_action_times(const RunReport& rep, std::ostream& out) {
   char line[256];
-  char analytic[32] = "-";
-  if (rep.bubble_analytic) std::snprintf(analytic, sizeof(analytic), "%.6f", *rep.bubble_analytic);
+  const std::string analytic = analytic_text(rep);
   std::snprintf(line, sizeof(line),
                 "bubble measured n/a | simulated n/a | analytic %s (unit costs) | imbalance n/a | peak stored on "
                 "rank 0: %d micro-batches, %.2f MiB",
-                analytic, rep.ranks[0].peak_stored_mb, rep.ranks[0].peak_stored_bytes / 1048576.0);
+                analytic.c_str(), rep.ranks[0].peak_stored_mb, rep.ranks[0].peak_stored_bytes / 1048576.0);
   out << line << "\n";
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
@@ -653,12 +659,11 @@ void print_run_without_action_times(const RunReport& rep, std::ostream& out) {
 void print_run(const RunReport& rep, std::ostream& out) {
   if (!rep.action_times) return print_run_without_action_times(rep, out);
   char line[256];
-  char analytic[32] = "-";
-  if (rep.bubble_analytic) std::snprintf(analytic, sizeof(analytic), "%.6f", *rep.bubble_analytic);
+  const std::string analytic = analytic_text(rep);
   std::snprintf(line, sizeof(line),
                 "bubble measured %.3f | simulated %.3f | analytic %s | imbalance %.2f | peak stored on rank 0: %d "
                 "micro-batches, %.2f MiB",
-                rep.bubble_measured, rep.bubble_simulated, analytic, rep.imbalance, rep.ranks[0].peak_stored_mb,
+                rep.bubble_measured, rep.bubble_simulated, analytic.c_str(), rep.imbalance, rep.ranks[0].peak_stored_mb,
                 rep.ranks[0].peak_stored_bytes / 1048576.0);
   out << line << "\n";
   for (const auto& rr : rep.ranks) {
