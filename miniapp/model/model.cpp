@@ -136,13 +136,14 @@ StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<lon
   StageLayout lay;
   if (num_stages > n_layer)
     throw InputError("pipeline: " + std::to_string(num_stages) +
-                     " stages (p*v; dualpipe: the p parts of one model copy) but model.n_layer = " +
-                     std::to_string(n_layer) + "; allowed: at most one stage per transformer block");
+                     " stages (p*v) but model.n_layer = " + std::to_string(n_layer) +
+                     "; allowed: at most one stage per transformer block (dualpipe: its stages are the p parts of "
+                     "one model copy)");
   if (!split.empty()) {
     if (static_cast<int>(split.size()) != num_stages)
       throw InputError("deck: key 'pipeline.layers_per_stage' has " + std::to_string(split.size()) +
                        " entries but there are " + std::to_string(num_stages) +
-                       " stages (p*v; dualpipe: the p parts of one model copy); allowed: one entry per stage");
+                       " stages (p*v); allowed: one entry per stage (dualpipe: per part of one model copy, p entries)");
     long long total = 0;
     for (long long c : split) {
       if (c < 0)

@@ -55,6 +55,15 @@ LimbView limb_range(const LimbView& v, std::size_t offset, std::size_t n) {
   return Kokkos::subview(v, std::make_pair(offset, offset + n));
 }
 
+// x(i) += y(i) for i < n, on the execution space (DualPipe's two copies; a free function because
+// CUDA's extended lambdas may not sit in a private member function).
+template <class View>
+void add_into(const View& x, const View& y, std::size_t n) {
+  Kokkos::parallel_for(
+      "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, n),
+      KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+}
+
 }  // namespace
 
 std::vector<MicroBatch> split_batch(int B, int m, int first) {
@@ -404,10 +413,7 @@ void Trainer<T>::add_copy_limbs(const std::vector<GradAccum<T>*>& accs, const st
         blocking_copy(limb_range(copy_limbs_, 0, words), theirs);
       }
     }
-    const LimbView x = limbs_, y = copy_limbs_;
-    Kokkos::parallel_for(
-        "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, words),
-        KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+    add_into(limbs_, copy_limbs_, words);
     for (const auto& pc : batch) {
       const LimbView sum = limb_range(limbs_, pc.offset, pc.limbs());
       ExactLimbs::unpack(sum, pc.first, pc.len, pc.acc->exact, pc.acc->overflow);
@@ -442,9 +448,7 @@ void Trainer<T>::add_copy_partials(GradAccum<T>& acc, GradAccum<T>* twin, int pe
       blocking_copy(y, theirs);
     }
   }
-  Kokkos::parallel_for(
-      "Trainer::sum_model_copies", Kokkos::RangePolicy<ExecSpace>(0, n),
-      KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
+  add_into(x, y, n);
   if (twin) Kokkos::deep_copy(ExecSpace(), twin->sum, x);
 }
 
