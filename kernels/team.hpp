@@ -70,6 +70,12 @@ template <class T>
 KOKKOS_FORCEINLINE_FUNCTION T* scratch(const Member& m, int level, std::size_t n) {
   return ScratchView<T>(m.team_scratch(level), n).data();
 }
+// The same as a plain pointer, for host-path bodies that hand scratch to host SIMD helpers (the
+// simulated executor checks the carve, not each access).
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T* scratch_ptr(const Member& m, int level, std::size_t n) {
+  return scratch<T>(m, level, n);
+}
 // f(e) for e = 0..n-1 spread over the team's threads (TeamThreadRange).
 template <class F>
 KOKKOS_FORCEINLINE_FUNCTION void threads(const Member& m, int n, const F& f) {

@@ -104,6 +104,10 @@ sim::Checked<T> scratch(const sim::Member& m, int level, std::size_t n) {
   T* p = static_cast<T*>(sim::carve(m, level, scratch_bytes<T>(n), alignof(T)));
   return sim::Checked<T>(p, static_cast<std::ptrdiff_t>(n), 0, m.run);
 }
+template <class T>
+T* scratch_ptr(const sim::Member& m, int level, std::size_t n) {
+  return static_cast<T*>(sim::carve(m, level, scratch_bytes<T>(n), alignof(T)));
+}
 // TeamThreadRange as CUDA spreads it with vector length 1: thread r takes r, r + T, r + 2T, ...
 template <class F>
 void threads(const sim::Member& m, int n, const F& f) {
