@@ -27,6 +27,7 @@
 #include "host_simd.hpp"
 #include "kernel_path.hpp"
 #include "row_reduce.hpp"
+#include "team.hpp"
 
 namespace minipipe {
 
@@ -71,6 +72,20 @@ int scratch_level(std::size_t bytes) {
   return -1;
 }
 
+// The launch shape of the host path's team kernels: a team per (b, h), Kokkos::AUTO threads on a
+// host backend (one on Serial and OpenMP), 128 on a GPU (where they run only for heads whose tiles
+// the device path cannot hold); level -1 when the head's scratch fits no level.
+team::Shape host_team_shape(team::Target target, int league, std::size_t bytes) {
+  team::Shape s;
+  s.league = league;
+  s.team = target == team::Target::host ? team::kAuto : 128;
+  s.scratch = bytes;
+  s.level = scratch_level(bytes);
+  if (target == team::Target::gpu && s.level == 0 && bytes > team::kGpuScratchLevel0)
+    s.level = bytes <= static_cast<std::size_t>(Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(1)) ? 1 : -1;
+  return s;
+}
+
 int round_up(int n, int m) {
   return (n + m - 1) / m * m;
 }
@@ -81,9 +96,9 @@ int round_up(int n, int m) {
 // per element strides through all the head's rows (qkv rows are 3C apart) once per channel.
 constexpr int kStageRows = 16;
 template <class Real, class Team>
-KOKKOS_INLINE_FUNCTION void stage_transposed(const Team& team, const Real* src, int lds, int rows, int n, Real* dst,
+KOKKOS_INLINE_FUNCTION void stage_transposed(const Team& tm, const Real* src, int lds, int rows, int n, Real* dst,
                                              int ldd) {
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (ldd + kStageRows - 1) / kStageRows), [&](const int blk) {
+  team::threads(tm, (ldd + kStageRows - 1) / kStageRows, [&](const int blk) {
     const int r0 = blk * kStageRows;
     const int r1 = r0 + kStageRows < ldd ? r0 + kStageRows : ldd;
     int i0 = 0;  // channels staged so far
@@ -467,6 +482,146 @@ KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real*
 }
 }  // namespace
 
+// One team per (b, h) of the host path's attention (see forward).
+template <class Real>
+struct HostForward {
+  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldo;
+  Real scale;
+  const Real* qkv_p;
+  Real* att_p;
+  Real* out_p;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys;
+    // one team per (b, h)
+    const int b = team::league(tm) / H;
+    const int h = team::league(tm) % H;
+    Real* kt = team::scratch_ptr<Real>(tm, level, n_scratch);                 // (hs, Tp)
+    const Real* qb = qkv_p + static_cast<std::size_t>(b) * T * ldq + h * hs;  // q of (b, t=0, h)
+    const Real* kb = qb + C;
+    const Real* vb = qb + 2 * C;
+    Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;  // att row (b, h, t=0)
+    stage_transposed(tm, kb, ldq, T, hs, kt, Tp);
+    team::barrier(tm);
+    team::threads(tm, (T + QT - 1) / QT, [&](const int blk) {
+      const int t0 = blk * QT;  // query rows t0..t0+nq-1
+      const int nq = T - t0 < QT ? T - t0 : QT;
+      const Real* qrow[QT];
+      const Real* arow[QT];
+      Real* orow[QT];
+      for (int q = 0; q < QT; ++q) {
+        const int t = t0 + (q < nq ? q : nq - 1);
+        qrow[q] = qb + static_cast<std::size_t>(t) * ldq;
+        arow[q] = ab + static_cast<std::size_t>(t) * lda;
+        orow[q] = out_p + static_cast<std::size_t>(b * T + t) * ldo + h * hs;
+      }
+      // scores of the unmasked keys t2 <= t, kept in att until normalised
+      for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
+        Real acc[QT][KW];
+        dot_tile(qrow, kt + k0, Tp, hs, acc);
+        // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_rows
+        // reads only the keys t2 <= t and overwrites the rest with zeros, and whole-vector
+        // stores replace a compare and a scalar store per element (a tenth of the kernel).
+        if (k0 + KW <= T) {
+          for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+            if (q >= nq) continue;
+            Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda + k0;
+            for (int j = 0; j < KW; ++j) ar[j] = acc[q][j] * scale;
+          }
+          continue;
+        }
+        for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+          if (q >= nq) continue;
+          Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda;
+          for (int j = 0; j < KW; ++j)
+            if (k0 + j <= t0 + q) ar[k0 + j] = acc[q][j] * scale;
+        }
+      }
+      softmax_rows(ab, lda, t0, nq, T);
+      rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
+    });
+  }
+};
+
+// One team per (b, h) of the host path's attention (see backward_input).
+template <class Real>
+struct HostBackward {
+  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldd, ldg;
+  Real scale;
+  const Real* qkv_p;
+  const Real* att_p;
+  const Real* dout_p;
+  Real* g_p;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys, KT = Tile<Real>::kKeyRows;
+    // one team per (b, h)
+    const int b = team::league(tm) / H;
+    const int h = team::league(tm) % H;
+    Real* vt = team::scratch_ptr<Real>(tm, level, n_scratch);  // (hs, Tp)
+    Real* dp = vt + hs * Tp;                                   // (T, Tp)
+    const std::size_t row0 = static_cast<std::size_t>(b) * T;  // token row of (b, t=0)
+    const Real* qb = qkv_p + row0 * ldq + h * hs;
+    const Real* kb = qb + C;
+    const Real* vb = qb + 2 * C;
+    const Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;
+    const Real* db = dout_p + row0 * ldd + h * hs;
+    Real* gq = g_p + row0 * ldg + h * hs;
+    stage_transposed(tm, vb, ldq, T, hs, vt, Tp);
+    team::barrier(tm);
+    // dpre rows: datt tiles, then rowdot and dpre per row in t2 order
+    team::threads(tm, (T + QT - 1) / QT, [&](const int blk) {
+      const int t0 = blk * QT;
+      const int nq = T - t0 < QT ? T - t0 : QT;
+      const Real* drow[QT];
+      for (int q = 0; q < QT; ++q) drow[q] = db + static_cast<std::size_t>(t0 + (q < nq ? q : nq - 1)) * ldd;
+      for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
+        Real acc[QT][KW];
+        dot_tile(drow, vt + k0, Tp, hs, acc);
+        for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+          if (q >= nq) continue;
+          // Whole tiles (dp rows are Tp wide): the keys past t are never read.
+          Real* pr = dp + (t0 + q) * Tp + k0;
+          for (int j = 0; j < KW; ++j) pr[j] = acc[q][j];
+        }
+      }
+      for (int q = 0; q < nq; ++q) {
+        const int t = t0 + q;
+        const Real* ar = ab + static_cast<std::size_t>(t) * lda;
+        Real* pr = dp + t * Tp;
+        const Real rd = row_dot(ar, pr, t + 1);
+        for (int t2 = 0; t2 <= t; ++t2) pr[t2] = (ar[t2] * (pr[t2] - rd)) * scale;
+      }
+    });
+    team::barrier(tm);
+    // dk, dv: key rows s0..s0+nk-1, sums over the queries t >= key
+    team::threads(tm, (T + KT - 1) / KT, [&](const int blk) {
+      const int s0 = blk * KT;
+      const int nk = T - s0 < KT ? T - s0 : KT;
+      Real* dk[KT];
+      Real* dv[KT];
+      for (int k = 0; k < KT; ++k) {
+        dk[k] = gq + static_cast<std::size_t>(s0 + (k < nk ? k : nk - 1)) * ldg + C;
+        dv[k] = dk[k] + C;
+      }
+      cols_accumulate(dp, Tp, ab, lda, qb, ldq, db, ldd, s0, nk, T, hs, dk, dv);
+    });
+    // dq: query rows, sums over the keys t2 <= query
+    team::threads(tm, (T + QT - 1) / QT, [&](const int blk) {
+      const int t0 = blk * QT;
+      const int nq = T - t0 < QT ? T - t0 : QT;
+      const Real* prow[QT];
+      Real* grow[QT];
+      for (int q = 0; q < QT; ++q) {
+        const int t = t0 + (q < nq ? q : nq - 1);
+        prow[q] = dp + t * Tp;
+        grow[q] = gq + static_cast<std::size_t>(t) * ldg;
+      }
+      rows_accumulate(prow, kb, ldq, t0, nq, hs, grow);
+    });
+  }
+};
+
 template <class Real>
 void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
   check_shapes("Attention::forward", B, T, C, H, qkv.extent(0), qkv.extent(1), att.extent(0), att.extent(1),
@@ -483,12 +638,12 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   (void)mode;  // both modes use det::exp (see the file comment)
-  constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys;
+  constexpr int KW = Tile<Real>::kKeys;
   const int Tp = round_up(T, KW);  // K^T rows padded with zeros to whole key tiles
   const int n_scratch = hs * Tp;   // K^T of the head (hs, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
-  const int level = scratch_level(bytes);
-  if (level < 0) {  // the canonical order's own row kernels
+  const team::Shape shape = host_team_shape(team::launch_target(), B * H, bytes);
+  if (shape.level < 0) {  // the canonical order's own row kernels
     attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);
     return;
   }
@@ -497,57 +652,8 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   Real* out_p = out.data();
   const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
             ldo = static_cast<int>(out.stride(0));
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  Kokkos::parallel_for(
-      "Attention::forward", Policy(B * H, Kokkos::AUTO).set_scratch_size(level, Kokkos::PerTeam(bytes)),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {  // one team per (b, h)
-        const int b = team.league_rank() / H;
-        const int h = team.league_rank() % H;
-        Real* kt = Scratch<Real>(team.team_scratch(level), n_scratch).data();     // (hs, Tp)
-        const Real* qb = qkv_p + static_cast<std::size_t>(b) * T * ldq + h * hs;  // q of (b, t=0, h)
-        const Real* kb = qb + C;
-        const Real* vb = qb + 2 * C;
-        Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;  // att row (b, h, t=0)
-        stage_transposed(team, kb, ldq, T, hs, kt, Tp);
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
-          const int t0 = blk * QT;  // query rows t0..t0+nq-1
-          const int nq = T - t0 < QT ? T - t0 : QT;
-          const Real* qrow[QT];
-          const Real* arow[QT];
-          Real* orow[QT];
-          for (int q = 0; q < QT; ++q) {
-            const int t = t0 + (q < nq ? q : nq - 1);
-            qrow[q] = qb + static_cast<std::size_t>(t) * ldq;
-            arow[q] = ab + static_cast<std::size_t>(t) * lda;
-            orow[q] = out_p + static_cast<std::size_t>(b * T + t) * ldo + h * hs;
-          }
-          // scores of the unmasked keys t2 <= t, kept in att until normalised
-          for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
-            Real acc[QT][KW];
-            dot_tile(qrow, kt + k0, Tp, hs, acc);
-            // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_rows
-            // reads only the keys t2 <= t and overwrites the rest with zeros, and whole-vector
-            // stores replace a compare and a scalar store per element (a tenth of the kernel).
-            if (k0 + KW <= T) {
-              for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
-                if (q >= nq) continue;
-                Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda + k0;
-                for (int j = 0; j < KW; ++j) ar[j] = acc[q][j] * scale;
-              }
-              continue;
-            }
-            for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
-              if (q >= nq) continue;
-              Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda;
-              for (int j = 0; j < KW; ++j)
-                if (k0 + j <= t0 + q) ar[k0 + j] = acc[q][j] * scale;
-            }
-          }
-          softmax_rows(ab, lda, t0, nq, T);
-          rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
-        });
-      });
+  team::launch("Attention::forward", shape,
+               HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
 }
 
 template <class Real>
@@ -570,12 +676,12 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int rows = B * H * T;
-  constexpr int QT = Tile<Real>::kQueries, KW = Tile<Real>::kKeys, KT = Tile<Real>::kKeyRows;
+  constexpr int KW = Tile<Real>::kKeys;
   const int Tp = round_up(T, KW);
   const int n_scratch = hs * Tp + T * Tp;  // V^T of the head (hs, Tp), then dpre (T, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
-  const int level = scratch_level(bytes);
-  if (level < 0) {  // the canonical order's own row kernels
+  const team::Shape shape = host_team_shape(team::launch_target(), B * H, bytes);
+  if (shape.level < 0) {  // the canonical order's own row kernels
     attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);
     return;
   }
@@ -586,79 +692,14 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   Real* g_p = dqkv.data();
   const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
             ldd = static_cast<int>(dout.stride(0)), ldg = static_cast<int>(dqkv.stride(0));
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
   // With datt(t,t2) = dout_t . v_t2 the softmax backward is
   //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
   // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
   // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
   // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
-  Kokkos::parallel_for(
-      "Attention::backward_input", Policy(B * H, Kokkos::AUTO).set_scratch_size(level, Kokkos::PerTeam(bytes)),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {  // one team per (b, h)
-        const int b = team.league_rank() / H;
-        const int h = team.league_rank() % H;
-        Real* vt = Scratch<Real>(team.team_scratch(level), n_scratch).data();  // (hs, Tp)
-        Real* dp = vt + hs * Tp;                                               // (T, Tp)
-        const std::size_t row0 = static_cast<std::size_t>(b) * T;              // token row of (b, t=0)
-        const Real* qb = qkv_p + row0 * ldq + h * hs;
-        const Real* kb = qb + C;
-        const Real* vb = qb + 2 * C;
-        const Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;
-        const Real* db = dout_p + row0 * ldd + h * hs;
-        Real* gq = g_p + row0 * ldg + h * hs;
-        stage_transposed(team, vb, ldq, T, hs, vt, Tp);
-        team.team_barrier();
-        // dpre rows: datt tiles, then rowdot and dpre per row in t2 order
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
-          const int t0 = blk * QT;
-          const int nq = T - t0 < QT ? T - t0 : QT;
-          const Real* drow[QT];
-          for (int q = 0; q < QT; ++q) drow[q] = db + static_cast<std::size_t>(t0 + (q < nq ? q : nq - 1)) * ldd;
-          for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
-            Real acc[QT][KW];
-            dot_tile(drow, vt + k0, Tp, hs, acc);
-            for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
-              if (q >= nq) continue;
-              // Whole tiles (dp rows are Tp wide): the keys past t are never read.
-              Real* pr = dp + (t0 + q) * Tp + k0;
-              for (int j = 0; j < KW; ++j) pr[j] = acc[q][j];
-            }
-          }
-          for (int q = 0; q < nq; ++q) {
-            const int t = t0 + q;
-            const Real* ar = ab + static_cast<std::size_t>(t) * lda;
-            Real* pr = dp + t * Tp;
-            const Real rd = row_dot(ar, pr, t + 1);
-            for (int t2 = 0; t2 <= t; ++t2) pr[t2] = (ar[t2] * (pr[t2] - rd)) * scale;
-          }
-        });
-        team.team_barrier();
-        // dk, dv: key rows s0..s0+nk-1, sums over the queries t >= key
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + KT - 1) / KT), [&](const int blk) {
-          const int s0 = blk * KT;
-          const int nk = T - s0 < KT ? T - s0 : KT;
-          Real* dk[KT];
-          Real* dv[KT];
-          for (int k = 0; k < KT; ++k) {
-            dk[k] = gq + static_cast<std::size_t>(s0 + (k < nk ? k : nk - 1)) * ldg + C;
-            dv[k] = dk[k] + C;
-          }
-          cols_accumulate(dp, Tp, ab, lda, qb, ldq, db, ldd, s0, nk, T, hs, dk, dv);
-        });
-        // dq: query rows, sums over the keys t2 <= query
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (T + QT - 1) / QT), [&](const int blk) {
-          const int t0 = blk * QT;
-          const int nq = T - t0 < QT ? T - t0 : QT;
-          const Real* prow[QT];
-          Real* grow[QT];
-          for (int q = 0; q < QT; ++q) {
-            const int t = t0 + (q < nq ? q : nq - 1);
-            prow[q] = dp + t * Tp;
-            grow[q] = gq + static_cast<std::size_t>(t) * ldg;
-          }
-          rows_accumulate(prow, kb, ldq, t0, nq, hs, grow);
-        });
-      });
+  team::launch("Attention::backward_input", shape,
+               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
+                                  dout_p, g_p});
 }
 
 template struct Attention<float>;

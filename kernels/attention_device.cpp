@@ -21,6 +21,7 @@
 
 #include "detmath.hpp"
 #include "row_reduce.hpp"
+#include "team.hpp"
 
 namespace minipipe {
 namespace attention_device {
@@ -34,9 +35,8 @@ struct Tiles {
 };
 
 using Policy = Kokkos::TeamPolicy<ExecSpace>;
-using Member = Policy::member_type;
 template <class Real>
-using Scratch = Kokkos::View<Real*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using Scratch = team::ScratchView<Real>;
 
 // Scratch elements of each kernel (carved in this order in the kernels below).
 template <class Real>
@@ -60,19 +60,305 @@ int dq_elems(int hs) {  // ds, ks, vs, ps, rd, acc
   return Tl::kQ * (hs + 1) + 2 * Tl::kKB * (hs + 1) + Tl::kQ * Tl::kKB + Tl::kQ + Tl::kQ * hs;
 }
 
-// Level 0 when the tiles fit there (always at GPT-2 head sizes), else level 1.
-int level_for(std::size_t bytes, const char* where) {
-  if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(0))) return 0;
-  if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(1))) return 1;
-  throw std::invalid_argument(std::string(where) + ": the head's tiles need " + std::to_string(bytes) +
-                              " bytes of team scratch, more than this backend offers");
+// The launch shape of every attention kernel: GPU, 128 threads a team, the tiles in level-0 scratch
+// when they fit a GPU block's default shared memory (always at GPT-2 head sizes), else level 1; host
+// backend, Kokkos::AUTO threads and level 0 when this backend's level 0 holds them.
+team::Shape attention_shape(team::Target target, int league, std::size_t bytes, const char* where) {
+  team::Shape s;
+  s.league = league;
+  s.team = target == team::Target::host ? team::kAuto : 128;
+  s.scratch = bytes;
+  const std::size_t max0 =
+      target == team::Target::gpu ? team::kGpuScratchLevel0 : static_cast<std::size_t>(Policy::scratch_size_max(0));
+  if (bytes <= max0) {
+    s.level = 0;
+  } else if (bytes <= static_cast<std::size_t>(Policy::scratch_size_max(1))) {
+    s.level = 1;
+  } else {
+    throw std::invalid_argument(std::string(where) + ": the head's tiles need " + std::to_string(bytes) +
+                                " bytes of team scratch, more than this backend offers");
+  }
+  return s;
 }
 
-Policy team_policy(int league, std::size_t bytes, int level) {
-  const bool host = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
-  Policy p = host ? Policy(league, Kokkos::AUTO) : Policy(league, 128);
-  return p.set_scratch_size(level, Kokkos::PerTeam(bytes));
-}
+// What every attention kernel body reads besides its own views.
+template <class Real>
+struct Common {
+  int T, C, H, hs, nqb, nkb, level, n_el;
+  Real scale;
+  CMat<Real> qkv;
+};
+
+template <class Real>
+struct ForwardBody {
+  Common<Real> c;
+  Mat<Real> att, out;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
+                                   L = rowred::kLanes;
+    [[maybe_unused]] const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb, nkb = c.nkb,
+                               level = c.level;
+    [[maybe_unused]] const int n_el = c.n_el;
+    [[maybe_unused]] const Real scale = c.scale;
+    const CMat<Real>& qkv = c.qkv;
+    const int bh = team::league(tm) / nqb;  // b*H + h
+    const int b = bh / H, h = bh % H;
+    const int t0 = team::league(tm) % nqb * QB;  // query rows t0..t0+nq-1
+    const int nq = T - t0 < QB ? T - t0 : QB;
+    const int kend = t0 + nq;  // keys 0..kend-1 are seen by some query of the block
+    const int row0 = b * T, arow = bh * T;
+    const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+    const auto qs = team::scratch<Real>(tm, level, n_el);  // (QB, ld)
+    const auto ks = qs + QB * ld;                          // (KB, ld): K, later V
+    const auto ps = ks + KB * ld;                          // (QB, KB)
+    const auto acc = ps + QB * KB;                         // (QB, hs)
+    const auto mx = acc + QB * hs;                         // (QB)
+    const auto rd = mx + QB;                               // (QB, kLanes) lane partials
+    team::threads(tm, nq * hs, [&](const int e) { qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs); });
+    // scores: att(t, t2) = (fma chain over i of q_t[i] k_t2[i]) * scale, t2 <= t
+    for (int k0 = 0; k0 < kend; k0 += KB) {
+      const int kb = kend - k0 < KB ? kend - k0 : KB;
+      team::barrier(tm);
+      team::threads(tm, kb * hs, [&](const int e) { ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, ko + e % hs); });
+      team::barrier(tm);
+      team::threads(tm, nq * KB, [&](const int e) {
+        const int q = e / KB, j = e % KB;
+        if (j >= kb || k0 + j > t0 + q) return;
+        Real dot = 0;
+        for (int i = 0; i < hs; ++i) dot = fma_exact(qs[q * ld + i], ks[j * ld + i], dot);
+        att(arow + t0 + q, k0 + j) = dot * scale;
+      });
+    }
+    team::barrier(tm);
+    // softmax of rows t = t0 + q over keys t2 <= t: the max and the sum in the canonical lanes
+    // and tree of row_reduce.hpp, the team's threads on all lanes of all rows (consecutive lanes
+    // read consecutive keys); each exp is formed by the lane that adds it. Keys above the
+    // diagonal are never written (nothing reads them).
+    const auto len = [&](const int q) { return t0 + q + 1; };
+    rowred::team_reduce_rows<rowred::Max, Real>(tm, rd, nq, len, [&](const int q, const int t2, const Real m) {
+      return rowred::Max::combine<Real>(m, att(arow + t0 + q, t2));
+    });
+    team::threads(tm, nq, [&](const int q) { mx[q] = rd[q * L]; });
+    team::barrier(tm);
+    rowred::team_reduce_rows<rowred::Sum, Real>(tm, rd, nq, len, [&](const int q, const int t2, const Real a) {
+      Real& x = att(arow + t0 + q, t2);
+      x = det::exp(x - mx[q]);
+      return a + x;
+    });
+    team::threads(tm, nq * kend, [&](const int e) {
+      const int q = e / kend, t2 = e % kend;
+      if (t2 <= t0 + q) att(arow + t0 + q, t2) = att(arow + t0 + q, t2) / rd[q * L];
+    });
+    // out_t[i] = fma chain over t2 = 0..t of att(t, t2) v_t2[i]
+    team::threads(tm, QB * hs, [&](const int e) { acc[e] = 0; });
+    for (int k0 = 0; k0 < kend; k0 += KB) {
+      const int kb = kend - k0 < KB ? kend - k0 : KB;
+      team::barrier(tm);
+      team::threads(tm, kb * hs, [&](const int e) { ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs); });
+      team::threads(tm, nq * kb, [&](const int e) { ps[e / kb * KB + e % kb] = att(arow + t0 + e / kb, k0 + e % kb); });
+      team::barrier(tm);
+      team::threads(tm, nq * hs, [&](const int e) {
+        const int q = e / hs, i = e % hs;
+        const int last = t0 + q - k0 + 1;  // keys k0+j <= t
+        const int jn = last < kb ? last : kb;
+        Real o = acc[e];
+        for (int j = 0; j < jn; ++j) o = fma_exact(ps[q * KB + j], ks[j * ld + i], o);
+        acc[e] = o;
+      });
+    }
+    team::barrier(tm);
+    team::threads(tm, nq * hs, [&](const int e) { out(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
+  }
+};
+
+template <class Real>
+struct RowdotBody {
+  Common<Real> c;
+  CMat<Real> att, dout;
+  Mat<Real> dqkv;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
+                                   L = rowred::kLanes;
+    [[maybe_unused]] const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb, nkb = c.nkb,
+                               level = c.level;
+    [[maybe_unused]] const int n_el = c.n_el;
+    [[maybe_unused]] const Real scale = c.scale;
+    const CMat<Real>& qkv = c.qkv;
+    const int bh = team::league(tm) / nqb;
+    const int b = bh / H, h = bh % H;
+    const int t0 = team::league(tm) % nqb * QB;
+    const int nq = T - t0 < QB ? T - t0 : QB;
+    const int kend = t0 + nq;
+    const int row0 = b * T, arow = bh * T;
+    const int qo = h * hs, vo = 2 * C + h * hs;
+    const auto ds = team::scratch<Real>(tm, level, n_el);  // (QB, ld)
+    const auto vs = ds + QB * ld;                          // (KB, ld)
+    const auto ps = vs + KB * ld;                          // (QB, KB)
+    const auto rd = ps + QB * KB;                          // (QB, kLanes) lane partials
+    team::threads(tm, nq * hs, [&](const int e) { ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs); });
+    team::threads(tm, QB * L, [&](const int e) { rd[e] = 0; });
+    for (int k0 = 0; k0 < kend; k0 += KB) {
+      const int kb = kend - k0 < KB ? kend - k0 : KB;
+      team::barrier(tm);
+      team::threads(tm, kb * hs, [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs); });
+      team::barrier(tm);
+      team::threads(tm, nq * KB, [&](const int e) {
+        const int q = e / KB, j = e % KB;
+        if (j >= kb || k0 + j > t0 + q) return;
+        Real d = 0;
+        for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
+        ps[e] = d;
+      });
+      team::barrier(tm);
+      // key k0 + j feeds lane (k0 + j) % kLanes; KB <= kLanes, so a lane gets one key per tile
+      // and its chain runs in ascending t2 over the tiles
+      team::threads(tm, nq * KB, [&](const int e) {
+        const int q = e / KB, j = e % KB;
+        if (j >= kb || k0 + j > t0 + q) return;
+        Real& lane = rd[q * L + (k0 + j) % L];
+        lane = fma_exact(att(arow + t0 + q, k0 + j), ps[e], lane);
+      });
+    }
+    team::barrier(tm);
+    // the lane tree of every row, one level at a time across the team
+    rowred::team_tree_rows<rowred::Sum, Real>(tm, rd, nq);
+    team::threads(tm, nq, [&](const int q) { dqkv(row0 + t0 + q, qo) = rd[q * L]; });
+  }
+};
+
+template <class Real>
+struct DkvBody {
+  Common<Real> c;
+  CMat<Real> att, dout;
+  Mat<Real> dqkv;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
+                                   L = rowred::kLanes;
+    [[maybe_unused]] const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb, nkb = c.nkb,
+                               level = c.level;
+    [[maybe_unused]] const int n_el = c.n_el;
+    [[maybe_unused]] const Real scale = c.scale;
+    const CMat<Real>& qkv = c.qkv;
+    const int bh = team::league(tm) / nkb;
+    const int b = bh / H, h = bh % H;
+    const int s0 = team::league(tm) % nkb * KB2;  // key rows s0..s0+nk-1
+    const int nk = T - s0 < KB2 ? T - s0 : KB2;
+    const int row0 = b * T, arow = bh * T;
+    const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+    const auto vs = team::scratch<Real>(tm, level, n_el);  // (KB2, ld)
+    const auto qs = vs + KB2 * ld;                         // (QB, ld)
+    const auto ds = qs + QB * ld;                          // (QB, ld)
+    const auto ps = ds + QB * ld;                          // (QB, KB2) dpre
+    const auto as = ps + QB * KB2;                         // (QB, KB2) att
+    const auto rd = as + QB * KB2;                         // (QB)
+    const auto dk = rd + QB;                               // (KB2, hs)
+    const auto dv = dk + KB2 * hs;                         // (KB2, hs)
+    team::threads(tm, nk * hs, [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + s0 + e / hs, vo + e % hs); });
+    team::threads(tm, KB2 * hs, [&](const int e) { dk[e] = dv[e] = 0; });
+    for (int t0 = s0 / QB * QB; t0 < T; t0 += QB) {  // query tiles holding queries >= s0
+      const int nq = T - t0 < QB ? T - t0 : QB;
+      team::barrier(tm);
+      team::threads(tm, nq * hs, [&](const int e) {
+        qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs);
+        ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs);
+      });
+      team::threads(tm, nq, [&](const int q) { rd[q] = dqkv(row0 + t0 + q, qo); });
+      team::barrier(tm);
+      team::threads(tm, nq * KB2, [&](const int e) {
+        const int q = e / KB2, j = e % KB2;
+        if (j >= nk || s0 + j > t0 + q) return;
+        Real d = 0;
+        for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
+        const Real a = att(arow + t0 + q, s0 + j);
+        ps[e] = (a * (d - rd[q])) * scale;
+        as[e] = a;
+      });
+      team::barrier(tm);
+      team::threads(tm, nk * hs, [&](const int e) {
+        const int j = e / hs, i = e % hs;
+        const int first = s0 + j - t0;  // queries t >= key s0+j
+        Real gk = dk[e], gv = dv[e];
+        for (int q = first > 0 ? first : 0; q < nq; ++q) {
+          gk = fma_exact(ps[q * KB2 + j], qs[q * ld + i], gk);
+          gv = fma_exact(as[q * KB2 + j], ds[q * ld + i], gv);
+        }
+        dk[e] = gk;
+        dv[e] = gv;
+      });
+    }
+    team::barrier(tm);
+    team::threads(tm, nk * hs, [&](const int e) {
+      dqkv(row0 + s0 + e / hs, ko + e % hs) = dk[e];
+      dqkv(row0 + s0 + e / hs, vo + e % hs) = dv[e];
+    });
+  }
+};
+
+template <class Real>
+struct DqBody {
+  Common<Real> c;
+  CMat<Real> att, dout;
+  Mat<Real> dqkv;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
+                                   L = rowred::kLanes;
+    [[maybe_unused]] const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb, nkb = c.nkb,
+                               level = c.level;
+    [[maybe_unused]] const int n_el = c.n_el;
+    [[maybe_unused]] const Real scale = c.scale;
+    const CMat<Real>& qkv = c.qkv;
+    const int bh = team::league(tm) / nqb;
+    const int b = bh / H, h = bh % H;
+    const int t0 = team::league(tm) % nqb * QB;
+    const int nq = T - t0 < QB ? T - t0 : QB;
+    const int kend = t0 + nq;
+    const int row0 = b * T, arow = bh * T;
+    const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+    const auto ds = team::scratch<Real>(tm, level, n_el);  // (QB, ld)
+    const auto ks = ds + QB * ld;                          // (KB2, ld)
+    const auto vs = ks + KB2 * ld;                         // (KB2, ld)
+    const auto ps = vs + KB2 * ld;                         // (QB, KB2)
+    const auto rd = ps + QB * KB2;                         // (QB)
+    const auto acc = rd + QB;                              // (QB, hs)
+    team::threads(tm, nq * hs, [&](const int e) {
+      ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs);
+      acc[e] = 0;
+    });
+    team::threads(tm, nq, [&](const int q) { rd[q] = dqkv(row0 + t0 + q, qo); });
+    for (int k0 = 0; k0 < kend; k0 += KB2) {
+      const int kb = kend - k0 < KB2 ? kend - k0 : KB2;
+      team::barrier(tm);
+      team::threads(tm, kb * hs, [&](const int e) {
+        ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, ko + e % hs);
+        vs[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs);
+      });
+      team::barrier(tm);
+      team::threads(tm, nq * KB2, [&](const int e) {
+        const int q = e / KB2, j = e % KB2;
+        if (j >= kb || k0 + j > t0 + q) return;
+        Real d = 0;
+        for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
+        const Real a = att(arow + t0 + q, k0 + j);
+        ps[e] = (a * (d - rd[q])) * scale;
+      });
+      team::barrier(tm);
+      team::threads(tm, nq * hs, [&](const int e) {
+        const int q = e / hs, i = e % hs;
+        const int last = t0 + q - k0 + 1;
+        const int jn = last < kb ? last : kb;
+        Real g = acc[e];
+        for (int j = 0; j < jn; ++j) g = fma_exact(ps[q * KB2 + j], ks[j * ld + i], g);
+        acc[e] = g;
+      });
+    }
+    team::barrier(tm);
+    team::threads(tm, nq * hs, [&](const int e) { dqkv(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
+  }
+};
 }  // namespace
 
 template <class Real>
@@ -97,95 +383,23 @@ bool fits(int hs) {
 
 template <class Real>
 void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
-  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, L = rowred::kLanes;
-  const int hs = C / H, ld = hs + 1;
+  constexpr int QB = Tiles<Real>::kQ;
+  const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int nqb = (T + QB - 1) / QB;
   const int n_el = forward_elems<Real>(hs);
   const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
-  const int level = level_for(bytes, "Attention::forward (device path)");
-  Kokkos::parallel_for(
-      "Attention::forward_device", team_policy(B * H * nqb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
-        const int bh = team.league_rank() / nqb;  // b*H + h
-        const int b = bh / H, h = bh % H;
-        const int t0 = team.league_rank() % nqb * QB;  // query rows t0..t0+nq-1
-        const int nq = T - t0 < QB ? T - t0 : QB;
-        const int kend = t0 + nq;  // keys 0..kend-1 are seen by some query of the block
-        const int row0 = b * T, arow = bh * T;
-        const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-        Real* qs = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
-        Real* ks = qs + QB * ld;                                          // (KB, ld): K, later V
-        Real* ps = ks + KB * ld;                                          // (QB, KB)
-        Real* acc = ps + QB * KB;                                         // (QB, hs)
-        Real* mx = acc + QB * hs;                                         // (QB)
-        Real* rd = mx + QB;                                               // (QB, kLanes) lane partials
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
-                             [&](const int e) { qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs); });
-        // scores: att(t, t2) = (fma chain over i of q_t[i] k_t2[i]) * scale, t2 <= t
-        for (int k0 = 0; k0 < kend; k0 += KB) {
-          const int kb = kend - k0 < KB ? kend - k0 : KB;
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs),
-                               [&](const int e) { ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, ko + e % hs); });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB), [&](const int e) {
-            const int q = e / KB, j = e % KB;
-            if (j >= kb || k0 + j > t0 + q) return;
-            Real dot = 0;
-            for (int i = 0; i < hs; ++i) dot = fma_exact(qs[q * ld + i], ks[j * ld + i], dot);
-            att(arow + t0 + q, k0 + j) = dot * scale;
-          });
-        }
-        team.team_barrier();
-        // softmax of rows t = t0 + q over keys t2 <= t: the max and the sum in the canonical lanes
-        // and tree of row_reduce.hpp, the team's threads on all lanes of all rows (consecutive lanes
-        // read consecutive keys); each exp is formed by the lane that adds it. Keys above the
-        // diagonal are never written (nothing reads them).
-        const auto len = [&](const int q) { return t0 + q + 1; };
-        rowred::team_reduce_rows<rowred::Max, Real>(team, rd, nq, len, [&](const int q, const int t2, const Real m) {
-          return rowred::Max::combine<Real>(m, att(arow + t0 + q, t2));
-        });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int q) { mx[q] = rd[q * L]; });
-        team.team_barrier();
-        rowred::team_reduce_rows<rowred::Sum, Real>(team, rd, nq, len, [&](const int q, const int t2, const Real a) {
-          Real& x = att(arow + t0 + q, t2);
-          x = det::exp(x - mx[q]);
-          return a + x;
-        });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * kend), [&](const int e) {
-          const int q = e / kend, t2 = e % kend;
-          if (t2 <= t0 + q) att(arow + t0 + q, t2) = att(arow + t0 + q, t2) / rd[q * L];
-        });
-        // out_t[i] = fma chain over t2 = 0..t of att(t, t2) v_t2[i]
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB * hs), [&](const int e) { acc[e] = 0; });
-        for (int k0 = 0; k0 < kend; k0 += KB) {
-          const int kb = kend - k0 < KB ? kend - k0 : KB;
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs),
-                               [&](const int e) { ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs); });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * kb),
-                               [&](const int e) { ps[e / kb * KB + e % kb] = att(arow + t0 + e / kb, k0 + e % kb); });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
-            const int q = e / hs, i = e % hs;
-            const int last = t0 + q - k0 + 1;  // keys k0+j <= t
-            const int jn = last < kb ? last : kb;
-            Real o = acc[e];
-            for (int j = 0; j < jn; ++j) o = fma_exact(ps[q * KB + j], ks[j * ld + i], o);
-            acc[e] = o;
-          });
-        }
-        team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
-                             [&](const int e) { out(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
-      });
+  const team::Shape shape =
+      attention_shape(team::launch_target(), B * H * nqb, bytes, "Attention::forward (device path)");
+  const Common<Real> c{T, C, H, hs, nqb, 0, shape.level, n_el, scale, qkv};
+  team::launch("Attention::forward_device", shape, ForwardBody<Real>{c, att, out});
 }
 
 template <class Real>
 void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, CMat<Real> dout, Mat<Real> dqkv) {
-  constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB, L = rowred::kLanes;
-  static_assert(KB <= L, "a rowdot key tile must not hold two keys of one lane");
-  const int hs = C / H, ld = hs + 1;
+  constexpr int QB = Tiles<Real>::kQ, KB2 = Tiles<Real>::kKB;
+  static_assert(Tiles<Real>::kK <= rowred::kLanes, "a rowdot key tile must not hold two keys of one lane");
+  const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int nqb = (T + QB - 1) / QB, nkb = (T + KB2 - 1) / KB2;
 
@@ -195,52 +409,10 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
   {
     const int n_el = rowdot_elems<Real>(hs);
     const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
-    const int level = level_for(bytes, "Attention::backward_input (device path)");
-    Kokkos::parallel_for(
-        "Attention::backward_rowdot_device", team_policy(B * H * nqb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
-          const int bh = team.league_rank() / nqb;
-          const int b = bh / H, h = bh % H;
-          const int t0 = team.league_rank() % nqb * QB;
-          const int nq = T - t0 < QB ? T - t0 : QB;
-          const int kend = t0 + nq;
-          const int row0 = b * T, arow = bh * T;
-          const int qo = h * hs, vo = 2 * C + h * hs;
-          Real* ds = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
-          Real* vs = ds + QB * ld;                                          // (KB, ld)
-          Real* ps = vs + KB * ld;                                          // (QB, KB)
-          Real* rd = ps + QB * KB;                                          // (QB, kLanes) lane partials
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
-                               [&](const int e) { ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs); });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, QB * L), [&](const int e) { rd[e] = 0; });
-          for (int k0 = 0; k0 < kend; k0 += KB) {
-            const int kb = kend - k0 < KB ? kend - k0 : KB;
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs),
-                                 [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs); });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB), [&](const int e) {
-              const int q = e / KB, j = e % KB;
-              if (j >= kb || k0 + j > t0 + q) return;
-              Real d = 0;
-              for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
-              ps[e] = d;
-            });
-            team.team_barrier();
-            // key k0 + j feeds lane (k0 + j) % kLanes; KB <= kLanes, so a lane gets one key per tile
-            // and its chain runs in ascending t2 over the tiles
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB), [&](const int e) {
-              const int q = e / KB, j = e % KB;
-              if (j >= kb || k0 + j > t0 + q) return;
-              Real& lane = rd[q * L + (k0 + j) % L];
-              lane = fma_exact(att(arow + t0 + q, k0 + j), ps[e], lane);
-            });
-          }
-          team.team_barrier();
-          // the lane tree of every row, one level at a time across the team
-          rowred::team_tree_rows<rowred::Sum, Real>(team, rd, nq);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
-                               [&](const int q) { dqkv(row0 + t0 + q, qo) = rd[q * L]; });
-        });
+    const team::Shape shape =
+        attention_shape(team::launch_target(), B * H * nqb, bytes, "Attention::backward_input (device path)");
+    const Common<Real> c{T, C, H, hs, nqb, nkb, shape.level, n_el, scale, qkv};
+    team::launch("Attention::backward_rowdot_device", shape, RowdotBody<Real>{c, att, dout, dqkv});
   }
 
   // 2. dk_t2[i] = fma chain over t = t2..T-1 of dpre(t,t2) q_t[i]; dv_t2[i] likewise of att(t,t2)
@@ -248,64 +420,10 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
   {
     const int n_el = dkv_elems<Real>(hs);
     const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
-    const int level = level_for(bytes, "Attention::backward_input (device path)");
-    Kokkos::parallel_for(
-        "Attention::backward_dkv_device", team_policy(B * H * nkb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
-          const int bh = team.league_rank() / nkb;
-          const int b = bh / H, h = bh % H;
-          const int s0 = team.league_rank() % nkb * KB2;  // key rows s0..s0+nk-1
-          const int nk = T - s0 < KB2 ? T - s0 : KB2;
-          const int row0 = b * T, arow = bh * T;
-          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-          Real* vs = Scratch<Real>(team.team_scratch(level), n_el).data();  // (KB2, ld)
-          Real* qs = vs + KB2 * ld;                                         // (QB, ld)
-          Real* ds = qs + QB * ld;                                          // (QB, ld)
-          Real* ps = ds + QB * ld;                                          // (QB, KB2) dpre
-          Real* as = ps + QB * KB2;                                         // (QB, KB2) att
-          Real* rd = as + QB * KB2;                                         // (QB)
-          Real* dk = rd + QB;                                               // (KB2, hs)
-          Real* dv = dk + KB2 * hs;                                         // (KB2, hs)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hs),
-                               [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + s0 + e / hs, vo + e % hs); });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KB2 * hs), [&](const int e) { dk[e] = dv[e] = 0; });
-          for (int t0 = s0 / QB * QB; t0 < T; t0 += QB) {  // query tiles holding queries >= s0
-            const int nq = T - t0 < QB ? T - t0 : QB;
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
-              qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs);
-              ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs);
-            });
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
-                                 [&](const int q) { rd[q] = dqkv(row0 + t0 + q, qo); });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB2), [&](const int e) {
-              const int q = e / KB2, j = e % KB2;
-              if (j >= nk || s0 + j > t0 + q) return;
-              Real d = 0;
-              for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
-              const Real a = att(arow + t0 + q, s0 + j);
-              ps[e] = (a * (d - rd[q])) * scale;
-              as[e] = a;
-            });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hs), [&](const int e) {
-              const int j = e / hs, i = e % hs;
-              const int first = s0 + j - t0;  // queries t >= key s0+j
-              Real gk = dk[e], gv = dv[e];
-              for (int q = first > 0 ? first : 0; q < nq; ++q) {
-                gk = fma_exact(ps[q * KB2 + j], qs[q * ld + i], gk);
-                gv = fma_exact(as[q * KB2 + j], ds[q * ld + i], gv);
-              }
-              dk[e] = gk;
-              dv[e] = gv;
-            });
-          }
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hs), [&](const int e) {
-            dqkv(row0 + s0 + e / hs, ko + e % hs) = dk[e];
-            dqkv(row0 + s0 + e / hs, vo + e % hs) = dv[e];
-          });
-        });
+    const team::Shape shape =
+        attention_shape(team::launch_target(), B * H * nkb, bytes, "Attention::backward_input (device path)");
+    const Common<Real> c{T, C, H, hs, nqb, nkb, shape.level, n_el, scale, qkv};
+    team::launch("Attention::backward_dkv_device", shape, DkvBody<Real>{c, att, dout, dqkv});
   }
 
   // 3. dq_t[i] = fma chain over t2 = 0..t of dpre(t,t2) k_t2[i]. One team per (b, h, QB queries);
@@ -313,58 +431,10 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
   {
     const int n_el = dq_elems<Real>(hs);
     const std::size_t bytes = Scratch<Real>::shmem_size(n_el);
-    const int level = level_for(bytes, "Attention::backward_input (device path)");
-    Kokkos::parallel_for(
-        "Attention::backward_dq_device", team_policy(B * H * nqb, bytes, level), KOKKOS_LAMBDA(const Member& team) {
-          const int bh = team.league_rank() / nqb;
-          const int b = bh / H, h = bh % H;
-          const int t0 = team.league_rank() % nqb * QB;
-          const int nq = T - t0 < QB ? T - t0 : QB;
-          const int kend = t0 + nq;
-          const int row0 = b * T, arow = bh * T;
-          const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
-          Real* ds = Scratch<Real>(team.team_scratch(level), n_el).data();  // (QB, ld)
-          Real* ks = ds + QB * ld;                                          // (KB2, ld)
-          Real* vs = ks + KB2 * ld;                                         // (KB2, ld)
-          Real* ps = vs + KB2 * ld;                                         // (QB, KB2)
-          Real* rd = ps + QB * KB2;                                         // (QB)
-          Real* acc = rd + QB;                                              // (QB, hs)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
-            ds[e / hs * ld + e % hs] = dout(row0 + t0 + e / hs, qo + e % hs);
-            acc[e] = 0;
-          });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq),
-                               [&](const int q) { rd[q] = dqkv(row0 + t0 + q, qo); });
-          for (int k0 = 0; k0 < kend; k0 += KB2) {
-            const int kb = kend - k0 < KB2 ? kend - k0 : KB2;
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kb * hs), [&](const int e) {
-              ks[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, ko + e % hs);
-              vs[e / hs * ld + e % hs] = qkv(row0 + k0 + e / hs, vo + e % hs);
-            });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * KB2), [&](const int e) {
-              const int q = e / KB2, j = e % KB2;
-              if (j >= kb || k0 + j > t0 + q) return;
-              Real d = 0;
-              for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
-              const Real a = att(arow + t0 + q, k0 + j);
-              ps[e] = (a * (d - rd[q])) * scale;
-            });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs), [&](const int e) {
-              const int q = e / hs, i = e % hs;
-              const int last = t0 + q - k0 + 1;
-              const int jn = last < kb ? last : kb;
-              Real g = acc[e];
-              for (int j = 0; j < jn; ++j) g = fma_exact(ps[q * KB2 + j], ks[j * ld + i], g);
-              acc[e] = g;
-            });
-          }
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hs),
-                               [&](const int e) { dqkv(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
-        });
+    const team::Shape shape =
+        attention_shape(team::launch_target(), B * H * nqb, bytes, "Attention::backward_input (device path)");
+    const Common<Real> c{T, C, H, hs, nqb, nkb, shape.level, n_el, scale, qkv};
+    team::launch("Attention::backward_dq_device", shape, DqBody<Real>{c, att, dout, dqkv});
   }
 }
 

@@ -11,16 +11,11 @@
 #include "exact_sum.hpp"
 #include "kernel_path.hpp"
 #include "row_reduce.hpp"
+#include "team.hpp"
 
 namespace minipipe {
 
 namespace {
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-using Member = TeamPolicy::member_type;
-
-template <class T>
-using RowScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
 // Row n's max and sum of exp(logit - max) in rowred's canonical order (deterministic mode), as a
 // host loop and as a team kernel: the same partials and tree, so the same bits. Forward and
 // backward share them.
@@ -31,28 +26,84 @@ KOKKOS_INLINE_FUNCTION void row_max_sumexp(const CMat<Real>& logits, int n, int 
   sum = rowred::reduce<rowred::Sum, Real>(V, [&](int v, Real a) { return a + det::exp(logits(n, v) - m); });
 }
 
-template <class Real>
-KOKKOS_INLINE_FUNCTION void team_row_max_sumexp_det(const Member& team, Real* red, const CMat<Real>& logits, int n,
-                                                    int V, Real& mx, Real& sum) {
-  mx = rowred::team_reduce<rowred::Max, Real>(team, red, V,
+template <class Real, class M, class P>
+KOKKOS_INLINE_FUNCTION void team_row_max_sumexp_det(const M& tm, P red, const CMat<Real>& logits, int n, int V,
+                                                    Real& mx, Real& sum) {
+  mx = rowred::team_reduce<rowred::Max, Real>(tm, red, V,
                                               [&](int v, Real m) { return logits(n, v) > m ? logits(n, v) : m; });
   const Real m = mx;
-  sum = rowred::team_reduce<rowred::Sum, Real>(team, red, V,
-                                               [&](int v, Real a) { return a + det::exp(logits(n, v) - m); });
+  sum =
+      rowred::team_reduce<rowred::Sum, Real>(tm, red, V, [&](int v, Real a) { return a + det::exp(logits(n, v) - m); });
 }
 
 // The same with team reductions and libm (fast mode).
-template <class Real>
-KOKKOS_INLINE_FUNCTION void team_row_max_sumexp(const Member& team, const CMat<Real>& logits, int n, int V, Real& mx,
+template <class Real, class M>
+KOKKOS_INLINE_FUNCTION void team_row_max_sumexp(const M& tm, const CMat<Real>& logits, int n, int V, Real& mx,
                                                 Real& sum) {
-  mx = logits(n, 0);
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, V), [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; },
-      Kokkos::Max<Real>(mx));
-  sum = 0;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, V), [&](const int v, Real& t) { t += kmath::exp(logits(n, v) - mx); }, sum);
+  mx = team::max<Real>(tm, V, [&](const int v, Real& m) { m = logits(n, v) > m ? logits(n, v) : m; });
+  const Real m = mx;
+  sum = team::sum<Real>(tm, V, [&](const int v, Real& t) { t += kmath::exp(logits(n, v) - m); });
 }
+
+// Forward, a team per row n of (N,V).
+template <class Real, bool kDet>
+struct Forward {
+  CMat<Real> logits;
+  CIdx targets;
+  Vec<Real> losses;
+  int V;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    const int n = team::league(tm);
+    const int tgt = targets(n);
+    if (tgt < 0) {
+      team::single(tm, [&]() { losses(n) = 0; });
+      return;
+    }
+    Real mx, sum;
+    if constexpr (kDet) {
+      team_row_max_sumexp_det(tm, team::scratch<Real>(tm, 0, rowred::kLanes), logits, n, V, mx, sum);
+      team::single(tm, [&]() { losses(n) = det::log(sum) - (logits(n, tgt) - mx); });
+    } else {
+      team_row_max_sumexp(tm, logits, n, V, mx, sum);
+      team::single(tm, [&]() { losses(n) = kmath::log(sum) - (logits(n, tgt) - mx); });
+    }
+  }
+};
+
+// Backward-input, a team per row n of (N,V).
+template <class Real, bool kDet>
+struct BackwardInput {
+  CMat<Real> logits;
+  CIdx targets;
+  Mat<Real> dlogits;
+  Real scale;
+  int V;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    const int n = team::league(tm);
+    const int tgt = targets(n);
+    if (tgt < 0) {
+      team::threads(tm, V, [&](const int v) { dlogits(n, v) = 0; });
+      return;
+    }
+    Real mx, sum;
+    if constexpr (kDet) {
+      team_row_max_sumexp_det(tm, team::scratch<Real>(tm, 0, rowred::kLanes), logits, n, V, mx,
+                              sum);  // the same bits as forward's
+      team::threads(tm, V, [&](const int v) {
+        const Real p = det::exp(logits(n, v) - mx) / sum;
+        dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+      });
+    } else {
+      team_row_max_sumexp(tm, logits, n, V, mx, sum);
+      team::threads(tm, V, [&](const int v) {
+        const Real p = kmath::exp(logits(n, v) - mx) / sum;
+        dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+      });
+    }
+  }
+};
 }  // namespace
 
 template <class Real>
@@ -65,22 +116,9 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
   const double nv = double(N) * V, sz = sizeof(Real);
   counters::WorkScope work("CrossEntropy::forward", 4 * nv, sz * (nv + N) + 4.0 * N);
   if (mode == Mode::deterministic && use_device_path()) {
-    const std::size_t bytes = RowScratch<Real>::shmem_size(rowred::kLanes);
-    Kokkos::parallel_for(
-        "CrossEntropy::forward_device",
-        rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
-        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,V)
-          const int n = team.league_rank();
-          const int tgt = targets(n);
-          if (tgt < 0) {
-            Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = 0; });
-            return;
-          }
-          Real* red = RowScratch<Real>(team.team_scratch(0), rowred::kLanes).data();
-          Real mx, sum;
-          team_row_max_sumexp_det(team, red, logits, n, V, mx, sum);
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = det::log(sum) - (logits(n, tgt) - mx); });
-        });
+    team::launch("CrossEntropy::forward_device",
+                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<Real>(rowred::kLanes)),
+                 Forward<Real, true>{logits, targets, losses, V});
     return;
   }
   if (!use_device_path()) {  // host, both modes
@@ -97,18 +135,8 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
         });
     return;
   }
-  Kokkos::parallel_for(
-      "CrossEntropy::forward", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {  // row n of (N,V)
-        const int n = team.league_rank();
-        const int tgt = targets(n);
-        if (tgt < 0) {
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = 0; });
-          return;
-        }
-        Real mx, sum;
-        team_row_max_sumexp(team, logits, n, V, mx, sum);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { losses(n) = kmath::log(sum) - (logits(n, tgt) - mx); });
-      });
+  team::launch("CrossEntropy::forward", rowred::row_shape(team::launch_target(), N, 0),
+               Forward<Real, false>{logits, targets, losses, V});
 }
 
 template <class Real>
@@ -146,25 +174,9 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
   const double nv = double(N) * V, sz = sizeof(Real);
   counters::WorkScope work("CrossEntropy::backward_input", 7 * nv, sz * 2 * nv + 4.0 * N);
   if (mode == Mode::deterministic && use_device_path()) {
-    const std::size_t bytes = RowScratch<Real>::shmem_size(rowred::kLanes);
-    Kokkos::parallel_for(
-        "CrossEntropy::backward_input_device",
-        rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
-        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,V)
-          const int n = team.league_rank();
-          const int tgt = targets(n);
-          if (tgt < 0) {
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) { dlogits(n, v) = 0; });
-            return;
-          }
-          Real* red = RowScratch<Real>(team.team_scratch(0), rowred::kLanes).data();
-          Real mx, sum;
-          team_row_max_sumexp_det(team, red, logits, n, V, mx, sum);  // the same bits as forward's
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) {
-            const Real p = det::exp(logits(n, v) - mx) / sum;
-            dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
-          });
-        });
+    team::launch("CrossEntropy::backward_input_device",
+                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<Real>(rowred::kLanes)),
+                 BackwardInput<Real, true>{logits, targets, dlogits, scale, V});
     return;
   }
   if (!use_device_path()) {  // host, both modes
@@ -184,21 +196,8 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
         });
     return;
   }
-  Kokkos::parallel_for(
-      "CrossEntropy::backward_input", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
-        const int n = team.league_rank();
-        const int tgt = targets(n);
-        if (tgt < 0) {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) { dlogits(n, v) = 0; });
-          return;
-        }
-        Real mx, sum;
-        team_row_max_sumexp(team, logits, n, V, mx, sum);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, V), [&](const int v) {
-          const Real p = kmath::exp(logits(n, v) - mx) / sum;
-          dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
-        });
-      });
+  team::launch("CrossEntropy::backward_input", rowred::row_shape(team::launch_target(), N, 0),
+               BackwardInput<Real, false>{logits, targets, dlogits, scale, V});
 }
 
 template struct CrossEntropy<float>;

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernel_path.hpp"
+#include "team.hpp"
 
 namespace minipipe {
 
@@ -28,6 +29,40 @@ void Embedding<Real>::forward(int B, int T, CIdx tokens, CMat<Real> wte, CMat<Re
         out(n, c) = wte(tokens(n), c) + wpe(n % T, c);
       });
 }
+
+namespace {
+// dwte on the device path: a team per (token range, block of kCols channels); the thread of channel c
+// adds, in row order, every row whose token falls in the team's range.
+template <class Real>
+struct WteBody {
+  CIdx tokens;
+  CMat<Real> dout;
+  ExactTarget gte;
+  View1<Real> ste;
+  int N, C, V, ncb, per_range;
+  bool det;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    constexpr int kCols = 32;
+    const int v0 = team::league(tm) / ncb * per_range;
+    const int v1 = v0 + per_range < V ? v0 + per_range : V;
+    const int c0 = team::league(tm) % ncb * kCols;
+    const int nc = C - c0 < kCols ? C - c0 : kCols;
+    team::threads(tm, nc, [&](const int j) {
+      const int c = c0 + j;
+      for (int n = 0; n < N; ++n) {
+        const int v = tokens(n);
+        if (v < v0 || v >= v1) continue;
+        const std::size_t e = std::size_t(v) * std::size_t(C) + std::size_t(c);
+        if (det)
+          gte.add(e, static_cast<double>(dout(n, c)));
+        else
+          ste(e) += dout(n, c);
+      }
+    });
+  }
+};
+}  // namespace
 
 template <class Real>
 void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat<Real> dout, GradAccum<Real>& dwte,
@@ -60,29 +95,11 @@ void Embedding<Real>::backward_weight(Mode mode, int B, int T, CIdx tokens, CMat
     const int ranges = V < kTokenBlocks ? V : kTokenBlocks;
     const int per_range = (V + ranges - 1) / ranges;
     const int ncb = (C + kCols - 1) / kCols;
-    using Policy = Kokkos::TeamPolicy<ExecSpace>;
-    const bool host_teams = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
-    Kokkos::parallel_for(
-        "Embedding::backward_weight_wte_device",
-        host_teams ? Policy(ranges * ncb, Kokkos::AUTO) : Policy(ranges * ncb, kCols),
-        KOKKOS_LAMBDA(const Policy::member_type& team) {
-          const int v0 = team.league_rank() / ncb * per_range;
-          const int v1 = v0 + per_range < V ? v0 + per_range : V;
-          const int c0 = team.league_rank() % ncb * kCols;
-          const int nc = C - c0 < kCols ? C - c0 : kCols;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](const int j) {
-            const int c = c0 + j;
-            for (int n = 0; n < N; ++n) {
-              const int v = tokens(n);
-              if (v < v0 || v >= v1) continue;
-              const std::size_t e = std::size_t(v) * std::size_t(C) + std::size_t(c);
-              if (det)
-                gte.add(e, static_cast<double>(dout(n, c)));
-              else
-                ste(e) += dout(n, c);
-            }
-          });
-        });
+    team::Shape shape;  // a GPU team: a thread per channel of the block; a host backend: AUTO
+    shape.league = ranges * ncb;
+    shape.team = team::launch_target() == team::Target::host ? team::kAuto : kCols;
+    team::launch("Embedding::backward_weight_wte_device", shape,
+                 WteBody<Real>{tokens, dout, gte, ste, N, C, V, ncb, per_range, det});
   } else {
     Kokkos::parallel_for(
         "Embedding::backward_weight_wte", Kokkos::RangePolicy<ExecSpace>(0, C),

@@ -5,6 +5,7 @@
 
 #include "host_simd.hpp"
 #include "kernel_path.hpp"
+#include "team.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -803,9 +804,6 @@ struct DeviceTile {
   static constexpr int kGpuTeam = 256;  // 16 x 16 threads
 };
 
-template <class T>
-using DevScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
 // The thread grid of a team of `team` threads (a power of two): TX = the smallest power of two
 // with TX^2 >= team, TY = team / TX.
 struct TeamGrid {
@@ -821,7 +819,7 @@ template <class T>
 std::size_t device_scratch_bytes(int team) {
   using D = DeviceTile<T>;
   const TeamGrid g(team);
-  return 2 * DevScratch<T>::shmem_size(static_cast<std::size_t>(D::KT) * (g.ty * D::RM + g.tx * D::RN));
+  return 2 * team::scratch_bytes<T>(static_cast<std::size_t>(D::KT) * (g.ty * D::RM + g.tx * D::RN));
 }
 
 template <class T>
@@ -829,24 +827,134 @@ std::size_t device_scratch_bytes() {
   return device_scratch_bytes<T>(DeviceTile<T>::kGpuTeam);
 }
 
-constexpr bool kHostTeams = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
-
 // Threads per team: `requested` when given (tests run multi-thread teams on host backends), else
 // one on a host backend and kGpuTeam on a GPU.
 template <class T>
-int device_team_size(int requested) {
+int device_team_size(int requested, team::Target target) {
   if (requested > 0) {
     if ((requested & (requested - 1)) != 0 || requested > DeviceTile<T>::kGpuTeam)
       throw std::invalid_argument("gemm_det: device team size " + std::to_string(requested) +
                                   " must be a power of two up to " + std::to_string(DeviceTile<T>::kGpuTeam));
     return requested;
   }
-  return kHostTeams ? 1 : DeviceTile<T>::kGpuTeam;
+  return target == team::Target::host ? 1 : DeviceTile<T>::kGpuTeam;
+}
+
+// The launch shape of gemm_team on `target`: a team per (sample, BM x BN tile of C).
+template <class T>
+team::Shape gemm_shape(team::Target target, int team_request, int S, int M, int N) {
+  const int team_size = device_team_size<T>(team_request, target);
+  const TeamGrid grid(team_size);
+  const int BM = grid.ty * DeviceTile<T>::RM, BN = grid.tx * DeviceTile<T>::RN;
+  team::Shape s;
+  s.league = S * ceil_div(M, BM) * ceil_div(N, BN);
+  s.team = team_size;
+  s.level = 0;
+  s.scratch = device_scratch_bytes<T>(team_size);
+  return s;
 }
 
 // Row sums of gemm_team: none, row_sums[m] += r (gemm_det_row_sums), or row_sums[s*step + m] = r
 // (per-sample bias partials of the batched backward-weight).
 enum class RowSums { none, add, store };
+
+// The team body of gemm_team (one team: sample s, tile (m0, n0) of C_s).
+template <class T>
+struct GemmTeamBody {
+  int M, N, K, TY, TX, tm, tn, nkb;
+  std::size_t per_buf;
+  StridedMat<T> A, B;
+  std::ptrdiff_t a_step, b_step, c_step, ldc, rs_step;
+  T* C;
+  const T* bias;
+  bool accumulate, chain_c, rs_on, rs_store;
+  T* row_sums;
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& tm_) const {
+    using D = DeviceTile<T>;
+    constexpr int RM = D::RM, RN = D::RN, KT = D::KT;
+    const int BM = TY * RM, BN = TX * RN;
+    const int lr = team::league(tm_);
+    const int s = lr / (tm * tn);
+    const int m0 = (lr / tn) % tm * BM;
+    const int n0 = lr % tn * BN;
+    const int mb = M - m0 < BM ? M - m0 : BM;
+    const int nb = N - n0 < BN ? N - n0 : BN;
+    const int ty = team::rank(tm_) / TX, tx = team::rank(tm_) % TX;
+    const auto buf = team::scratch<T>(tm_, 0, 2 * per_buf);  // 2 x [as (KT, BM), bs (KT, BN)]
+    const T* a = A.data + s * a_step;
+    const T* b = B.data + s * b_step;
+    T* c = C + s * c_step;
+    const std::ptrdiff_t pb = static_cast<std::ptrdiff_t>(per_buf);
+    // Stages k-block kblk of A (k-major, as[k*BM + i]) and B (bs[k*BN + j]) in buffer kblk % 2;
+    // entries outside the matrices are 0 and never enter a chain (the k loop stops at kb).
+    auto load = [&](const int kblk) {
+      const auto as = buf + (kblk & 1) * pb;
+      const auto bs = as + KT * BM;
+      const int k0 = kblk * KT;
+      const int kb = K - k0 < KT ? K - k0 : KT;
+      team::threads(tm_, BM * KT, [&](const int e) {
+        const int i = A.cs == 1 ? e / KT : e % BM;  // k fastest when A's rows are contiguous in k
+        const int k = A.cs == 1 ? e % KT : e / BM;
+        as[k * BM + i] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
+      });
+      team::threads(tm_, KT * BN, [&](const int e) {
+        const int j = B.cs == 1 ? e % BN : e / KT;
+        const int k = B.cs == 1 ? e / BN : e % KT;
+        bs[k * BN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
+      });
+    };
+    T acc[RM][RN];
+    for (int r = 0; r < RM; ++r)
+      for (int q = 0; q < RN; ++q) {
+        const int i = ty + r * TY, j = tx + q * TX;
+        acc[r][q] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
+      }
+    const bool my_sums = rs_on && n0 == 0 && tx == 0;
+    T rsum[RM];
+    for (int r = 0; r < RM; ++r) rsum[r] = T(0);
+    if (nkb > 0) load(0);
+    team::barrier(tm_);
+    for (int kblk = 0; kblk < nkb; ++kblk) {
+      if (kblk + 1 < nkb) load(kblk + 1);
+      const auto as = buf + (kblk & 1) * pb;
+      const auto bs = as + KT * BM;
+      const int kb = K - kblk * KT < KT ? K - kblk * KT : KT;
+      for (int k = 0; k < kb; ++k) {
+        T av[RM], bv[RN];
+        for (int r = 0; r < RM; ++r) av[r] = as[k * BM + ty + r * TY];
+        for (int q = 0; q < RN; ++q) bv[q] = bs[k * BN + tx + q * TX];
+        for (int r = 0; r < RM; ++r)
+          for (int q = 0; q < RN; ++q) acc[r][q] = fma_exact(av[r], bv[q], acc[r][q]);
+        if (my_sums)
+          for (int r = 0; r < RM; ++r) rsum[r] = rsum[r] + av[r];
+      }
+      team::barrier(tm_);  // block kblk's reads are done before block kblk + 2 overwrites them
+    }
+    for (int r = 0; r < RM; ++r) {
+      const int i = ty + r * TY;
+      if (i >= mb) break;
+      for (int q = 0; q < RN; ++q) {
+        const int j = tx + q * TX;
+        if (j >= nb) break;
+        T* ce = c + (m0 + i) * ldc + n0 + j;
+        if (accumulate)
+          *ce = *ce + acc[r][q];
+        else if (bias)
+          *ce = acc[r][q] + bias[n0 + j];
+        else
+          *ce = acc[r][q];
+      }
+      if (my_sums) {
+        if (rs_store)
+          row_sums[s * rs_step + m0 + i] = rsum[r];
+        else
+          row_sums[m0 + i] += rsum[r];
+      }
+    }
+  }
+};
 
 // S independent products C_s = A_s B_s (A_s = A advanced by s*a_step, likewise B_s and C_s) in one
 // launch: the league is S x tiles of M x tiles of N.
@@ -856,97 +964,33 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
                int team_request = 0, RowSums rs_mode = RowSums::none, T* row_sums = nullptr,
                std::ptrdiff_t rs_step = 0) {
   using D = DeviceTile<T>;
-  constexpr int RM = D::RM, RN = D::RN, KT = D::KT;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const int team_size = device_team_size<T>(team_request);
-  const TeamGrid grid(team_size);
-  const int TY = grid.ty, TX = grid.tx;
-  const int BM = TY * RM, BN = TX * RN;  // the team's tile of C
-  const bool accumulate = out == GemmOut::accumulate, chain_c = out == GemmOut::chain_on_c;
-  const bool rs_on = rs_mode != RowSums::none, rs_store = rs_mode == RowSums::store;
-  const int tm = ceil_div(M, BM), tn = ceil_div(N, BN), nkb = ceil_div(K, KT);
-  const std::size_t per_buf = static_cast<std::size_t>(KT) * (BM + BN);
-  const Policy policy =
-      Policy(S * tm * tn, team_size).set_scratch_size(0, Kokkos::PerTeam(device_scratch_bytes<T>(team_size)));
-  Kokkos::parallel_for(
-      "Gemm::det_device", policy, KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        const int s = team.league_rank() / (tm * tn);
-        const int m0 = (team.league_rank() / tn) % tm * BM;
-        const int n0 = team.league_rank() % tn * BN;
-        const int mb = M - m0 < BM ? M - m0 : BM;
-        const int nb = N - n0 < BN ? N - n0 : BN;
-        const int ty = team.team_rank() / TX, tx = team.team_rank() % TX;
-        T* buf = DevScratch<T>(team.team_scratch(0), 2 * per_buf).data();  // 2 x [as (KT, BM), bs (KT, BN)]
-        const T* a = A.data + s * a_step;
-        const T* b = B.data + s * b_step;
-        T* c = C + s * c_step;
-        // Stages k-block kblk of A (k-major, as[k*BM + i]) and B (bs[k*BN + j]) in buffer kblk % 2;
-        // entries outside the matrices are 0 and never enter a chain (the k loop stops at kb).
-        auto load = [&](const int kblk) {
-          T* as = buf + (kblk & 1) * per_buf;
-          T* bs = as + KT * BM;
-          const int k0 = kblk * KT;
-          const int kb = K - k0 < KT ? K - k0 : KT;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, BM * KT), [&](const int e) {
-            const int i = A.cs == 1 ? e / KT : e % BM;  // k fastest when A's rows are contiguous in k
-            const int k = A.cs == 1 ? e % KT : e / BM;
-            as[k * BM + i] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
-          });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, KT * BN), [&](const int e) {
-            const int j = B.cs == 1 ? e % BN : e / KT;
-            const int k = B.cs == 1 ? e / BN : e % KT;
-            bs[k * BN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
-          });
-        };
-        T acc[RM][RN];
-        for (int r = 0; r < RM; ++r)
-          for (int q = 0; q < RN; ++q) {
-            const int i = ty + r * TY, j = tx + q * TX;
-            acc[r][q] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
-          }
-        const bool my_sums = rs_on && n0 == 0 && tx == 0;
-        T rsum[RM];
-        for (int r = 0; r < RM; ++r) rsum[r] = T(0);
-        if (nkb > 0) load(0);
-        team.team_barrier();
-        for (int kblk = 0; kblk < nkb; ++kblk) {
-          if (kblk + 1 < nkb) load(kblk + 1);
-          const T* as = buf + (kblk & 1) * per_buf;
-          const T* bs = as + KT * BM;
-          const int kb = K - kblk * KT < KT ? K - kblk * KT : KT;
-          for (int k = 0; k < kb; ++k) {
-            T av[RM], bv[RN];
-            for (int r = 0; r < RM; ++r) av[r] = as[k * BM + ty + r * TY];
-            for (int q = 0; q < RN; ++q) bv[q] = bs[k * BN + tx + q * TX];
-            for (int r = 0; r < RM; ++r)
-              for (int q = 0; q < RN; ++q) acc[r][q] = fma_exact(av[r], bv[q], acc[r][q]);
-            if (my_sums)
-              for (int r = 0; r < RM; ++r) rsum[r] = rsum[r] + av[r];
-          }
-          team.team_barrier();  // block kblk's reads are done before block kblk + 2 overwrites them
-        }
-        for (int r = 0; r < RM; ++r) {
-          const int i = ty + r * TY;
-          if (i >= mb) break;
-          for (int q = 0; q < RN; ++q) {
-            const int j = tx + q * TX;
-            if (j >= nb) break;
-            T* ce = c + (m0 + i) * ldc + n0 + j;
-            if (accumulate)
-              *ce = *ce + acc[r][q];
-            else if (bias)
-              *ce = acc[r][q] + bias[n0 + j];
-            else
-              *ce = acc[r][q];
-          }
-          if (my_sums) {
-            if (rs_store)
-              row_sums[s * rs_step + m0 + i] = rsum[r];
-            else
-              row_sums[m0 + i] += rsum[r];
-          }
-        }
-      });
+  const team::Shape shape = gemm_shape<T>(team::launch_target(), team_request, S, M, N);
+  const TeamGrid grid(shape.team);
+  GemmTeamBody<T> body;
+  body.M = M;
+  body.N = N;
+  body.K = K;
+  body.TY = grid.ty;
+  body.TX = grid.tx;
+  body.tm = ceil_div(M, grid.ty * D::RM);
+  body.tn = ceil_div(N, grid.tx * D::RN);
+  body.nkb = ceil_div(K, D::KT);
+  body.per_buf = static_cast<std::size_t>(D::KT) * (grid.ty * D::RM + grid.tx * D::RN);
+  body.A = A;
+  body.B = B;
+  body.a_step = a_step;
+  body.b_step = b_step;
+  body.c_step = c_step;
+  body.ldc = ldc;
+  body.rs_step = rs_step;
+  body.C = C;
+  body.bias = bias;
+  body.accumulate = out == GemmOut::accumulate;
+  body.chain_c = out == GemmOut::chain_on_c;
+  body.rs_on = rs_mode != RowSums::none;
+  body.rs_store = rs_mode == RowSums::store;
+  body.row_sums = row_sums;
+  team::launch("Gemm::det_device", shape, body);
 }
 
 }  // namespace gemm_detail

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "gemm.hpp"
+#include "team.hpp"
 #include "types.hpp"
 
 namespace minipipe {
@@ -50,8 +51,19 @@ E from_env(const char* var, const Spelling<E> (&names)[N]) {
   return env && *env ? parse_spelling(env, var, names) : names[0].value;
 }
 
+KernelPath initial_setting() {
+#ifndef MINIPIPE_TEAM_SIM_ON
+  const char* sim = std::getenv("MINIPIPE_TEST_TEAM_SIM");
+  if (sim && *sim)
+    throw std::invalid_argument(std::string("MINIPIPE_TEST_TEAM_SIM = '") + sim +
+                                "': this build has no simulated team executor (configure a host backend with "
+                                "-DMINIPIPE_TEAM_SIM=ON)");
+#endif
+  return from_env("MINIPIPE_KERNEL_PATH", kPaths);
+}
+
 KernelPath& setting() {
-  static KernelPath p = from_env("MINIPIPE_KERNEL_PATH", kPaths);
+  static KernelPath p = initial_setting();
   return p;
 }
 

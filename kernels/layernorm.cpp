@@ -6,6 +6,7 @@
 
 #include "kernel_path.hpp"
 #include "row_reduce.hpp"
+#include "team.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -14,11 +15,163 @@
 namespace minipipe {
 
 namespace {
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-using Member = TeamPolicy::member_type;
+// Deterministic forward, a team per row n of (N,C): mean and variance in rowred's canonical lanes.
 template <class T>
-using RowScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+struct ForwardDet {
+  CMat<T> x;
+  CVec<T> w, b;
+  Mat<T> out;
+  Vec<T> mean, rstd;
+  int C;
+  T Cf, eps;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    const int n = team::league(tm);
+    const auto red = team::scratch<T>(tm, 0, rowred::kLanes);
+    const T s = rowred::team_reduce<rowred::Sum, T>(tm, red, C, [&](int c, T a) { return a + x(n, c); });
+    const T m = s / Cf;
+    const T v = rowred::team_reduce<rowred::Sum, T>(tm, red, C, [&](int c, T a) {
+      const T d = x(n, c) - m;
+      return fma_exact(d, d, a);
+    });
+    const T r = T(1) / sqrt_exact(v / Cf + eps);
+    team::threads(tm, C, [&](const int c) { out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c); });
+    team::single(tm, [&]() {
+      mean(n) = m;
+      rstd(n) = r;
+    });
+  }
+};
 
+// Fast forward on the device path: team reductions in whatever order the backend takes.
+template <class T>
+struct ForwardFast {
+  CMat<T> x;
+  CVec<T> w, b;
+  Mat<T> out;
+  Vec<T> mean, rstd;
+  int C;
+  T Cf, eps;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    const int n = team::league(tm);
+    const T s = team::sum<T>(tm, C, [&](const int c, T& acc) { acc += x(n, c); });
+    const T m = s / Cf;
+    const T v = team::sum<T>(tm, C, [&](const int c, T& acc) {
+      const T d = x(n, c) - m;
+      acc += d * d;
+    });
+    const T r = T(1) / sqrt_exact(v / Cf + eps);
+    team::threads(tm, C, [&](const int c) { out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c); });
+    team::single(tm, [&]() {
+      mean(n) = m;
+      rstd(n) = r;
+    });
+  }
+};
+
+// Backward-input, a team per row: sg = sum of g = dout * w, sgx = sum of g * xhat (deterministic:
+// rowred's order; fast: team reductions).
+template <class T, bool kDet>
+struct BackwardInput {
+  CMat<T> x, dout;
+  CVec<T> w, mean, rstd;
+  Mat<T> dx;
+  int C;
+  T Cf;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    const int n = team::league(tm);
+    const T m = mean(n);
+    const T r = rstd(n);
+    T sg, sgx;
+    if constexpr (kDet) {
+      const auto red = team::scratch<T>(tm, 0, rowred::kLanes);
+      sg = rowred::team_reduce<rowred::Sum, T>(tm, red, C, [&](int c, T a) { return a + dout(n, c) * w(c); });
+      sgx = rowred::team_reduce<rowred::Sum, T>(
+          tm, red, C, [&](int c, T a) { return fma_exact(dout(n, c) * w(c), (x(n, c) - m) * r, a); });
+    } else {
+      sg = team::sum<T>(tm, C, [&](const int c, T& acc) { acc += dout(n, c) * w(c); });
+      sgx = team::sum<T>(tm, C, [&](const int c, T& acc) { acc += dout(n, c) * w(c) * ((x(n, c) - m) * r); });
+    }
+    const T mg = sg / Cf;
+    const T mgx = sgx / Cf;
+    team::threads(tm, C, [&](const int c) {
+      const T xhat = (x(n, c) - m) * r;
+      dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
+    });
+  }
+};
+
+// Weight gradient on the device path (see backward_weight): a team per block of kCols channels.
+constexpr int kWCols = rowred::kLanes, kWChunks = 8;
+
+template <class T>
+struct BackwardWeight {
+  CMat<T> x, dout;
+  CVec<T> mean, rstd;
+  ExactTarget gw, gb;
+  View1<T> sw, sb;
+  int N, C, R, chunks;
+  bool det;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    constexpr int kCols = kWCols, kChunks = kWChunks;
+    const int c0 = team::league(tm) * kCols;
+    const int nc = C - c0 < kCols ? C - c0 : kCols;
+    const auto pw = team::scratch<T>(tm, 0, 2 * kChunks * kCols);  // (kChunks, kCols)
+    const auto pb = pw + kChunks * kCols;                          // (kChunks, kCols)
+    for (int k0 = 0; k0 < chunks; k0 += kChunks) {
+      const int nk = chunks - k0 < kChunks ? chunks - k0 : kChunks;
+      team::threads(tm, nk * kCols, [&](const int e) {
+        const int k = k0 + e / kCols, c = c0 + e % kCols;
+        if (c - c0 >= nc) return;
+        const int n0 = det ? k * R : static_cast<int>(static_cast<long long>(N) * k / chunks);
+        const int n1 = det ? n0 + R : static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
+        T w_ = 0, b_ = 0;
+        for (int n = n0; n < n1; ++n) {
+          const T g = dout(n, c);
+          if (det)
+            w_ = fma_exact(g, (x(n, c) - mean(n)) * rstd(n), w_);
+          else
+            w_ += g * ((x(n, c) - mean(n)) * rstd(n));
+          b_ += g;
+        }
+        pw[e] = w_;
+        pb[e] = b_;
+      });
+      team::barrier(tm);
+      team::threads(tm, nc, [&](const int j) {
+        if (det) {
+          for (int k = 0; k < nk; ++k) {
+            gw.add(c0 + j, static_cast<double>(pw[k * kCols + j]));
+            gb.add(c0 + j, static_cast<double>(pb[k * kCols + j]));
+          }
+          return;
+        }
+        T fw = 0, fb = 0;  // fast mode: chunks <= kChunks, so this is the one pass
+        for (int k = 0; k < nk; ++k) {
+          fw += pw[k * kCols + j];
+          fb += pb[k * kCols + j];
+        }
+        sw(c0 + j) += fw;
+        sb(c0 + j) += fb;
+      });
+      team::barrier(tm);
+    }
+  }
+};
+
+// The weight gradient's launch shape: a team per kWCols channels; on a GPU a thread per (chunk,
+// channel) of a pass, on a host backend Kokkos::AUTO.
+template <class T>
+team::Shape backward_weight_shape(team::Target target, int C) {
+  team::Shape s;
+  s.league = (C + kWCols - 1) / kWCols;
+  s.team = target == team::Target::host ? team::kAuto : kWChunks * kWCols;
+  s.scratch = team::scratch_bytes<T>(2 * kWChunks * kWCols);
+  return s;
+}
 }  // namespace
 
 template <class T>
@@ -37,26 +190,9 @@ void LayerNorm<T>::forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> ou
   const T Cf = static_cast<T>(C);
   const T eps = static_cast<T>(kEps);
   if (mode == Mode::deterministic && use_device_path()) {
-    const std::size_t bytes = RowScratch<T>::shmem_size(rowred::kLanes);
-    Kokkos::parallel_for(
-        "LayerNorm::forward_device", rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
-        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,C)
-          const int n = team.league_rank();
-          T* red = RowScratch<T>(team.team_scratch(0), rowred::kLanes).data();
-          const T s = rowred::team_reduce<rowred::Sum, T>(team, red, C, [&](int c, T a) { return a + x(n, c); });
-          const T m = s / Cf;
-          const T v = rowred::team_reduce<rowred::Sum, T>(team, red, C, [&](int c, T a) {
-            const T d = x(n, c) - m;
-            return fma_exact(d, d, a);
-          });
-          const T r = T(1) / sqrt_exact(v / Cf + eps);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
-                               [&](const int c) { out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c); });
-          Kokkos::single(Kokkos::PerTeam(team), [&]() {
-            mean(n) = m;
-            rstd(n) = r;
-          });
-        });
+    team::launch("LayerNorm::forward_device",
+                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<T>(rowred::kLanes)),
+                 ForwardDet<T>{x, w, b, out, mean, rstd, C, Cf, eps});
     return;
   }
   if (!use_device_path()) {  // host, both modes: see the file header
@@ -75,29 +211,8 @@ void LayerNorm<T>::forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> ou
         });
     return;
   }
-  Kokkos::parallel_for(
-      "LayerNorm::forward", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {  // row n of (N,C)
-        const int n = team.league_rank();
-        T s = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, C), [&](const int c, T& acc) { acc += x(n, c); }, s);
-        const T m = s / Cf;
-        T v = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, C),
-            [&](const int c, T& acc) {
-              const T d = x(n, c) - m;
-              acc += d * d;
-            },
-            v);
-        const T r = T(1) / sqrt_exact(v / Cf + eps);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C),
-                             [&](const int c) { out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c); });
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          mean(n) = m;
-          rstd(n) = r;
-        });
-      });
+  team::launch("LayerNorm::forward", rowred::row_shape(team::launch_target(), N, 0),
+               ForwardFast<T>{x, w, b, out, mean, rstd, C, Cf, eps});
 }
 
 template <class T>
@@ -117,26 +232,9 @@ void LayerNorm<T>::backward_input(Mode mode, CMat<T> x, CVec<T> w, CVec<T> mean,
   const T Cf = static_cast<T>(C);
   // sg = sum of g = dout * w, sgx = sum of g * xhat, both in rowred's order.
   if (mode == Mode::deterministic && use_device_path()) {
-    const std::size_t bytes = RowScratch<T>::shmem_size(rowred::kLanes);
-    Kokkos::parallel_for(
-        "LayerNorm::backward_input_device",
-        rowred::row_team_policy<TeamPolicy>(N).set_scratch_size(0, Kokkos::PerTeam(bytes)),
-        KOKKOS_LAMBDA(const Member& team) {  // row n of (N,C)
-          const int n = team.league_rank();
-          T* red = RowScratch<T>(team.team_scratch(0), rowred::kLanes).data();
-          const T m = mean(n);
-          const T r = rstd(n);
-          const T sg =
-              rowred::team_reduce<rowred::Sum, T>(team, red, C, [&](int c, T a) { return a + dout(n, c) * w(c); });
-          const T sgx = rowred::team_reduce<rowred::Sum, T>(
-              team, red, C, [&](int c, T a) { return fma_exact(dout(n, c) * w(c), (x(n, c) - m) * r, a); });
-          const T mg = sg / Cf;
-          const T mgx = sgx / Cf;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-            const T xhat = (x(n, c) - m) * r;
-            dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
-          });
-        });
+    team::launch("LayerNorm::backward_input_device",
+                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<T>(rowred::kLanes)),
+                 BackwardInput<T, true>{x, dout, w, mean, rstd, dx, C, Cf});
     return;
   }
   if (!use_device_path()) {  // host, both modes
@@ -156,24 +254,8 @@ void LayerNorm<T>::backward_input(Mode mode, CMat<T> x, CVec<T> w, CVec<T> mean,
         });
     return;
   }
-  Kokkos::parallel_for(
-      "LayerNorm::backward_input", TeamPolicy(N, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
-        const int n = team.league_rank();
-        const T m = mean(n);
-        const T r = rstd(n);
-        T sg = 0, sgx = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, C), [&](const int c, T& acc) { acc += dout(n, c) * w(c); }, sg);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, C),
-            [&](const int c, T& acc) { acc += dout(n, c) * w(c) * ((x(n, c) - m) * r); }, sgx);
-        const T mg = sg / Cf;
-        const T mgx = sgx / Cf;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](const int c) {
-          const T xhat = (x(n, c) - m) * r;
-          dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
-        });
-      });
+  team::launch("LayerNorm::backward_input", rowred::row_shape(team::launch_target(), N, 0),
+               BackwardInput<T, false>{x, dout, w, mean, rstd, dx, C, Cf});
 }
 
 template <class T>
@@ -245,59 +327,10 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
   // them in scratch, and the thread of a channel then adds its ranges in order. Deterministic mode:
   // a range is one sample, its chain the host loop's above, added exactly (any order gives the
   // same bits). Fast mode: kChunks equal row ranges, their partials summed in range order.
-  constexpr int kCols = rowred::kLanes, kChunks = 8;
   const bool det = mode == Mode::deterministic;
-  const int chunks = det ? S : (N < kChunks ? N : kChunks);
-  const std::size_t bytes = RowScratch<T>::shmem_size(2 * kChunks * kCols);
-  const bool host_teams = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
-  const TeamPolicy policy = (host_teams ? TeamPolicy((C + kCols - 1) / kCols, Kokkos::AUTO)
-                                        : TeamPolicy((C + kCols - 1) / kCols, kChunks * kCols))
-                                .set_scratch_size(0, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for(
-      "LayerNorm::backward_weight_device", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int c0 = team.league_rank() * kCols;
-        const int nc = C - c0 < kCols ? C - c0 : kCols;
-        T* pw = RowScratch<T>(team.team_scratch(0), 2 * kChunks * kCols).data();  // (kChunks, kCols)
-        T* pb = pw + kChunks * kCols;                                             // (kChunks, kCols)
-        for (int k0 = 0; k0 < chunks; k0 += kChunks) {
-          const int nk = chunks - k0 < kChunks ? chunks - k0 : kChunks;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * kCols), [&](const int e) {
-            const int k = k0 + e / kCols, c = c0 + e % kCols;
-            if (c - c0 >= nc) return;
-            const int n0 = det ? k * R : static_cast<int>(static_cast<long long>(N) * k / chunks);
-            const int n1 = det ? n0 + R : static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
-            T w_ = 0, b_ = 0;
-            for (int n = n0; n < n1; ++n) {
-              const T g = dout(n, c);
-              if (det)
-                w_ = fma_exact(g, (x(n, c) - mean(n)) * rstd(n), w_);
-              else
-                w_ += g * ((x(n, c) - mean(n)) * rstd(n));
-              b_ += g;
-            }
-            pw[e] = w_;
-            pb[e] = b_;
-          });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](const int j) {
-            if (det) {
-              for (int k = 0; k < nk; ++k) {
-                gw.add(c0 + j, static_cast<double>(pw[k * kCols + j]));
-                gb.add(c0 + j, static_cast<double>(pb[k * kCols + j]));
-              }
-              return;
-            }
-            T fw = 0, fb = 0;  // fast mode: chunks <= kChunks, so this is the one pass
-            for (int k = 0; k < nk; ++k) {
-              fw += pw[k * kCols + j];
-              fb += pb[k * kCols + j];
-            }
-            sw(c0 + j) += fw;
-            sb(c0 + j) += fb;
-          });
-          team.team_barrier();
-        }
-      });
+  const int chunks = det ? S : (N < kWChunks ? N : kWChunks);
+  team::launch("LayerNorm::backward_weight_device", backward_weight_shape<T>(team::launch_target(), C),
+               BackwardWeight<T>{x, dout, mean, rstd, gw, gb, sw, sb, N, C, R, chunks, det});
 }
 
 template struct LayerNorm<float>;

@@ -2,6 +2,7 @@
 // chains combined by a fixed pairwise tree, computed alike by host SIMD loops and GPU team kernels.
 #pragma once
 
+#include "team.hpp"
 #include "types.hpp"
 
 namespace minipipe {
@@ -56,34 +57,34 @@ KOKKOS_FORCEINLINE_FUNCTION T reduce(int n, const Step& step) {
   return tree<Op, T>(p);
 }
 
-// Team form: the same partials, one lane per team thread (TeamThreadRange over the lanes), parked
+// Team form: the same partials, one lane per team thread (team::threads over the lanes), parked
 // in `scratch` (kLanes entries of team scratch); every thread then runs the tree on a private copy,
 // so all threads return the same value. Ends with a barrier, so scratch may be reused at once.
-template <class Op, class T, class Member, class Step>
-KOKKOS_INLINE_FUNCTION T team_reduce(const Member& team, T* scratch, int n, const Step& step) {
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kLanes), [&](const int l) {
+template <class Op, class T, class Member, class P, class Step>
+KOKKOS_INLINE_FUNCTION T team_reduce(const Member& tm, P scratch, int n, const Step& step) {
+  team::threads(tm, kLanes, [&](const int l) {
     T a = Op::template identity<T>();
     for (int c = l; c < n; c += kLanes) a = step(c, a);
     scratch[l] = a;
   });
-  team.team_barrier();
+  team::barrier(tm);
   T p[kLanes];
   for (int l = 0; l < kLanes; ++l) p[l] = scratch[l];
   const T r = tree<Op, T>(p);
-  team.team_barrier();
+  team::barrier(tm);
   return r;
 }
 
 // The tree of team_reduce_rows alone, for lane partials already parked in p (rows x kLanes).
-template <class Op, class T, class Member>
-KOKKOS_INLINE_FUNCTION void team_tree_rows(const Member& team, T* p, int rows) {
+template <class Op, class T, class Member, class P>
+KOKKOS_INLINE_FUNCTION void team_tree_rows(const Member& tm, P p, int rows) {
   for (int w = kLanes / 2; w >= 1; w /= 2) {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * w), [&](const int e) {
-      T* q = p + e / w * kLanes;
+    team::threads(tm, rows * w, [&](const int e) {
+      const P q = p + e / w * kLanes;
       const int l = e % w;
       q[l] = Op::template combine<T>(q[l], q[l + w]);
     });
-    team.team_barrier();
+    team::barrier(tm);
   }
 }
 
@@ -92,25 +93,33 @@ KOKKOS_INLINE_FUNCTION void team_tree_rows(const Member& team, T* p, int rows) {
 // n(r) from the identity, parked in p[r * kLanes + l] (rows x kLanes entries of team scratch); then
 // the tree, one level at a time across the team (the pairs (l, l + w) of tree()). Row r's result
 // is left in p[r * kLanes]; ends with a barrier. No thread walks a row alone.
-template <class Op, class T, class Member, class Len, class Step>
-KOKKOS_INLINE_FUNCTION void team_reduce_rows(const Member& team, T* p, int rows, const Len& n, const Step& step) {
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * kLanes), [&](const int e) {
+template <class Op, class T, class Member, class P, class Len, class Step>
+KOKKOS_INLINE_FUNCTION void team_reduce_rows(const Member& tm, P p, int rows, const Len& n, const Step& step) {
+  team::threads(tm, rows * kLanes, [&](const int e) {
     const int r = e / kLanes, l = e % kLanes;
     const int len = n(r);
     T a = Op::template identity<T>();
     for (int c = l; c < len; c += kLanes) a = step(r, c, a);
     p[e] = a;
   });
-  team.team_barrier();
-  team_tree_rows<Op, T>(team, p, rows);
+  team::barrier(tm);
+  team_tree_rows<Op, T>(tm, p, rows);
 }
 
 // Team size of the device-path row kernels: whatever a host backend offers (AUTO; 1 on Serial),
 // one warp of lanes on a GPU.
-template <class Policy>
-Policy row_team_policy(int league) {
-  if (std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value) return Policy(league, Kokkos::AUTO);
-  return Policy(league, kLanes);
+inline int row_team(team::Target target) {
+  return target == team::Target::host ? team::kAuto : kLanes;
+}
+
+// The launch shape of a row kernel (LayerNorm, cross-entropy, both modes): a team per row, with
+// `scratch` bytes of level-0 scratch a team.
+inline team::Shape row_shape(team::Target target, int rows, std::size_t scratch) {
+  team::Shape s;
+  s.league = rows;
+  s.team = row_team(target);
+  s.scratch = scratch;
+  return s;
 }
 
 }  // namespace rowred

@@ -82,8 +82,37 @@ run_mp() {
 # A JSON number from the run's JSON report, or null.
 field() { sed -n "s/.*\"$2\": *{\"value\": *\([-0-9.eE+]*\).*/\1/p; s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -1; }
 
+# Launch shapes first: one tiny run at the `kernels` dump level against the kit's kernel-level CPU
+# reference, so every device kernel's output at this GPU's launch shape (team size, scratch, league)
+# is compared with the host path's bits, kernel by kernel, before the whole-run checks (CI runs the
+# same kernels at these shapes on a simulated executor: docs/device-path.md, "Launch shapes in CI").
+launch_shapes="null" shapes_worst=0
+lsteps="" lbatch=""
+[[ -f $kit/ref/locate.txt ]] && read -r _ lsteps lbatch < <(grep "^tiny " "$kit/ref/locate.txt" || true)
+if [[ -n $lsteps && -f $kit/ref/tiny_kernels.h5 ]]; then
+  run_mp launch_shapes 1 --deck "$kit/decks/tiny.toml" --train.mode deterministic --train.steps "$lsteps" \
+    --train.batch "$lbatch" --pipeline.schedule sequential --pipeline.microbatches 1 \
+    --output.dump "$result/launch_shapes.h5" --output.dump_level kernels < /dev/null
+  rc=$?
+  verdict="FAILED (exit code $rc, see launch_shapes.log)"
+  ((rc == 124)) && verdict="TIMED OUT after ${limit} s"
+  shapes_worst=3
+  if [[ $rc -eq 0 ]]; then
+    shapes_worst=1
+    if "$mp" compare "$kit/ref/tiny_kernels.h5" "$result/launch_shapes.h5" > "$result/launch_shapes.compare.txt" 2>&1 < /dev/null; then
+      verdict=IDENTICAL shapes_worst=0
+    else
+      verdict="DIFFERS: $(grep -m1 '^first divergence:' "$result/launch_shapes.compare.txt" || true)"
+    fi
+  fi
+  echo "run.sh: launch shapes (every kernel of tiny at this GPU's launch shape vs the CPU, kernel level): $verdict"
+  launch_shapes="{\"deck\": \"tiny\", \"batch\": $lbatch, \"steps\": $lsteps, \"outcome\": \"$(json_text "$verdict")\"}"
+else
+  echo "run.sh: no kernel-level reference of tiny in this kit: launch-shape check skipped"
+fi
+
 checks=()
-worst=0
+worst=$shapes_worst
 first_fail=""  # the smallest failing case, "deck schedule p m" (checks.txt lists the decks smallest first)
 while read -r deck ref_steps level; do
   for layout in "sequential 1 1" "1f1b 2 4"; do
@@ -197,6 +226,7 @@ join() { local IFS=,; echo "$*"; }
   echo "  \"build\": \"$(json_text "$(head -3 "$result/version.txt" | tr '\n' ';')")\","
   echo "  \"gemm_fast\": \"$(json_text "$(sed -n 's/^fast-mode GEMM: //p' "$result/version.txt")")\","
   echo "  \"vendor_blas_dir\": \"$(json_text "$vendor_lib")\","
+  echo "  \"launch_shapes\": $launch_shapes,"
   echo "  \"bitwise\": [$(join "${checks[@]}")],"
   echo "  \"first_divergence_kernel_level\": $locate,"
     echo "  \"timing\": [$(join "${timings[@]}")],"

@@ -22,6 +22,7 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/row_reduce.hpp"
+#include "kernels/team.hpp"
 #include "test_util.hpp"
 
 namespace minipipe {
@@ -125,9 +126,13 @@ TEST(KernelPath, GemmDeviceEqualsHost) {
 
 // Multi-thread teams, whose thread grid and strided ownership a one-thread Serial team never
 // exercises: on a host backend with several threads (OpenMP) the device kernel runs teams of 2, 4,
-// ... threads (GemmOptions::team) and must give the host path's bits, row sums included.
+// ... threads (GemmOptions::team) and must give the host path's bits, row sums included. Under the
+// simulated GPU executor (MINIPIPE_TEST_TEAM_SIM, kernels/team_sim.hpp) every team size up to 256.
 TEST(KernelPath, GemmDeviceTeamsEqualHost) {
-  const int max_team = std::min(256, static_cast<int>(ExecSpace::concurrency()));
+  int max_team = std::min(256, static_cast<int>(ExecSpace::concurrency()));
+#ifdef MINIPIPE_TEAM_SIM_ON
+  if (team::sim::active()) max_team = 256;
+#endif
   if (max_team < 2) GTEST_SKIP() << ExecSpace::name() << " runs one thread per team";
   const int shapes[][3] = {{1, 1, 1}, {9, 7, 9}, {33, 65, 17}, {130, 97, 40}};
   for (int team = 2; team <= max_team; team *= 2)

@@ -1,0 +1,145 @@
+// The one place device team kernels meet Kokkos' team API: a launch shape per kernel, the launch,
+// and the team operations (rank, barrier, scratch, thread loops, reductions) a kernel body uses.
+#pragma once
+
+// A kernel body is a functor with `template <class M> KOKKOS_INLINE_FUNCTION void operator()(const M&
+// team) const` that reaches the team only through the functions below. For a Kokkos member they
+// forward inline to Kokkos; a test build (MINIPIPE_TEAM_SIM, host backends only) adds the same
+// functions for the simulated member of team_sim.hpp, which runs a body at a GPU build's launch
+// shape on host threads with a real barrier, poisoned and bounds-checked scratch (docs/device-path.md,
+// "Launch shapes in CI"). Functors, not generic lambdas: nvcc accepts no generic extended lambda.
+
+#include <cstddef>
+#include <type_traits>
+
+#include "types.hpp"
+
+#if defined(MINIPIPE_TEAM_SIM) && !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP) && \
+    !defined(KOKKOS_ENABLE_SYCL)
+#define MINIPIPE_TEAM_SIM_ON 1
+#endif
+
+namespace minipipe {
+namespace team {
+
+// Whose launch shape a shape function returns: this host backend's (team of Kokkos::AUTO threads,
+// one on Serial and OpenMP) or a GPU build's (CUDA, HIP: the team sizes written in each kernel).
+enum class Target { host, gpu };
+
+constexpr bool kHostBackend = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
+constexpr int kAuto = 0;
+// Level-0 team scratch a GPU block gets by default (CUDA, HIP); the design bound is 40 KB.
+constexpr std::size_t kGpuScratchLevel0 = 48 * 1024;
+
+// One launch: league teams of `team` threads (kAuto: Kokkos::AUTO) of `vector` lanes, `scratch`
+// bytes of team scratch a team at `level`.
+struct Shape {
+  int league = 0;
+  int team = kAuto;
+  int vector = 1;
+  int level = 0;
+  std::size_t scratch = 0;
+};
+
+using Policy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Policy::member_type;
+template <class T>
+using ScratchView = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Bytes of team scratch that a carve of n elements of T (team::scratch<T>(m, level, n)) needs.
+template <class T>
+std::size_t scratch_bytes(std::size_t n) {
+  return ScratchView<T>::shmem_size(n);
+}
+
+// ---- team operations on a Kokkos member (inline; no cost over calling Kokkos directly) ----------
+KOKKOS_FORCEINLINE_FUNCTION int rank(const Member& m) {
+  return m.team_rank();
+}
+KOKKOS_FORCEINLINE_FUNCTION int size(const Member& m) {
+  return m.team_size();
+}
+KOKKOS_FORCEINLINE_FUNCTION int league(const Member& m) {
+  return m.league_rank();
+}
+KOKKOS_FORCEINLINE_FUNCTION void barrier(const Member& m) {
+  m.team_barrier();
+}
+// The team's next n elements of T of scratch at `level` (every thread carves the same sequence).
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T* scratch(const Member& m, int level, std::size_t n) {
+  return ScratchView<T>(m.team_scratch(level), n).data();
+}
+// The same as a plain pointer, for host-path bodies that hand scratch to host SIMD helpers (the
+// simulated executor checks the carve, not each access).
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T* scratch_ptr(const Member& m, int level, std::size_t n) {
+  return scratch<T>(m, level, n);
+}
+// f(e) for e = 0..n-1 spread over the team's threads (TeamThreadRange).
+template <class F>
+KOKKOS_FORCEINLINE_FUNCTION void threads(const Member& m, int n, const F& f) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(m, n), f);
+}
+// f() once per team.
+template <class F>
+KOKKOS_FORCEINLINE_FUNCTION void single(const Member& m, const F& f) {
+  Kokkos::single(Kokkos::PerTeam(m), f);
+}
+// Team reductions of fast mode (order unspecified): f(e, acc) over e = 0..n-1, every thread gets
+// the result.
+template <class T, class F>
+KOKKOS_FORCEINLINE_FUNCTION T sum(const Member& m, int n, const F& f) {
+  T s = 0;
+  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(m, n), f, s);
+  return s;
+}
+template <class T, class F>
+KOKKOS_FORCEINLINE_FUNCTION T max(const Member& m, int n, const F& f) {
+  T r;
+  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(m, n), f, Kokkos::Max<T>(r));
+  return r;
+}
+
+}  // namespace team
+}  // namespace minipipe
+
+#ifdef MINIPIPE_TEAM_SIM_ON
+#include "team_sim.hpp"
+#endif
+
+namespace minipipe {
+namespace team {
+
+// The target whose shapes launches take now: a GPU's while the simulated executor runs, else this build's.
+inline Target launch_target() {
+#ifdef MINIPIPE_TEAM_SIM_ON
+  if (sim::active()) return Target::gpu;
+#endif
+  return kHostBackend ? Target::host : Target::gpu;
+}
+
+template <class Body>
+struct KokkosBody {
+  Body body;
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(const Member& m) const { body(m); }
+};
+
+// Runs body on every team of `s` (Kokkos, or the simulated executor when it is on).
+template <class Body>
+void launch(const char* label, const Shape& s, const Body& body) {
+#ifdef MINIPIPE_TEAM_SIM_ON
+  if (sim::active()) {
+    sim::run(label, s, body);
+    return;
+  }
+#endif
+  Policy p = s.team == kAuto
+                 ? (s.vector == 1 ? Policy(s.league, Kokkos::AUTO) : Policy(s.league, Kokkos::AUTO, s.vector))
+                 : (s.vector == 1 ? Policy(s.league, s.team) : Policy(s.league, s.team, s.vector));
+  if (s.scratch > 0) p.set_scratch_size(s.level, Kokkos::PerTeam(s.scratch));
+  Kokkos::parallel_for(label, p, KokkosBody<Body>{body});
+}
+
+}  // namespace team
+}  // namespace minipipe
