@@ -2,6 +2,7 @@
 // outputs, train, gather the measurements into one record, summarize, write the reports.
 #include "miniapp/launch/run.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "kernels/kernel_counters.hpp"
 #include "kernels/kernel_path.hpp"
 #include "miniapp/io/compare.hpp"
+#include "miniapp/io/dump_reader.hpp"
 #include "miniapp/io/dump_writer.hpp"
 #include "miniapp/io/message_text.hpp"
 #include "miniapp/io/output_file.hpp"
@@ -152,6 +154,27 @@ std::string auto_or_environment(const Deck& deck, const char* key, const char* v
   return env;
 }
 
+// output.verify, up front (before any step): the reference must open as HDF5 (a truncated file
+// fails here: its end lies before the one its superblock records), list every object, and be a
+// miniPipe dump (/meta with its deck). Otherwise the run would train and only then fail (exit 3).
+void check_verify_reference(const std::string& path) {
+  if (path.empty()) return;
+  auto bad = [&](const std::string& why) {
+    throw InputError("deck: key 'output.verify' has value " + quoted_text(path) + ", " + why +
+                     "; allowed: a dump of `minipipe run` (HDF5)");
+  };
+  try {
+    io::DumpReader r(path);
+    (void)r.list_datasets();
+    const auto names = r.attribute_names("/meta");
+    if (std::find(names.begin(), names.end(), "deck") == names.end()) bad("which has no /meta deck attribute");
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    bad(std::string("which cannot be read as a dump (") + e.what() + ")");
+  }
+}
+
 // plan_run's training keys: batch, steps, seed, mode, the kernel settings, the optimizer,
 // recompute, the dump level and output keys, a restart's checkpoint, the data and the disk.
 void plan_training(const Deck& deck, RunSetup& su) {
@@ -178,6 +201,7 @@ void plan_training(const Deck& deck, RunSetup& su) {
   }
   su.data.check_every_batch_has_targets(su.first_step, deck.get_int("train.steps"), deck.get_int("train.batch"),
                                         deck.get_string("data.path"), deck.get_string("data.dataset"));
+  check_verify_reference(deck.get_string("output.verify"));
   check_output_space(deck, su.shape, su.first_step, sizeof(Real));
   su.checkpoint = deck.get_string("checkpoint.path");
   su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
@@ -383,7 +407,8 @@ std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, 
                                                     {"p", su.p},
                                                     {"v", pl.lowered.v},
                                                     {"m", pl.m},
-                                                    {"dp", su.dp}};
+                                                    {"dp", su.dp},
+                                                    {"first_step", su.first_step}};
   for (const auto& [name, value] : ints) dump->set_attribute("/meta", name, value);
   dump->set_attribute("/meta", "schedule", pl.schedule);
   dump->set_attribute("/meta", "mode", std::string(to_string(su.mode)));
@@ -690,7 +715,7 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
       stopped ? *stopped
               : verify_runs(reports, deck.get_string("output.verify"), su.mode,
                             su.restart ? su.restart->first_loss() : std::numeric_limits<double>::quiet_NaN(),
-                            su.opt.kind == OptimizerKind::adamw);
+                            su.opt.kind == OptimizerKind::adamw, su.first_step);
   LaunchSummary launch;
   launch.fom_tokens_per_second = fom.tokens_per_second, launch.model_tflops = fom.model_tflops;
   launch.verified = verdict.pass;

@@ -39,9 +39,12 @@ constexpr double kFastNormRtol = 1e-4;
 // "Verifying fast mode"). Without a reference: the built-in checks (the trainer stops a run at the
 // first non-finite loss, gradient or parameter, so what is left is that the loss fell): the last
 // loss below the first, or below `first_loss` (the training's step-0 loss, NaN when unknown) for a
-// run restarted from a checkpoint.
+// run restarted from a checkpoint. `first_step` > 0 (a restart from a checkpoint of that many
+// completed steps): the reference's /init and steps before first_step are not compared, the run's
+// own /init (the parameters it started from) neither; its continued steps are.
 Verdict verify_runs(const std::vector<RunReport>& runs, const std::string& reference, Mode mode,
-                    double first_loss = std::numeric_limits<double>::quiet_NaN(), bool adamw = true);
+                    double first_loss = std::numeric_limits<double>::quiet_NaN(), bool adamw = true,
+                    long long first_step = 0);
 
 // "FOM: 21662 tokens/s (model 0.0272 TFLOP/s)" and "verification: PASS" / "verification: FAIL (why)".
 std::string fom_line(const FigureOfMerit& fom);

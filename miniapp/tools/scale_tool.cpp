@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
+#include "miniapp/io/message_text.hpp"
 #include "miniapp/io/output_file.hpp"
 #include "miniapp/io/output_paths.hpp"
 #include "miniapp/model/model.hpp"
@@ -309,7 +312,13 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
     if (devices % p) continue;
     const int dp = devices / p;
     const int G = opt.batch_per_replica > 0 ? opt.batch_per_replica * dp : opt.global_batch;
-    if (G % dp) continue;
+    if (G % dp) {
+      n_run.uneven_dp.push_back(dp);
+      continue;
+    }
+    // Each (schedule, m, v) instance is built once for both rank orders: the list-scheduled
+    // variants (v-half, v-min, zb-mem) cost most of a sweep's time to build.
+    std::map<std::tuple<std::string, int, int>, std::optional<sched::RankPrograms>> made_at_p;
     const int Br = G / dp;
     for (RankOrder order : orders) {
       if (dp == 1 && order == RankOrder::pp_major && orders.size() > 1) continue;  // the same placement
@@ -324,7 +333,10 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
           if (S > L) continue;
           for (int m = 1; m <= std::min(Br, opt.max_m); ++m) {
             if (Br % m) continue;
-            const std::optional<sched::RankPrograms> made = try_schedule(name, p, m, v);
+            const auto key = std::make_tuple(name, m, v);
+            auto at = made_at_p.find(key);
+            if (at == made_at_p.end()) at = made_at_p.emplace(key, try_schedule(name, p, m, v)).first;
+            const std::optional<sched::RankPrograms>& made = at->second;
             if (!made) continue;
             const sched::RankPrograms& s = *made;
             if (s.v != v) continue;
@@ -337,7 +349,10 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
                 sched::CostModel cm = stage_costs(costs, layout, n, r);
                 const RankShares shares = rank_shares(cl, layout, s.stage_to_rank, elements, p, dp, det);
                 const std::vector<double>&state = shares.state, &ar = shares.ar;
-                if (opt.memory_cap > 0 && shares.worst_state > opt.memory_cap) continue;
+                if (opt.memory_cap > 0 && shares.worst_state > opt.memory_cap) {
+                  ++n_run.over_cap;
+                  continue;
+                }
                 ++n_run.configurations;
                 const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
                 const double fixed_ms = *std::max_element(fixed.begin(), fixed.end());
@@ -350,7 +365,10 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
                 const Evaluated e = evaluate(s, cm, kinds, cl, boundary_bytes, state, ar, fixed_ms, loss_ms,
                                              opt.overlap_allreduce, opt.memory_cap, false);
                 sims += static_cast<long long>(kinds.size()) * (cm.jitter_cv > 0 ? kJitterSamples + 1 : 1);
-                if (!e.fits) continue;
+                if (!e.fits) {
+                  ++n_run.over_cap;
+                  continue;
+                }
                 ScalePoint pt = point_of(e, name, p, dp, s.v, m, r, is_auto, split, G, order);
                 // Exposed communication: what the step loses to transfers and all-reduces.
                 const Evaluated bare = evaluate(s, cm, kinds, cl, boundary_bytes, state,
@@ -366,6 +384,21 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
   }
   if (count) *count = n_run;
   return best;
+}
+
+std::string no_configuration_reason(const SweepCount& count, int global_batch) {
+  std::string why;
+  if (!count.uneven_dp.empty()) {
+    std::string dps;
+    for (int dp : count.uneven_dp) dps += (dps.empty() ? "" : ", ") + std::to_string(dp);
+    why = "the global batch " + std::to_string(global_batch) + " does not split evenly over dp = " + dps +
+          " replicas (devices / p); use a global batch that is a multiple of one of them";
+  }
+  if (count.over_cap > 0)
+    why += std::string(why.empty() ? "" : "; ") + std::to_string(count.over_cap) +
+           " configuration(s) over the memory cap: raise --memory-cap or the devices";
+  if (why.empty()) why = "no schedule of --schedules has an instance at these p, v and m (p*v <= n_layer)";
+  return why;
 }
 
 namespace {
@@ -493,13 +526,24 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
   opt.overlap_allreduce = tool.overlap_allreduce;
   opt.max_m = tool.max_m;
   opt.prune = !tool.no_prune;
-  const auto all = sched::schedule_names();
+  // scale sweeps the one-copy schedules only (its per-rank state and bounds count one model copy).
+  std::vector<std::string> swept;
+  for (const auto& a : sched::schedule_names())
+    if (sched::model_copies(a) == 1) swept.push_back(a);
   std::stringstream ss(tool.schedules);
   for (std::string n; std::getline(ss, n, ',');) {
-    if (std::find(all.begin(), all.end(), n) == all.end()) {
+    if (std::find(swept.begin(), swept.end(), n) == swept.end()) {
       std::string t;
-      for (const auto& a : all) t += (t.empty() ? "" : " | ") + a;
-      throw InputError("command line: --schedules has entry \"" + n + "\"; allowed: a comma list of " + t);
+      for (const auto& a : swept) t += (t.empty() ? "" : " | ") + a;
+      const bool two_copies = [&] {
+        try {
+          return sched::model_copies(n) != 1;
+        } catch (const std::exception&) {
+          return false;
+        }
+      }();
+      throw InputError("command line: --schedules has entry " + quoted_text(n) + (two_copies ? " (two model copies: scale does not sweep it; `minipipe tune` predicts it)" : "") +
+                       "; allowed: a comma list of " + t);
     }
     opt.schedules.push_back(n);
   }
@@ -551,17 +595,16 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
                   x.memory_bytes / 1073741824.0, x.samples_per_s);
     out << line << "\n";
   }
-  if (best.empty()) out << "(no configuration fits: raise --memory-cap or the devices)\n";
+  if (best.empty()) out << "(no configuration: " << no_configuration_reason(count, opt.global_batch) << ")\n";
   out << "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; exp comm: what "
          "transfers and all-reduces add to the step; mem: model state + peak stored activations of the fullest "
          "device)\n";
 }
 
 // One scaling curve over device counts: strong at opt's global batch, or weak at
-// tool.batch_per_replica; its table, then its SVG at `path`. 0 ok, 3 the SVG could not be written.
-int scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
-                  const std::vector<int>& counts, bool weak, const std::string& path, std::ostream& out,
-                  std::ostream& err) {
+// tool.batch_per_replica; prints its table and returns its SVG's text (written by the caller).
+std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
+                          const std::vector<int>& counts, bool weak, std::ostream& out) {
   char line[400];
   ScaleOptions o = opt;
   if (weak) o.batch_per_replica = tool.batch_per_replica;
@@ -572,9 +615,14 @@ int scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFile& cost
                : "strong scaling, global batch " + std::to_string(opt.global_batch))
       << ":\n";
   for (int n : counts) {
-    const auto b = best_layouts(costs, cl, n, o, 1);
+    SweepCount count;
+    const auto b = best_layouts(costs, cl, n, o, 1, &count);
     if (b.empty()) {
-      out << "  " << n << " devices: nothing fits\n";
+      out << "  " << n << " devices: no configuration ("
+          << (weak ? (count.over_cap > 0 ? "over the memory cap: raise --memory-cap"
+                                         : std::string("no schedule instance at these p, v and m"))
+                   : no_configuration_reason(count, o.global_batch))
+          << ")\n";
       continue;
     }
     const ScalePoint& x = b.front();
@@ -589,16 +637,33 @@ int scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFile& cost
     ideal.points.push_back({static_cast<double>(n), first * n / first_n});
   }
   const std::string title = std::string(weak ? "Weak" : "Strong") + " scaling: " + tool.deck_path + " on " + cl.name;
-  try {
-    io::write_output_file(path, tool.force, [&](std::ostream& f) {
-      write_curves_svg(title, "samples/s", {got, ideal}, f);
-    });
-  } catch (const io::OutputError& e) {
-    err << "minipipe: error: " << e.what() << "\n";
-    return 3;
+  std::ostringstream svg;
+  write_curves_svg(title, "samples/s", {got, ideal}, svg);
+  return svg.str();
+}
+
+// The SVGs all or nothing: every temporary is written whole before any is renamed, a failure
+// removes every temporary, and a rename that fails after another succeeded removes the file
+// that one made (a rerun must not find half of the outputs and refuse without --force).
+void write_all_or_nothing(const std::vector<std::pair<std::string, std::string>>& files, bool force,
+                          std::ostream& out) {
+  std::vector<std::unique_ptr<io::OutputFile>> temps;
+  for (const auto& [path, text] : files) {
+    temps.push_back(std::make_unique<io::OutputFile>(path, force));
+    temps.back()->write(text.data(), text.size());
   }
-  out << "wrote " << path << "\n";
-  return 0;
+  std::vector<std::string> done;
+  try {
+    for (auto& t : temps) {
+      t->commit();
+      done.push_back(t->target());
+    }
+  } catch (...) {
+    if (!force)
+      for (const auto& d : done) std::remove(d.c_str());
+    throw;
+  }
+  for (const auto& d : done) out << "wrote " << d << "\n";
 }
 
 }  // namespace
@@ -644,17 +709,24 @@ int ScaleTool::run(const std::map<std::string, std::string>& overrides, std::ost
     err << "minipipe: error: " << e.what() << "\n";
     return 2;
   }
-  print_scale_header(*this, cl, costs, out);
-  print_best_table(*this, cl, costs, opt, out);
-
-  if (strong_svg.empty() && weak_svg.empty()) return 0;
-  std::vector<int> counts;
-  for (int n = 1; n < devices; n *= 2) counts.push_back(n);
-  counts.push_back(devices);
-  if (!strong_svg.empty())
-    if (const int rc = scaling_curve(*this, cl, costs, opt, counts, false, strong_svg, out, err)) return rc;
-  if (!weak_svg.empty())
-    if (const int rc = scaling_curve(*this, cl, costs, opt, counts, true, weak_svg, out, err)) return rc;
+  // Inputs are checked: what fails from here on is a failure of the command (exit 3), never an
+  // uncaught exception.
+  try {
+    print_scale_header(*this, cl, costs, out);
+    print_best_table(*this, cl, costs, opt, out);
+    if (strong_svg.empty() && weak_svg.empty()) return 0;
+    std::vector<int> counts;
+    for (int n = 1; n < devices; n *= 2) counts.push_back(n);
+    counts.push_back(devices);
+    std::vector<std::pair<std::string, std::string>> files;
+    if (!strong_svg.empty()) files.push_back({strong_svg, scaling_curve(*this, cl, costs, opt, counts, false, out)});
+    if (!weak_svg.empty()) files.push_back({weak_svg, scaling_curve(*this, cl, costs, opt, counts, true, out)});
+    write_all_or_nothing(files, force, out);
+  } catch (const std::exception& e) {
+    out << std::flush;
+    err << "minipipe: error: scale: " << e.what() << "\n";
+    return 3;
+  }
   return 0;
 }
 

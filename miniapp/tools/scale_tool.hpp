@@ -67,7 +67,16 @@ struct ScaleOptions {
 // pipeline simulations run.
 struct SweepCount {
   long long configurations = 0, simulations = 0;
+  // Why configurations were left out, for the text of an empty result: the data-parallel widths
+  // dp = devices / p whose replicas cannot share the global batch evenly, and the configurations
+  // over the memory cap (model state, or state and stored activations).
+  std::vector<int> uneven_dp;
+  long long over_cap = 0;
 };
+
+// Why a sweep of `devices` devices at global batch `global_batch` found no configuration, from
+// its count: the batch that no dp divides, or the memory cap, or no schedule instance.
+std::string no_configuration_reason(const SweepCount& count, int global_batch);
 
 // The `keep` best configurations on `devices` devices (p | devices, p*v <= n_layer), least time
 // per sample first; those over the memory cap are left out. With opt.prune a configuration whose

@@ -3,6 +3,8 @@
 #include "miniapp/tuning/cluster.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -16,22 +18,32 @@ namespace minipipe {
 
 namespace {
 
+// The documented ranges (docs/cluster.md): wide enough for any machine, narrow enough that every
+// derived time stays finite and printable.
+constexpr long long kMaxDevices = 1LL << 24;
+constexpr double kMinRate = 1e-6;        // TFLOP/s, GiB, GB/s, speedup
+constexpr double kMaxTflops = 1e6;       // also the largest speedup
+constexpr double kMaxBandwidth = 1e9;    // GB/s; also the largest memory_gib
+constexpr double kMaxLatencyUs = 1e9;    // 1000 s
+
 // The allowed keys of each section and what each holds (for the error text).
 const std::map<std::string, std::map<std::string, std::string>>& schema() {
   static const std::map<std::string, std::map<std::string, std::string>> s = {
       {"cluster",
        {{"name", "a string"},
-        {"nodes", "an integer >= 1"},
-        {"devices_per_node", "an integer >= 1"},
+        {"nodes", "an integer 1 .. 16777216"},
+        {"devices_per_node", "an integer 1 .. 16777216"},
         {"rank_order", "\"any\" | \"dp-major\" | \"pp-major\""},
         {"allreduce", "\"ring\" | \"tree\""}}},
       {"device",
-       {{"tflops", "a number > 0"},
-        {"memory_gib", "a number > 0"},
-        {"memory_bandwidth_gbs", "a number > 0"},
-        {"speedup", "a number > 0"}}},
-      {"link.intra", {{"latency_us", "a number >= 0"}, {"bandwidth_gbs", "a number > 0"}, {"from_costs", "a boolean"}}},
-      {"link.inter", {{"latency_us", "a number >= 0"}, {"bandwidth_gbs", "a number > 0"}, {"from_costs", "a boolean"}}},
+       {{"tflops", "a number 1e-06 .. 1e+06"},
+        {"memory_gib", "a number 1e-06 .. 1e+09"},
+        {"memory_bandwidth_gbs", "a number 1e-06 .. 1e+09"},
+        {"speedup", "a number 1e-06 .. 1e+06"}}},
+      {"link.intra",
+       {{"latency_us", "a number 0 .. 1e+09"}, {"bandwidth_gbs", "a number 1e-06 .. 1e+09"}, {"from_costs", "a boolean"}}},
+      {"link.inter",
+       {{"latency_us", "a number 0 .. 1e+09"}, {"bandwidth_gbs", "a number 1e-06 .. 1e+09"}, {"from_costs", "a boolean"}}},
   };
   return s;
 }
@@ -73,23 +85,32 @@ class Reader {
     if (!n->is_boolean()) fail(key, shown(*n), "true | false");
     return *n->value<bool>();
   }
-  long long integer(const std::string& key, long long lo) const {
+  // An integer in [lo, hi], checked in the full 64 bits TOML gives it before any narrowing (a
+  // devices_per_node of 2^32 + 2 must not run as 2).
+  long long integer(const std::string& key, long long lo, long long hi) const {
+    const std::string allowed = "an integer " + std::to_string(lo) + " .. " + std::to_string(hi);
     const toml::node* n = node(key);
-    if (!n) missing(key, "an integer >= " + std::to_string(lo));
-    if (!n->is_integer() || *n->value<long long>() < lo) fail(key, shown(*n), "an integer >= " + std::to_string(lo));
-    return *n->value<long long>();
+    if (!n) missing(key, allowed);
+    if (!n->is_integer()) fail(key, shown(*n), allowed);
+    const long long v = *n->value_exact<std::int64_t>();
+    if (v < lo || v > hi) fail(key, shown(*n), allowed);
+    return v;
   }
-  // A number (integer or float) > 0 (>= 0 when zero_ok); nullopt-like NaN when absent.
-  double number(const std::string& key, bool zero_ok, bool required) const {
+  // A finite number (integer or float) in [lo, hi]; NaN when absent and not required. The bounds
+  // keep every derived time finite and printable: a device.tflops of 4.9e-324 made every cost
+  // infinite and 1e-300 printed 300-digit step times.
+  double number(const std::string& key, double lo, double hi, bool required) const {
+    char range[96];
+    std::snprintf(range, sizeof(range), "a number %g .. %g", lo, hi);
+    const std::string allowed = range;
     const toml::node* n = node(key);
-    const std::string allowed = zero_ok ? "a number >= 0" : "a number > 0";
     if (!n) {
       if (required) missing(key, allowed);
       return std::nan("");
     }
     if (!n->is_number()) fail(key, shown(*n), allowed);
     const double x = n->is_integer() ? static_cast<double>(*n->value<long long>()) : *n->value<double>();
-    if (!std::isfinite(x) || x < 0 || (!zero_ok && x == 0)) fail(key, shown(*n), allowed);
+    if (!std::isfinite(x) || x < lo || x > hi) fail(key, shown(*n), allowed);
     return x;
   }
 
@@ -148,8 +169,8 @@ Link read_link(const Reader& r, const std::string& sec, bool needed, bool& from_
     return l;
   }
   if (!needed && !r.has(sec + ".latency_us") && !r.has(sec + ".bandwidth_gbs")) return l;
-  l.latency_ms = r.number(sec + ".latency_us", true, true) / 1e3;
-  l.ms_per_byte = 1 / (r.number(sec + ".bandwidth_gbs", false, true) * 1e6);  // GB/s = 1e9 B/s = 1e6 B/ms
+  l.latency_ms = r.number(sec + ".latency_us", 0, kMaxLatencyUs, true) / 1e3;
+  l.ms_per_byte = 1 / (r.number(sec + ".bandwidth_gbs", kMinRate, kMaxBandwidth, true) * 1e6);  // GB/s = 1e9 B/s = 1e6 B/ms
   return l;
 }
 
@@ -191,10 +212,11 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   Cluster c;
   c.origin = origin;
   c.name = r.text("cluster.name", origin);
-  c.nodes = static_cast<int>(r.integer("cluster.nodes", 1));
-  c.devices_per_node = static_cast<int>(r.integer("cluster.devices_per_node", 1));
-  if (static_cast<long long>(c.nodes) * c.devices_per_node > (1LL << 24))
-    r.fail("cluster.nodes", std::to_string(c.nodes), "nodes x devices_per_node <= 16777216");
+  c.nodes = static_cast<int>(r.integer("cluster.nodes", 1, kMaxDevices));
+  c.devices_per_node = static_cast<int>(r.integer("cluster.devices_per_node", 1, kMaxDevices));
+  if (static_cast<long long>(c.nodes) * c.devices_per_node > kMaxDevices)
+    r.fail("cluster.nodes", std::to_string(c.nodes),
+           "nodes x devices_per_node <= 16777216 (devices_per_node is " + std::to_string(c.devices_per_node) + ")");
   const std::string order = r.text("cluster.rank_order", "any");
   if (order != "any" && order != "dp-major" && order != "pp-major")
     r.fail("cluster.rank_order", "\"" + order + "\"", "\"any\" | \"dp-major\" | \"pp-major\"");
@@ -203,12 +225,12 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   const std::string ar = r.text("cluster.allreduce", "ring");
   if (ar != "ring" && ar != "tree") r.fail("cluster.allreduce", "\"" + ar + "\"", "\"ring\" | \"tree\"");
   c.allreduce = ar == "ring" ? AllReduceAlgo::ring : AllReduceAlgo::tree;
-  c.memory_bytes = r.number("device.memory_gib", false, true) * 1073741824.0;
-  const double tf = r.number("device.tflops", false, false);
+  c.memory_bytes = r.number("device.memory_gib", kMinRate, kMaxBandwidth, true) * 1073741824.0;
+  const double tf = r.number("device.tflops", kMinRate, kMaxTflops, false);
   c.tflops = std::isnan(tf) ? 0 : tf;
-  const double mb = r.number("device.memory_bandwidth_gbs", false, false);
+  const double mb = r.number("device.memory_bandwidth_gbs", kMinRate, kMaxBandwidth, false);
   c.memory_bytes_per_ms = std::isnan(mb) ? 0 : mb * 1e6;
-  const double sp = r.number("device.speedup", false, false);
+  const double sp = r.number("device.speedup", kMinRate, kMaxTflops, false);
   c.speedup = std::isnan(sp) ? 1 : sp;
   c.intra = read_link(r, "link.intra", c.devices_per_node > 1, c.intra_from_costs);
   c.inter = read_link(r, "link.inter", c.nodes > 1, c.inter_from_costs);

@@ -153,10 +153,10 @@ TEST(Cluster, BadFilesAreRefusedNamingKeyValueAndAllowed) {
     return ::testing::AssertionSuccess();
   };
   EXPECT_TRUE(has(refused("[cluster]\nnodes = 0\ndevices_per_node = 2\n[device]\nmemory_gib = 8\n" + links),
-                  {"bad.toml", "'cluster.nodes'", "value 0", "allowed: an integer >= 1"}));
+                  {"bad.toml", "'cluster.nodes'", "value 0", "allowed: an integer 1 .. 16777216"}));
   EXPECT_TRUE(has(refused(base + "[link.intra]\nlatency_us = 1\nbandwidth_gbs = -3\n[link.inter]\nlatency_us = 1\n"
                                  "bandwidth_gbs = 10\n"),
-                  {"'link.intra.bandwidth_gbs'", "value -3", "a number > 0"}));
+                  {"'link.intra.bandwidth_gbs'", "value -3", "allowed: a number 1e-06 .. 1e+09"}));
   EXPECT_TRUE(has(refused(base + links + "[device2]\n"), {"unknown section 'device2'", "allowed:"}));
   EXPECT_TRUE(has(refused(base + links + "[link.intra2]\n"), {"unknown section 'link.intra2'"}));
   EXPECT_TRUE(has(refused(base + "[link.intra]\nlatency_us = 1\nbandwith_gbs = 10\n"),
@@ -170,4 +170,48 @@ TEST(Cluster, BadFilesAreRefusedNamingKeyValueAndAllowed) {
                   {"'cluster.rank_order'", "\"zigzag\"", "\"dp-major\""}));
   EXPECT_TRUE(has(refused("[cluster]\nnodes = \"2\"\ndevices_per_node = 2\n[device]\nmemory_gib = 8\n" + links),
                   {"'cluster.nodes'", "value \"2\""}));
+}
+
+// Integers are range-checked in the 64 bits TOML reads, before they are narrowed to int: 2^32 + 2
+// devices a node ran as 2, 10^12 printed a negative device count.
+TEST(Cluster, WideIntegersAreRefusedBeforeNarrowing) {
+  const std::string device = "[device]\nmemory_gib = 8\n";
+  const std::string links =
+      "[link.intra]\nlatency_us = 1\nbandwidth_gbs = 10\n[link.inter]\nlatency_us = 1\nbandwidth_gbs = 10\n";
+  for (const char* v : {"4294967298", "1000000000000", "9223372036854775807", "16777217"}) {
+    const std::string msg = refused("[cluster]\nnodes = 1\ndevices_per_node = " + std::string(v) + "\n" + device + links);
+    EXPECT_NE(msg.find("bad.toml"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'cluster.devices_per_node' has value " + std::string(v)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("allowed: an integer 1 .. 16777216"), std::string::npos) << msg;
+    const std::string msg2 = refused("[cluster]\nnodes = " + std::string(v) + "\ndevices_per_node = 1\n" + device + links);
+    EXPECT_NE(msg2.find("'cluster.nodes' has value " + std::string(v)), std::string::npos) << msg2;
+  }
+  EXPECT_NE(refused("[cluster]\nnodes = 4096\ndevices_per_node = 8192\n" + device + links)
+                .find("nodes x devices_per_node <= 16777216"),
+            std::string::npos);
+}
+
+// Floating-point values must be finite and within the documented ranges, so that every derived
+// time is finite and printable (4.9e-324 TFLOP/s aborted `scale`; 1e-300 printed 300 digits).
+TEST(Cluster, NumbersOutsideTheirRangeAreRefused) {
+  const std::string head = "[cluster]\nnodes = 2\ndevices_per_node = 2\n";
+  const std::string links =
+      "[link.intra]\nlatency_us = 1\nbandwidth_gbs = 10\n[link.inter]\nlatency_us = 1\nbandwidth_gbs = 10\n";
+  struct Case {
+    const char *key, *value, *allowed;
+  };
+  for (const Case& c : {Case{"tflops", "4.9e-324", "1e-06 .. 1e+06"}, Case{"tflops", "1e-300", "1e-06 .. 1e+06"},
+                        Case{"tflops", "1e300", "1e-06 .. 1e+06"}, Case{"tflops", "inf", "1e-06 .. 1e+06"},
+                        Case{"tflops", "nan", "1e-06 .. 1e+06"}, Case{"memory_bandwidth_gbs", "1e-30", "1e-06 .. 1e+09"},
+                        Case{"speedup", "1e-30", "1e-06 .. 1e+06"}, Case{"memory_gib", "1e300", "1e-06 .. 1e+09"}}) {
+    const std::string extra = std::string(c.key) == "memory_gib" ? "" : "memory_gib = 8\n";
+    const std::string msg = refused(head + "[device]\n" + extra + c.key + " = " + c.value + "\n" + links);
+    EXPECT_NE(msg.find("'device." + std::string(c.key) + "'"), std::string::npos) << c.key << "=" << c.value << ": " << msg;
+    EXPECT_NE(msg.find("allowed: a number " + std::string(c.allowed)), std::string::npos) << msg;
+  }
+  const std::string msg = refused(head + "[device]\nmemory_gib = 8\n[link.intra]\nlatency_us = 1e300\n"
+                                  "bandwidth_gbs = 10\n[link.inter]\nlatency_us = 1\nbandwidth_gbs = 10\n");
+  EXPECT_NE(msg.find("'link.intra.latency_us'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("allowed: a number 0 .. 1e+09"), std::string::npos) << msg;
+  EXPECT_EQ(refused(head + "[device]\nmemory_gib = 8\ntflops = 1e-6\nspeedup = 1e6\n" + links), "");
 }
