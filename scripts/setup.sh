@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing on a fresh Debian 12 machine (as root or with sudo) and builds
-# miniPipe into ${BUILD_DIR:-build}. Safe to run again: installed packages are skipped.
+# miniPipe into ${BUILD_DIR:-build} (warnings as errors). Safe to run again: installed packages
+# are skipped.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$here/build}
@@ -21,5 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${MINIPIPE_CMAKE_ARGS:-}
+# The one configure line of demo.sh and test.sh (both call this script): the same flags, warnings
+# as errors included, so running one after the other into the same build directory rebuilds nothing.
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINIPIPE_WERROR=ON ${MINIPIPE_CMAKE_ARGS:-}
 cmake --build "$build" -j "$(nproc)"

@@ -62,16 +62,14 @@ int dispatch(std::vector<char*>& args) {
   tune.attach(app);
   scale.attach(app);
   const std::string repeated = repeated_option(app, args, deck.key_of);
-  if (!repeated.empty()) {
-    if (world_rank() == 0) std::cerr << "minipipe: error: " << repeated << "\n";
-    return kExitUsage;
-  }
+  if (!repeated.empty()) return world_rank() == 0 ? print_error(std::cerr, repeated, kExitUsage) : kExitUsage;
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" with code 0; every real parse error is usage (2).
-    const int rc = world_rank() == 0 ? app.exit(e) : e.get_exit_code();
-    return rc != 0 ? kExitUsage : 0;
+    // --help and --version are "errors" with code 0 that CLI11 prints; every real parse error is
+    // usage (2), printed through the one error path (prefix, stderr, control bytes escaped).
+    if (e.get_exit_code() == 0) return world_rank() == 0 ? app.exit(e) : 0;
+    return world_rank() == 0 ? print_error(std::cerr, e.what(), kExitUsage) : kExitUsage;
   }
   const MPI_Comm world = MPI_COMM_WORLD;
   if (schedule.sub->parsed()) return on_rank_zero(world, [&] { return schedule.run(std::cout); });
@@ -96,7 +94,7 @@ int main(int argc, char** argv) {
     (std::string(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : app_args).push_back(argv[i]);
   const std::string kokkos_error = minipipe::initialize_kokkos(kokkos_args);
   if (!kokkos_error.empty()) {
-    if (world_rank() == 0) std::cerr << "minipipe: error: " << kokkos_error << "\n";
+    if (world_rank() == 0) minipipe::print_error(std::cerr, kokkos_error, minipipe::kExitUsage);
     MPI_Finalize();
     return minipipe::kExitUsage;
   }

@@ -73,6 +73,15 @@ std::string value_text(T v) {
   return os.str();
 }
 
+// The first differing element's distance: "n/a (NaN)" when a NaN is involved (either side, or
+// both with different payloads), and for +0 vs -0 the 0 ULP says why the bits still differ.
+std::string ulp_text(const DatasetDiff& d) {
+  if (d.first_nan) return "ULP n/a (NaN)";
+  std::string t = std::to_string(d.first_ulp) + " ULP";
+  if (d.first_ulp == 0 && (d.first_a == "-0" || d.first_b == "-0")) t += " (+0 vs -0: equal values, the sign bit differs)";
+  return t;
+}
+
 struct Tolerance {
   bool active = false;
   double rtol = -1.0, atol = -1.0, norm_rtol = -1.0;  // negative: not set
@@ -104,7 +113,10 @@ void compare_block(const T* a, const T* b, std::uint64_t n, std::uint64_t base, 
       ulp = ordered_distance(ba, bb);
       const double x = a[i], y = b[i];
       if (std::isnan(x) || std::isnan(y)) {
+        // A NaN has no place on the ordered line: its "distance" would be the payload's bits
+        // (docs/dump-format.md, "NaN and signed zeros"). It differs, with no ULP distance.
         nan = true;
+        ulp = 0;
         ++d.nan_mismatches;  // includes two NaNs with different payloads
         abs = rel = std::numeric_limits<double>::infinity();
       } else {
@@ -121,7 +133,7 @@ void compare_block(const T* a, const T* b, std::uint64_t n, std::uint64_t base, 
       const double m = std::max(std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])));
       rel = abs / m;  // m > 0: the values differ
     }
-    if (d.differing == 1) d.first_ulp = ulp;
+    if (d.differing == 1) d.first_ulp = ulp, d.first_nan = nan;
     d.max_abs = std::max(d.max_abs, abs);
     d.max_rel = std::max(d.max_rel, rel);
     d.max_ulp = std::max(d.max_ulp, ulp);
@@ -301,7 +313,7 @@ std::string first_divergence_line(const CompareReport& rep) {
       if (d.first_a.empty())
         os << "bytes differ";  // a non-numeric type: no values to print
       else
-        os << d.first_a << " vs " << d.first_b << ", " << d.first_ulp << " ULP";
+        os << d.first_a << " vs " << d.first_b << ", " << ulp_text(d);
       break;
   }
   os << "; " << rep.first.later << " later datasets differ";
@@ -475,15 +487,23 @@ void print_report(const CompareReport& rep, const CompareOptions& opt, std::ostr
   out << os.str();
 }
 
-int compare_files(const std::string& a, const std::string& b, const CompareOptions& opt, std::ostream& out) {
+int compare_files(const std::string& a, const std::string& b, const CompareOptions& opt, std::ostream& out,
+                  std::string* error) {
   try {
     const CompareReport rep = compare_dumps(a, b, opt);
     print_report(rep, opt, out);
     return rep.exit_code;
   } catch (const std::exception& e) {
-    out << "error: " << e.what() << "\n";
+    *error = e.what();
     return 2;
   }
+}
+
+int compare_files(const std::string& a, const std::string& b, const CompareOptions& opt, std::ostream& out) {
+  std::string error;
+  const int rc = compare_files(a, b, opt, out, &error);
+  if (!error.empty()) out << "error: " << error << "\n";
+  return rc;
 }
 
 }  // namespace minipipe::io

@@ -47,15 +47,17 @@ struct DatasetDiff {
   std::uint64_t elements = 0;
   std::uint64_t differing = 0;         // elements whose bits differ
   std::uint64_t out_of_tolerance = 0;  // of those, beyond rtol/atol (all of them without tolerance)
-  std::uint64_t nan_mismatches = 0;    // NaN in one file, something else in the other
+  std::uint64_t nan_mismatches = 0;    // NaN in one file or both (payloads differ): differ, no ULP distance
   double max_abs = 0.0;                // +inf when a NaN or inf is involved
   double max_rel = 0.0;                // |a-b| / max(|a|,|b|)
   double max_magnitude = 0.0;          // max(|a|,|b|) over every finite element (floats)
   double norm_rel = 0.0;               // max_abs / max_magnitude
-  std::uint64_t max_ulp = 0;           // integers: |a-b|; floats: distance in the ordered bit space
+  std::uint64_t max_ulp = 0;           // integers: |a-b|; floats: distance in the ordered bit space,
+                                       // NaN elements left out (+0 vs -0: 0)
   std::uint64_t first_index = 0;       // flat index of the first differing element
   std::string first_a, first_b;        // its values, printed to round-trip precision
-  std::uint64_t first_ulp = 0;         // its ULP distance (integers: |a-b|)
+  std::uint64_t first_ulp = 0;         // its ULP distance (integers: |a-b|); 0 when first_nan
+  bool first_nan = false;              // a NaN on either side: no ULP distance
   DatasetOrigin origin;                // dataflow position and producing kernel
 };
 
@@ -101,5 +103,9 @@ void print_report(const CompareReport& report, const CompareOptions& opt, std::o
 // compare_dumps + print_report; returns 0 / 1, or 2 after printing "error: ..." when a file
 // is missing, unreadable or not HDF5 (like h5diff).
 int compare_files(const std::string& a, const std::string& b, const CompareOptions& opt, std::ostream& out);
+// The same, but an error (exit 2) is handed back in `*error` instead of printed to `out`, so that
+// the `compare` tool prints it through the tools' error path (stderr, with the prefix).
+int compare_files(const std::string& a, const std::string& b, const CompareOptions& opt, std::ostream& out,
+                  std::string* error);
 
 }  // namespace minipipe::io

@@ -36,6 +36,24 @@ inline std::string quoted_text(const std::string& s) {
   return o + "'";
 }
 
+// An error message as printed: control bytes (other than the newline and tab of a multi-line
+// message) and DEL escaped as \xNN, so a value echoed from a command line, a deck or a file cannot
+// move the cursor, recolour the terminal or hide part of the line. Other bytes (UTF-8) are kept.
+inline std::string escaped_controls(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (unsigned char c : s) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char b[5];
+      std::snprintf(b, sizeof b, "\\x%02X", c);
+      o += b;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
 // The shortest decimal text that reads back as the same double (0.1, not 0.10000000000000001);
 // nan, inf and -inf spelled out.
 inline std::string compact_number(double x) {

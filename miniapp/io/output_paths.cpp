@@ -23,6 +23,20 @@ std::string named(const std::string& key, const std::string& path) {
   return "key '" + key + "' has value " + quoted_text(path);
 }
 
+// How to allow an overwrite: a tool's own option (`--csv`, `--output`, ...) takes the tool's
+// --force; a deck key (`output.dump`) takes --force or the key output.force.
+std::string force_hint(const std::string& key) {
+  return key.rfind("--", 0) == 0 ? "without --force" : "without --force (output.force = true)";
+}
+
+// A path with a NUL byte (possible in a deck's TOML string, "\u0000") would reach the system
+// and HDF5 cut at the NUL, under another name than the one checked.
+void refuse_nul(const std::string& key, const std::string& path) {
+  if (path.find('\0') != std::string::npos)
+    throw PathError(named(key, path) + ", which holds a NUL byte at offset " + std::to_string(path.find('\0')) +
+                    "; allowed: a path without NUL bytes");
+}
+
 const char* kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
   if (S_ISFIFO(m)) return "a FIFO";
@@ -79,6 +93,7 @@ bool same_file(const Identity& a, const Identity& b) {
 
 void check_output(const OutputSpec& o) {
   const std::string& path = o.path;
+  refuse_nul(o.key, path);
   if (path.back() == '/')
     throw PathError(named(o.key, path) + ", which names a directory; allowed: a file name (e.g. out/run.h5)");
   const std::string dir = dir_of(path);
@@ -124,20 +139,21 @@ void check_output(const OutputSpec& o) {
     throw PathError(named(o.key, path) + ", which is a symbolic link to " +
                     (n > 0 ? quoted_text(std::string(target, static_cast<std::size_t>(n))) : std::string("?")) +
                     " that cannot be followed (" + std::strerror(stat_errno) +
-                    "); refusing to overwrite it without --force (output.force = true); allowed: a new file name");
+                    "); refusing to overwrite it " + force_hint(o.key) + "; allowed: a new file name");
   }
   if (exists) {
     if (!S_ISREG(st.st_mode))
       throw PathError(named(o.key, path) + ", which is " + kind_of(st.st_mode) + "; allowed: a regular file");
     if (!o.force)
       throw PathError(named(o.key, path) +
-                      ": the file exists; refusing to overwrite it without --force (output.force = true)");
+                      ": the file exists; refusing to overwrite it " + force_hint(o.key));
   }
 }
 
 }  // namespace
 
 void check_input_file(const std::string& key, const std::string& path) {
+  refuse_nul(key, path);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw PathError(named(key, path) + ", which cannot be read (" + std::strerror(errno) +

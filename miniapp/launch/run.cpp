@@ -267,7 +267,7 @@ void plan_sweep(const Deck& deck, RunSetup& su, int smallest_share, long long ta
       // One layer split for the model's parts, repeated for each copy (DualPipe's two).
       if (!su.auto_split)
         pl.layout = model_copies(make_stage_layout(su.shape.n_layer, pl.lowered.chain_length(),
-                                                   deck.get_int_list("pipeline.layers_per_stage")),
+                                                   deck.get_int_list("pipeline.layers_per_stage"), pl.lowered.chains),
                                  pl.lowered.chains);
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
                     ? ""
@@ -331,7 +331,8 @@ void choose_splits(RunSetup& su, MPI_Comm* comm) {
     }
     if (comm) MPI_Bcast(counts.data(), S, MPI_INT, 0, *comm);
     pl.layout =
-        model_copies(make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end())),
+        model_copies(make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end()),
+                                       pl.lowered.chains),
                      pl.lowered.chains);
     if (rank == 0) {
       std::ostringstream os;
@@ -766,7 +767,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
     } catch (const Diverged& e) {
       // Every rank agreed: keep the completed steps, record why the run stopped, then stop.
       if (writer) writer->close_stopped(e.what(), e.step, {step_group(e.step)});
-      if (rank == 0) std::cerr << "minipipe: error: " << e.what() << "\n" << std::flush;
+      if (rank == 0) std::cerr << "minipipe: error: " << escaped_controls(e.what()) << "\n" << std::flush;
       stopped = std::make_unique<Verdict>(Verdict{false, e.what()});
       break;
     }

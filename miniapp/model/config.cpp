@@ -308,14 +308,23 @@ StrList split_list(const std::string& key, const std::string& text) {
 }
 
 long long parse_int(const std::string& key, const std::string& text) {
-  std::size_t pos = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  const bool whole = !text.empty() && end == text.c_str() + text.size() && end != text.c_str();
+  if (whole && errno == ERANGE) {
+    // An integer, but past what 64 bits hold: say so, with the range Deck::validate applies (the
+    // key's rule, and int's magnitude for every key but the 64-bit seed).
+    std::string rule;
+    for (const auto& k : deck_keys())
+      if (k.name == key) rule = k.allowed.text();
+    const std::string bits = key == "train.seed" ? "an integer in [" + std::to_string(LLONG_MIN) + ", " +
+                                                       std::to_string(LLONG_MAX) + "]"
+                                                 : "at most 2147483647 in magnitude";
+    throw InputError("command line: key '" + key + "' has value " + quoted_text(text) +
+                     ", which is out of range; allowed: " + (rule.empty() ? "" : rule + ", ") + bits);
   }
-  if (pos == 0 || pos != text.size())
+  if (!whole || errno != 0)
     throw InputError("command line: key '" + key + "' has value " + quoted_text(text) + ", but it must be an integer");
   return v;
 }

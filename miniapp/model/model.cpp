@@ -132,18 +132,23 @@ double init_value(std::uint64_t seed, const ParamSpec& p, std::size_t index) {
   return (sum - 2.0) * 1.7320508075688772 * p.std;  // sqrt(3) scales variance 1/3 to 1
 }
 
-StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<long long>& split) {
+StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<long long>& split, int copies) {
   StageLayout lay;
+  // "N stages (p*v)" counts every stage; with several model copies (DualPipe) the limit and the
+  // split are per part of one copy, and the message says both numbers.
+  const std::string stages = std::to_string(num_stages * copies) + " stages (p*v)" +
+                             (copies > 1 ? ", " + std::to_string(copies) + " model copies of " +
+                                               std::to_string(num_stages) + " parts each,"
+                                         : std::string());
   if (num_stages > n_layer)
-    throw InputError("pipeline: " + std::to_string(num_stages) +
-                     " stages (p*v) but model.n_layer = " + std::to_string(n_layer) +
+    throw InputError("pipeline: " + stages + " but model.n_layer = " + std::to_string(n_layer) +
                      "; allowed: at most one stage per transformer block (dualpipe: its stages are the p parts of "
                      "one model copy)");
   if (!split.empty()) {
     if (static_cast<int>(split.size()) != num_stages)
       throw InputError("deck: key 'pipeline.layers_per_stage' has " + std::to_string(split.size()) +
-                       " entries but there are " + std::to_string(num_stages) +
-                       " stages (p*v); allowed: one entry per stage (dualpipe: per part of one model copy, p entries)");
+                       " entries but there are " + stages +
+                       "; allowed: one entry per stage (dualpipe: per part of one model copy, p entries)");
     long long total = 0;
     for (long long c : split) {
       if (c < 0)

@@ -64,8 +64,10 @@ StageLayout model_copies(const StageLayout& one, int copies);
 
 // Even split (earlier stages take the remainder) or the explicit list; InputError when the
 // explicit split does not add up to n_layer, has a negative entry, or there are more stages than
-// layers.
-StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<long long>& explicit_split);
+// layers. `num_stages` are the parts of one model copy; `copies` (DualPipe: 2) only shapes the
+// messages, which name the p*v stages of every copy.
+StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<long long>& explicit_split,
+                              int copies = 1);
 
 // What F keeps for backward (train.recompute). none: every forward value; attention: all but the
 // attention probabilities and output, which I recomputes from qkv; block: only each block's

@@ -12,6 +12,7 @@
 #endif
 
 #include "kernels/types.hpp"
+#include "miniapp/io/message_text.hpp"
 #include "miniapp/model/config.hpp"
 
 namespace minipipe {
@@ -85,7 +86,7 @@ bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err)
   const int first = e.root;
   const std::string& text = e.text;
   if (rank == 0)
-    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << text << "\n";
+    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << escaped_controls(text) << "\n";
   return true;
 }
 

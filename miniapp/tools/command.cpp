@@ -2,6 +2,8 @@
 #include "miniapp/tools/command.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 
 #include "miniapp/io/message_text.hpp"
@@ -68,6 +70,24 @@ std::string repeated_option(CLI::App& app, const std::vector<char*>& args,
   return "";
 }
 
+int print_error(std::ostream& err, const std::string& text, int code) {
+  err << "minipipe: error: " << escaped_controls(text) << "\n" << std::flush;
+  return code;
+}
+
+CLI::Validator integer_at_least(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || end != text.c_str() + text.size() || errno != 0 || v < min)
+          return "value " + quoted_text(text) + " is not allowed; allowed: an integer >= " + std::to_string(min);
+        return {};
+      },
+      "INT>=" + std::to_string(min));
+}
+
 int same_on_all_ranks(int rc, MPI_Comm comm) {
   MPI_Bcast(&rc, 1, MPI_INT, 0, comm);
   return rc;
@@ -90,12 +110,11 @@ int run_collective_tool(MPI_Comm comm, const std::function<void()>& check, const
   try {
     return same_on_all_ranks(run(), comm);
   } catch (const InputError& e) {
-    std::cerr << "minipipe: error: " << e.what() << "\n";
-    return kExitUsage;
+    return print_error(std::cerr, e.what(), kExitUsage);
   } catch (const std::exception& e) {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    std::cerr << "minipipe: error on rank " << rank << ": " << e.what() << "\n" << std::flush;
+    print_error(std::cerr, "on rank " + std::to_string(rank) + ": " + e.what(), kExitFailure);
     MPI_Abort(comm, kExitFailure);
   }
   return kExitFailure;

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 namespace CLI {
 class App;
 class Option;
+class Validator;
 }  // namespace CLI
 
 namespace minipipe {
@@ -41,6 +43,15 @@ struct DeckOptions {
 // taken (docs/deck.md). Options are named by their deck key through `key_of`.
 std::string repeated_option(CLI::App& app, const std::vector<char*>& args,
                             const std::map<const CLI::Option*, std::string>& key_of);
+
+// The one error path of every subcommand: "minipipe: error: TEXT" and a newline on `err` (stderr),
+// control bytes of TEXT escaped (io/message_text.hpp); returns `code` (kExitUsage or kExitFailure).
+int print_error(std::ostream& err, const std::string& text, int code);
+
+// A CLI11 check for an integer option: a whole number >= `min`, refused in the project's words
+// ("value '0' is not allowed; allowed: an integer >= 1") rather than CLI11's range with a
+// 309-digit upper bound.
+CLI::Validator integer_at_least(long long min);
 
 // Rank 0's exit code on every rank, so that mpiexec reports the same code however it picks.
 int same_on_all_ranks(int rc, MPI_Comm comm);

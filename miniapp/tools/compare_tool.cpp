@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "miniapp/io/message_text.hpp"
+#include "miniapp/tools/command.hpp"
 
 namespace minipipe {
 
@@ -55,7 +56,9 @@ int CompareTool::run(std::ostream& out) {
   if (rtol_opt_ != nullptr && rtol_opt_->count() > 0) options.rtol = rtol_;
   if (atol_opt_ != nullptr && atol_opt_->count() > 0) options.atol = atol_;
   if (norm_opt_ != nullptr && norm_opt_->count() > 0) options.norm_rtol = norm_rtol_;
-  return io::compare_files(file_a, file_b, options, out);
+  std::string error;
+  const int rc = io::compare_files(file_a, file_b, options, out, &error);
+  return error.empty() ? rc : print_error(*err, error, kExitUsage);
 }
 
 }  // namespace minipipe

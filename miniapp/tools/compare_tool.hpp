@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <iostream>
 #include <ostream>
 #include <string>
 
@@ -16,9 +17,11 @@ struct CompareTool {
 
   // Adds "compare A B [--include-meta] [--rtol X] [--atol X] [--norm-rtol X] [-v]" to `parent`.
   void attach(CLI::App& parent);
-  // Call after parsing when sub->parsed(); prints the report (or "error: ...") to `out`.
+  // Call after parsing when sub->parsed(); prints the report to `out`, an error (exit 2) to `*err`
+  // through the tools' one error path ("minipipe: error: ...").
   int run(std::ostream& out);
 
+  std::ostream* err = &std::cerr;  // where the error message goes (tests redirect it)
   std::string file_a, file_b;
   io::CompareOptions options;
 

@@ -8,6 +8,7 @@
 
 #include "miniapp/io/output_file.hpp"
 #include "miniapp/io/output_paths.hpp"
+#include "miniapp/tools/command.hpp"
 #include "schedules/schedules.hpp"
 
 namespace minipipe {
@@ -28,20 +29,20 @@ void ScheduleTool::attach(CLI::App& parent) {
   sub->option_defaults()->always_capture_default();
   auto* o_sched = sub->add_option("--schedule,-s", schedule, "schedule variant: " + names_joined())
                       ->check(CLI::IsMember(sched::schedule_names()));
-  auto* o_p = sub->add_option("-p", p, "pipeline ranks")->check(CLI::PositiveNumber);
-  auto* o_m = sub->add_option("-m", m, "micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  auto* o_p = sub->add_option("-p", p, "pipeline ranks")->check(integer_at_least(1));
+  auto* o_m = sub->add_option("-m", m, "micro-batches per optimizer step")->check(integer_at_least(1));
   auto* o_v = sub->add_option("-v", v,
                               "stages (model chunks) per rank; 0 = the schedule's default (2 for "
                               "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min, dualpipe; else 1)")
-                  ->check(CLI::NonNegativeNumber);
+                  ->check(integer_at_least(0));
   auto* o_group = sub->add_option("--group", group,
                                   "interleaved-1f1b: micro-batches per group through the chunks; 0 = p "
                                   "(Megatron's depth-first), >= m = breadth-first")
-                      ->check(CLI::NonNegativeNumber);
+                      ->check(integer_at_least(0));
   auto* o_cap = sub->add_option("--memory-cap", memory_cap,
                                 "zb-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
                                 "scheduling plans with --cost")
-                    ->check(CLI::NonNegativeNumber);
+                    ->check(integer_at_least(0));
   sub->add_option("--cost", cost,
                   "time per micro-batch in ms of F, B or I/W, e.g. F=1,B=2 or F=1,I=1,W=1; per stage with "
                   "':' (F=8:20:10); overlap=<factor> scales an OVERLAP_F_B pair's F+B; B = I+W unless "
@@ -143,11 +144,9 @@ int ScheduleTool::run(std::ostream& out) {
     }
     return 0;
   } catch (const io::OutputError& e) {
-    *err << "minipipe schedule: error: " << e.what() << "\n";
-    return 3;  // the input was fine; writing a result failed
+    return print_error(*err, e.what(), kExitFailure);  // the input was fine; writing a result failed
   } catch (const std::exception& e) {
-    *err << "minipipe schedule: error: " << e.what() << "\n";
-    return 2;
+    return print_error(*err, e.what(), kExitUsage);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "miniapp/io/h5_handle.hpp"
 #include "miniapp/io/output_file.hpp"
 #include "miniapp/io/output_paths.hpp"
+#include "miniapp/tools/command.hpp"
 
 namespace minipipe {
 
@@ -200,14 +201,11 @@ int TokenizeTool::run(std::ostream& out) {
         << " tokens (vocab " << kVocab << ") in " << output << " dataset " << dataset << "\n";
     return 0;
   } catch (const BadInput& e) {
-    *err << "minipipe tokenize: error: " << e.what() << "\n";
-    return 2;
+    return print_error(*err, e.what(), kExitUsage);
   } catch (const io::PathError& e) {
-    *err << "minipipe tokenize: error: " << e.what() << "\n";
-    return 2;
+    return print_error(*err, e.what(), kExitUsage);
   } catch (const std::exception& e) {
-    *err << "minipipe tokenize: error: " << e.what() << "\n";
-    return 3;
+    return print_error(*err, e.what(), kExitFailure);
   }
 }
 

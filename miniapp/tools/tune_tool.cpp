@@ -337,8 +337,8 @@ int TuneTool::tune(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   int bad = error.empty() ? 0 : 1;
   MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
   if (bad) {
-    if (!error.empty() && rank == 0) std::cerr << "minipipe: error: " << error << "\n";
-    return 2;
+    if (!error.empty() && rank == 0) print_error(std::cerr, error, kExitUsage);
+    return kExitUsage;
   }
   if (costs_path.empty()) {
     costs = profile_costs(deck, comm, repeat);
@@ -352,8 +352,8 @@ int TuneTool::tune(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   int refuse = none.empty() ? 0 : 1;
   MPI_Bcast(&refuse, 1, MPI_INT, 0, comm);
   if (refuse) {
-    if (rank == 0) std::cerr << "minipipe: error: " << none << "\n";
-    return 2;
+    if (rank == 0) print_error(std::cerr, none, kExitUsage);
+    return kExitUsage;
   }
   if (rank == 0) print_header(*this, deck, costs, choice, out);
   Measured measured;

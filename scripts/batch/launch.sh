@@ -70,8 +70,9 @@ minipipe_forced() {
 
 # minipipe_launch [minipipe run options...]: starts the run, every output under MP_OUT, the
 # console copied to MP_OUT/minipipe.log. Returns minipipe's exit status; 2 when MP_OUT holds the
-# log of an earlier launch and no --force was given (the log is an output like the others: a
-# second launch would truncate it before minipipe refuses to overwrite the dump); 128 + the
+# log of an earlier launch, or a symlink at its name, and no --force was given (the log is an
+# output like the others: a second launch would truncate it before minipipe refuses to overwrite
+# the dump, and a dangling link would create its target); 128 + the
 # signal when SIGTERM, SIGINT or SIGHUP stopped it (the signal is passed on to the run; mpiexec
 # itself exits 1 then, which the exit-code table reserves for "compare found differences").
 minipipe_launch() {
@@ -86,9 +87,22 @@ minipipe_launch() {
   echo "launch env: OMP_NUM_THREADS=$OMP_NUM_THREADS OMPI_MCA_pml=${OMPI_MCA_pml:-} MPICH_GPU_SUPPORT_ENABLED=${MPICH_GPU_SUPPORT_ENABLED:-}"
   if [ "${MP_DRY_RUN:-0}" = 1 ]; then return 0; fi
   mkdir -p "$MP_OUT" || return 3
-  if [ -e "$MP_OUT/minipipe.log" ] && ! minipipe_forced "$@"; then
-    echo "launch.sh: error: $MP_OUT/minipipe.log exists (the log of an earlier launch); refusing to overwrite it" \
-      "without --force; allowed: a new MP_OUT, or --force to replace every output" >&2
+  # The log is never written through a symlink (a dangling one would create its target): without
+  # --force anything at its name is refused; --force removes that file or link, never a link's
+  # target; then the log is created exclusively (noclobber opens with O_EXCL).
+  local log=$MP_OUT/minipipe.log
+  if [ -e "$log" ] || [ -L "$log" ]; then
+    if ! minipipe_forced "$@"; then
+      local what="the log of an earlier launch"
+      [ -L "$log" ] && what="a symlink to '$(readlink "$log")'"
+      echo "launch.sh: error: $log exists ($what); refusing to overwrite it" \
+        "without --force; allowed: a new MP_OUT, or --force to replace every output (a symlink itself, not its target)" >&2
+      return 2
+    fi
+    rm -f -- "$log" || return 3
+  fi
+  if ! (set -C && : > "$log") 2> /dev/null; then
+    echo "launch.sh: error: cannot create $log exclusively (something appeared at that name); nothing was run" >&2
     return 2
   fi
   set -o pipefail
@@ -97,7 +111,7 @@ minipipe_launch() {
   # Its stdin is /dev/null: a background group that read the terminal would be stopped (SIGTTIN).
   local sig=0 rc=0 leader last monitor=${-//[^m]/}
   set -m
-  "${cmd[@]}" < /dev/null 2>&1 | (trap '' INT TERM HUP; exec tee "$MP_OUT/minipipe.log") &
+  "${cmd[@]}" < /dev/null 2>&1 | (trap '' INT TERM HUP; exec tee -a "$log") &
   leader=$(jobs -p %+) last=$!
   [ -n "$monitor" ] || set +m  # job control as the caller had it
   trap 'sig=15; kill -TERM -- "-$leader" 2>/dev/null || true' TERM

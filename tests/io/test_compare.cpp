@@ -292,6 +292,44 @@ TEST(CompareTest, UlpDistanceIsOrderedAcrossZeroSignsAndIntegers) {
   EXPECT_EQ(r.exit_code, 1);
 }
 
+// NaN and signed zeros (docs/dump-format.md, "NaN and signed zeros"): compare is bitwise, so a NaN
+// against a number, and two NaNs whose payloads differ, differ with no ULP distance ("n/a (NaN)",
+// not the payload's bits counted as ULPs, and left out of max ulp); +0 vs -0 differs with 0 ULP,
+// and the line says why. Each pair of files holds one dataset, so its line is the first divergence.
+TEST(CompareTest, NanAndSignedZeroSemantics) {
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  std::uint32_t payload_bits = 0x7fc00001u;  // a quiet NaN with another payload
+  float qnan2;
+  std::memcpy(&qnan2, &payload_bits, sizeof qnan2);
+  struct Case {
+    std::string name;
+    float a, b;
+    std::string line_end;
+  };
+  const std::vector<Case> cases = {
+      {"nan_number", qnan, 42.0f, "nan vs 42, ULP n/a (NaN); 0 later datasets differ"},
+      {"number_nan", 42.0f, qnan, "42 vs nan, ULP n/a (NaN); 0 later datasets differ"},
+      {"nan_payloads", qnan, qnan2, "nan vs nan, ULP n/a (NaN); 0 later datasets differ"},
+      {"signed_zeros", 0.0f, -0.0f, "0 vs -0, 0 ULP (+0 vs -0: equal values, the sign bit differs); 0 later datasets differ"},
+  };
+  for (const auto& c : cases) {
+    const auto fa = write_dump("nz_" + c.name + "_a.h5", {{"/x", {2}, DType::f32, bytes_of(std::vector<float>{1.0f, c.a})}});
+    const auto fb = write_dump("nz_" + c.name + "_b.h5", {{"/x", {2}, DType::f32, bytes_of(std::vector<float>{1.0f, c.b})}});
+    const CompareReport r = minipipe::io::compare_dumps(fa, fb, {});
+    EXPECT_EQ(r.exit_code, 1) << c.name;
+    const auto& d = find(r, "/x");
+    EXPECT_EQ(d.differing, 1u) << c.name;
+    EXPECT_EQ(d.max_ulp, 0u) << c.name;  // NaN: left out; signed zeros: the same point
+    EXPECT_EQ(d.nan_mismatches, c.name == "signed_zeros" ? 0u : 1u) << c.name;
+    const std::string line = minipipe::io::first_divergence_line(r);
+    EXPECT_EQ(line, "first divergence: x (kernel ?, step -, layer -) element 1 [1]: " + c.line_end) << c.name;
+  }
+  // The same NaN bits in both files are identical (bitwise), as is the whole file.
+  const auto fa = write_dump("nz_same_a.h5", {{"/x", {1}, DType::f32, bytes_of(std::vector<float>{qnan2})}});
+  const auto fb = write_dump("nz_same_b.h5", {{"/x", {1}, DType::f32, bytes_of(std::vector<float>{qnan2})}});
+  EXPECT_EQ(minipipe::io::compare_dumps(fa, fb, {}).exit_code, 0);
+}
+
 TEST(CompareTest, MetaDatasetsAreSkippedUnlessIncluded) {
   auto a = base_items(), b = base_items();
   a.push_back({"/meta/timings", {2}, DType::f64, bytes_of(std::vector<double>{1.0, 2.0})});

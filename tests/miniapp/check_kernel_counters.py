@@ -1,17 +1,14 @@
 #!/usr/bin/env python3
 """The built-in kernel counters (profile.kernels) against closed forms, on a host build.
 
-  check_kernel_counters.py MINIPIPE MPIEXEC DECK OUTDIR [p m schedule]...
+  check_kernel_counters.py MINIPIPE MPIEXEC DECK OUTDIR [p m schedule]... [--doc BENCHMARKING_MD]
 
 For each (p, m, schedule) it runs DECK for 3 deterministic steps with the counters on and checks,
-for every pipeline rank and step, the synchronizations of docs/benchmarking.md ("Kernel counters"):
-
-  fences = A + 1 + 2 Lw m + Lw * w(m)          (A compute actions, each fenced for its time, which
-                                                also orders the boundary sends after it; Lw Linear
-                                                weights on the rank, w the dW path below)
-  host-to-host copies = 4 + stages + R + stages + 1 (R boundary messages received; per stage the
-  optimizer's non-finite codes, and once per step the boundary checks' slots, each read in one copy), fills = 2 + stages + parameters, no D2H / H2D / D2D
-  (a host build: the copies that a device build makes D2H / H2D stay in host memory)
+for every pipeline rank and step, the synchronizations against the formulas of
+docs/benchmarking.md ("Host synchronizations per step"; written there once, and evaluated in
+check() below term by term), and, with --doc, that the measured table there has the counts this
+run measured for every row it holds of the same deck, p, schedule and m (fences, H2H copies,
+fills per rank), so the table, the formula and the measurement cannot drift apart.
 
 that every host synchronization the run report counts (host_syncs_per_step, kernels/types.hpp's
 shims) was seen by Kokkos Tools as a fence, copy or reduction (kernel_counters' host_syncs, the
@@ -79,7 +76,24 @@ LEFT_OUT = ("LayerNorm::", "Attention::", "Gelu::", "Elementwise::", "Linear::",
             "Sgd::", "Embedding::")
 
 
-def check(exe, mpiexec, deck, out, p, m, schedule):
+def check_doc_row(doc, deck_name, p, schedule, m, measured):
+    """The row of docs/benchmarking.md's measured table for this run: '| deck | p, schedule, m | rank |
+    fences | H2H copies | fills |', one 'a / b' entry per rank."""
+    rows = [l for l in Path(doc).read_text().splitlines()
+            if l.startswith(f"| {deck_name} | {p}, {schedule}, {m} |")]
+    if len(rows) != 1:
+        fail(f"docs/benchmarking.md has {len(rows)} table rows for {deck_name} p={p} {schedule} m={m}, expected 1")
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    for col, key in ((3, "fences"), (4, "h2h"), (5, "fills")):
+        doc_values = [int(x) for x in cells[col].split("/")]
+        got = [r[key] for r in measured]
+        if doc_values != got:
+            fail(f"docs/benchmarking.md says {key} {cells[col]} for {deck_name} p={p} {schedule} m={m}; "
+                 f"measured {' / '.join(map(str, got))}")
+    print(f"docs/benchmarking.md's row for {deck_name} p={p} {schedule} m={m}: as measured")
+
+
+def check(exe, mpiexec, deck, out, p, m, schedule, doc=None):
     d = deck_values(deck)
     L, C, V, T = (int(d[k]) for k in ("model.n_layer", "model.channels", "model.vocab", "model.seq_len"))
     B = int(d["train.batch"])
@@ -101,6 +115,7 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
         fail(f"dw_exact_group {group}")
     sizes = split(B, m)
     per_stage_layers = L // p  # even split, v = 1 (the configurations below divide evenly)
+    measured = []  # per rank: the last step's counts, for the documented table
     for rank, entry in enumerate(kc["sync_per_step"]):
         first, last = rank == 0, rank == p - 1
         stages = 1
@@ -109,8 +124,11 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
         R = (0 if first else m) + (0 if last else m)  # received: each copied into the stage's own buffer
         Lw = 4 * per_stage_layers + (1 if last else 0)
         params = 12 * per_stage_layers + (2 if first else 0) + (3 if last else 0)
+        # docs/benchmarking.md: h2h = 2 + 2 + 1 + 2 per stage + R (tokens and targets; per-sample
+        # sums; the boundary checks' slots; per stage its overflow flags and the optimizer's
+        # non-finite codes; each received boundary message).
         want = {"fences": A + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group),
-                "h2h": 4 + stages + R + stages + 1, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
+                "h2h": 2 + 2 + 1 + 2 * stages + R, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
         for step, got in enumerate(entry["steps"]):
             for k, v in want.items():
                 # The first step grows the executor's buffer of check codes once, in one copy, when it
@@ -126,6 +144,7 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
         if reported != seen or reported <= 0:
             fail(f"p={p} m={m} {schedule}: rank {rank}: the report counts {reported} host syncs in the last step, "
                  f"Kokkos Tools saw {seen}")
+        measured.append({k: entry["steps"][-1][k] for k in ("fences", "h2h", "fills")})
         print(f"p={p} m={m} {schedule} rank {rank}: per step {want} (A={A}, S={S}, Lw={Lw}, group={group}) as counted; "
               f"host syncs {reported} reported = {seen} seen by Kokkos Tools")
     # FLOPs: the kernels' model FLOPs per step are the FOM's, exactly; the rest comes from the
@@ -155,6 +174,8 @@ def check(exe, mpiexec, deck, out, p, m, schedule):
             fail(f"{k['kernel']} ran {k['calls']} times in no time")
     if kc["peaks"]["sgemm_gflops"] <= 0 or kc["peaks"]["triad_gbs"] <= 0:
         fail(f"no same-run peaks: {kc['peaks']}")
+    if doc:
+        check_doc_row(doc, Path(deck).stem, p, schedule, m, measured)
     svg = (out / f"roofline_p{p}_m{m}.svg").read_text()
     if svg.count("<circle") < 10 or "sgemm" not in svg:
         fail("the roofline has fewer than 10 kernel points or no sgemm roof")
@@ -165,8 +186,13 @@ def main():
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rest = sys.argv[5:]
+    doc = None
+    if "--doc" in rest:
+        i = rest.index("--doc")
+        doc = rest[i + 1]
+        del rest[i:i + 2]
     for i in range(0, len(rest), 3):
-        check(exe, mpiexec, deck, out, int(rest[i]), int(rest[i + 1]), rest[i + 2])
+        check(exe, mpiexec, deck, out, int(rest[i]), int(rest[i + 1]), rest[i + 2], doc)
     print("check_kernel_counters: OK")
 
 

@@ -2,8 +2,8 @@
 # check_batch.sh SOURCE_DIR MINIPIPE MPIEXEC OUTDIR: runs the Slurm and Flux scripts' launch line
 # locally through mpiexec on 2 ranks and checks each dump bitwise against a one-rank run; checks
 # the srun / flux lines they would use on a cluster (dry run) and that a bad setting is refused.
-# Issue 32: a second launch into the same MP_OUT is refused (exit 2) before it truncates the first
-# one's log (#8), and SIGTERM / SIGINT to a batch script exits 128 + the signal, not mpiexec's 1 (#10).
+# A second launch into the same MP_OUT is refused (exit 2) before it truncates the first
+# one's log, and SIGTERM / SIGINT to a batch script exits 128 + the signal, not mpiexec's 1.
 set -u
 src=$1 bin=$2 mpiexec=$3 out=$4
 deck=$src/inputs/tiny.toml
@@ -11,6 +11,27 @@ fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$out" && mkdir -p "$out"
 "$bin" run --deck "$deck" --train.steps 2 --schedule sequential -m 1 --dump "$out/ref.h5" >/dev/null ||
   fail "reference run"
+# The log is never written through a symlink: a dangling link at MP_OUT/minipipe.log is refused
+# (exit 2) before anything runs, its target not created; --force replaces the link itself, and a
+# target that exists is left as it was.
+mkdir -p "$out/link"
+ln -s "$out/link_target.log" "$out/link/minipipe.log"
+MINIPIPE_LAUNCHER=mpiexec MPIEXEC=$mpiexec MP_BIN=$bin MP_RANKS_PER_NODE=2 MP_OUT=$out/link \
+  bash "$src/scripts/batch/slurm_cpu.sh" "$deck" --train.steps 1 >"$out/link.log" 2>&1
+rc=$?
+cat "$out/link.log"
+[ -e "$out/link_target.log" ] && fail "the batch script wrote its log through a dangling symlink"
+[ $rc -eq 2 ] || fail "a dangling symlink at MP_OUT/minipipe.log: exit $rc, expected 2"
+grep -q "minipipe.log exists (a symlink to .*refusing to overwrite it without --force" "$out/link.log" ||
+  fail "the refusal does not say the log's name is a symlink"
+echo "keep" >"$out/link_target.log"
+MINIPIPE_LAUNCHER=mpiexec MPIEXEC=$mpiexec MP_BIN=$bin MP_RANKS_PER_NODE=2 MP_OUT=$out/link \
+  bash "$src/scripts/batch/slurm_cpu.sh" "$deck" --train.steps 1 --force >"$out/link_force.log" 2>&1 ||
+  { cat "$out/link_force.log"; fail "--force over a symlinked log exited $?"; }
+[ "$(cat "$out/link_target.log")" = keep ] || fail "--force wrote through the symlink into its target"
+[ -L "$out/link/minipipe.log" ] && fail "--force left the symlink in place"
+grep -q '^verification: PASS' "$out/link/minipipe.log" || fail "--force: the new log has no verdict"
+echo "symlink at MP_OUT/minipipe.log: refused without --force, replaced (target untouched) with it"
 for script in slurm_cpu flux_cpu slurm_gpu flux_gpu; do
   MINIPIPE_LAUNCHER=mpiexec MPIEXEC=$mpiexec MP_BIN=$bin MP_RANKS_PER_NODE=2 MP_OUT=$out/$script MP_DUMP_LEVEL=full \
     bash "$src/scripts/batch/$script.sh" "$deck" --train.steps 2 --schedule 1f1b -m 2 >"$out/$script.log" 2>&1 ||
@@ -44,7 +65,7 @@ if [ $rc -ne 2 ] || ! grep -q "allowed: srun | flux | mpiexec" "$out/bad.log"; t
   cat "$out/bad.log"
   fail "unknown launcher: exit $rc"
 fi
-# #8: the first launch's log (with its FOM and verdict) survives a second launch into MP_OUT.
+# The first launch's log (with its FOM and verdict) survives a second launch into MP_OUT.
 log=$out/slurm_cpu/minipipe.log
 before=$(cksum < "$log")
 grep -q '^verification: PASS' "$log" || fail "the first launch's log has no verdict"
@@ -57,7 +78,7 @@ grep -q "minipipe.log exists .*refusing to overwrite it without --force" "$out/a
   fail "the refusal does not name the log"
 [ "$(cksum < "$log")" = "$before" ] || fail "the first launch's log was changed"
 
-# #10: SIGTERM and SIGINT to the batch script: passed on to the run, exit 128 + signal.
+# SIGTERM and SIGINT to the batch script: passed on to the run, exit 128 + signal.
 for sig in TERM INT; do
   o=$out/signal_$sig
   # Job control on: a background job of a script would otherwise start with SIGINT ignored (as
