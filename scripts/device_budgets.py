@@ -1,0 +1,495 @@
+#!/usr/bin/env python3
+"""Register, spill and shared-memory budgets of miniPipe's device kernels (standard library only).
+
+Reads the device compiler's per-kernel resource report of minipipe_kernels (scripts/device_budgets.sh
+builds it with MINIPIPE_PTXAS_VERBOSE=ON and passes the build log here) and writes one Markdown table
+per backend: kernel, team size, registers, spill bytes, shared memory, blocks per SM (CUDA) or waves
+per SIMD (HIP), theoretical occupancy. With --check it fails (exit 1) when a kernel spills, when a
+kernel cannot launch at its team size, or when a team kernel is missing from LAUNCH_SHAPES.
+
+  device_budgets.py cuda BUILD_LOG [--check] [--markdown OUT]
+  device_budgets.py hip  BUILD_LOG [--check] [--markdown OUT]
+  device_budgets.py --self-test       (the occupancy rules and checks on known cases)
+
+Exit codes: 0 within budget, 1 a budget is broken, 2 bad input (no kernel in the log, bad usage).
+"""
+import argparse
+import math
+import re
+import subprocess
+import sys
+
+# ---------------------------------------------------------------------------------------------
+# Launch shapes: the one place that says how each device kernel is launched on a GPU. Each entry
+# is (pattern, team, scratch) where pattern is a regular expression matched against the short
+# kernel name this script prints (e.g. "gemm_detail::gemm_team<float> team#1"), team is the
+# number of threads of a team/block on a GPU ("auto": Kokkos chooses it, Kokkos::AUTO or a
+# RangePolicy) and scratch(T, hs) is the level-0 team scratch in bytes the code requests (T: bytes
+# of the element type, hs: head size; GPT-2's hs = 64). The values mirror the current code:
+#   gemm_team                      DeviceTile<T>::kGpuTeam = 256; device_scratch_bytes<T>(256)
+#   LayerNorm/CrossEntropy rows    rowred::row_team_policy: rowred::kLanes = 32; kLanes values
+#   LayerNorm::backward_weight     kChunks * kCols = 8 * 32; 2 * kChunks * kCols values
+#   Embedding wte                  kCols = 32 threads, no scratch
+#   attention_device::*            team_policy(): 128 threads; the *_elems() formulas of attention_device.cpp
+# The first pattern that matches wins. When the code's launch-shape functions change, change them here.
+LANES = 32
+
+
+def _view_scratch(n, t):  # Kokkos::View<T*, scratch>::shmem_size(n): n values plus one for alignment
+    return (n + 1) * t
+
+
+def _gemm_scratch(t):
+    rm = 8 if t == 4 else 4  # DeviceTile<T>::RM = RN; KT = 8; a 16 x 16 thread grid
+    return _view_scratch(2 * 8 * (16 * rm + 16 * rm), t)
+
+
+def _att(t):  # Tiles<Real>: kQ = kK = 128 / sizeof, kKB = 64 / sizeof
+    return 128 // t, 128 // t, 64 // t
+
+
+def _att_forward(t, hs):
+    q, k, _ = _att(t)
+    return _view_scratch(q * (hs + 1) + k * (hs + 1) + q * k + q * hs + q + q * LANES, t)
+
+
+def _att_rowdot(t, hs):
+    q, k, _ = _att(t)
+    return _view_scratch(q * (hs + 1) + k * (hs + 1) + q * k + q * LANES, t)
+
+
+def _att_dkv(t, hs):
+    q, _, kb = _att(t)
+    return _view_scratch(kb * (hs + 1) + 2 * q * (hs + 1) + 2 * q * kb + q + 2 * kb * hs, t)
+
+
+def _att_dq(t, hs):
+    q, _, kb = _att(t)
+    return _view_scratch(q * (hs + 1) + 2 * kb * (hs + 1) + q * kb + q + q * hs, t)
+
+
+LAUNCH_SHAPES = [
+    (r"gemm_team<.*> team#1$", 256, lambda t, hs: _gemm_scratch(t)),
+    (r"LayerNorm<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t)),
+    (r"LayerNorm<.*>::backward_weight team#1$", 8 * LANES, lambda t, hs: _view_scratch(2 * 8 * LANES, t)),
+    (r"CrossEntropy<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t)),
+    (r"Embedding<.*>::backward_weight_wte team#1$", 32, lambda t, hs: 0),
+    (r"attention_device::forward<.*> team#1$", 128, _att_forward),
+    (r"attention_device::backward_input<.*> team#1$", 128, _att_rowdot),
+    (r"attention_device::backward_input<.*> team#2$", 128, _att_dkv),
+    (r"attention_device::backward_input<.*> team#3$", 128, _att_dq),
+    # Kokkos::AUTO teams (fast-mode rows, the attention fallback for heads too big for scratch) and
+    # every RangePolicy: Kokkos picks the block size, so the table shows the best one.
+    (r" (team|range|reduce)#\d+$", "auto", lambda t, hs: 0),
+    (r"^Kokkos::", "auto", lambda t, hs: 0),
+    (r"^[A-Za-z_:<>]*\w+<[^ ]*>$", "auto", lambda t, hs: 0),  # named functors (Gelu*, ...)
+]
+HEAD_SIZE = 64  # GPT-2's head size, for the attention tiles' scratch
+
+# The hot kernels that must reach the occupancy target (GEMMs, attention, row kernels).
+HOT = re.compile(r"gemm_team|attention_device::|Attention<|LayerNorm<|CrossEntropy<")
+OCCUPANCY_TARGET = 0.25
+
+# ---------------------------------------------------------------------------------------------
+# Occupancy rules, as the vendors state them.
+# NVIDIA sm_90 (CUDA C++ Programming Guide, "Compute Capabilities" table; the occupancy calculator
+# in cuda_occupancy.h): 65536 32-bit registers per SM and per block, at most 255 per thread,
+# allocated per warp in units of 256 (regs x 32 rounded up to 256) from 4 sub-partitions of 16384
+# each; the launch check rounds a block's warps up to a multiple of 4; at most 32 blocks and 64
+# warps (2048 threads) per SM, 1024 threads per block; 228 KB of shared memory per SM, at most
+# 227 KB per block, allocated in units of 128 bytes, plus 1 KB the driver reserves per block.
+SM90 = dict(regs_sm=65536, regs_block=65536, max_regs=255, reg_unit=256, subparts=4, max_blocks=32,
+            max_warps=64, max_threads=1024, smem_sm=228 * 1024, smem_block=227 * 1024, smem_unit=128,
+            smem_reserved=1024)
+# AMD gfx90a (MI200; AMD CDNA2 ISA guide and the HIP performance guide's occupancy section): wave64;
+# 4 SIMDs per CU; 512 vector registers per SIMD lane in one file shared by VGPRs and AGPRs (the
+# code object's vgpr_count on gfx90a is the unified count, allocated in units of 8); at most 8 waves
+# per SIMD; 800 SGPRs per SIMD, allocated in units of 16, at most 102 a wave (plus VCC etc.);
+# 64 KB of LDS per CU shared by the CU's workgroups; 1024 threads per workgroup, whose waves are
+# spread over the CU's 4 SIMDs.
+GFX90A = dict(vgprs=512, vgpr_unit=8, max_waves=8, sgprs=800, sgpr_unit=16, simds=4, wave=64, lds_cu=64 * 1024,
+              max_threads=1024)
+
+
+def round_up(x, m):
+    return (x + m - 1) // m * m
+
+
+def sm90_blocks(regs, threads, smem):
+    """Resident blocks per SM (0: cannot launch) and the limiting resource."""
+    a = SM90
+    if threads > a["max_threads"] or regs > a["max_regs"] or smem > a["smem_block"]:
+        return 0, "launch"
+    warps = math.ceil(threads / 32)
+    per_warp = round_up(max(regs, 1) * 32, a["reg_unit"])
+    if per_warp * round_up(warps, a["subparts"]) > a["regs_block"]:
+        return 0, "registers"
+    warps_by_regs = (a["regs_sm"] // a["subparts"] // per_warp) * a["subparts"]
+    limits = {  # on a tie the first is named
+        "warps": a["max_warps"] // warps,
+        "blocks": a["max_blocks"],
+        "registers": warps_by_regs // warps,
+        "shared": a["smem_sm"] // round_up(smem + a["smem_reserved"], a["smem_unit"]),
+    }
+    why = min(limits, key=lambda k: limits[k])
+    return limits[why], why
+
+
+def gfx90a_waves(vgprs, sgprs, threads, lds):
+    """Waves per SIMD (0: cannot launch) and the limiting resource."""
+    a = GFX90A
+    if threads > a["max_threads"] or lds > a["lds_cu"] or vgprs > a["vgprs"]:
+        return 0, "launch"
+    waves_wg = math.ceil(threads / a["wave"])
+    by_vgpr = min(a["max_waves"], a["vgprs"] // round_up(max(vgprs, 1), a["vgpr_unit"]))
+    by_sgpr = min(a["max_waves"], a["sgprs"] // round_up(max(sgprs, 1), a["sgpr_unit"]))
+    per_simd = min(by_vgpr, by_sgpr)
+    # whole workgroups per CU: each needs waves_wg of the CU's simds x per_simd wave slots
+    wg_regs = (per_simd * a["simds"]) // waves_wg
+    wg_lds = a["lds_cu"] // lds if lds > 0 else wg_regs
+    wgs = min(wg_regs, wg_lds)
+    if wgs == 0:
+        return 0, "registers" if wg_regs == 0 else "lds"
+    waves = min(per_simd, (wgs * waves_wg) // a["simds"])
+    why = "vgprs" if per_simd == by_vgpr and waves == by_vgpr else "sgprs" if waves == by_sgpr else "lds/workgroups"
+    if waves == a["max_waves"]:
+        why = "waves"
+    return waves, why
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel names: the Kokkos closure or functor inside ParallelFor/ParallelReduce<...>, shortened.
+def _strip_parens(s):
+    out, depth = [], 0
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def _first_template_arg(s, start):
+    depth, i = 0, start
+    while i < len(s):
+        c = s[i]
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            if depth == 0:
+                return s[start:i]
+            depth -= 1
+        elif c == "," and depth == 0:
+            return s[start:i]
+        i += 1
+    return s[start:]
+
+
+def short_name(demangled):
+    m = re.search(r"Kokkos::Impl::(ParallelFor|ParallelReduce|ParallelScan\w*)<", demangled)
+    if not m:
+        return _strip_parens(demangled.replace("(anonymous namespace)::", "")).strip()
+    kind = m.group(1)
+    body = _first_template_arg(demangled, m.end())
+    cf = "Kokkos::Impl::CombinedFunctorReducer<"
+    if body.startswith(cf):
+        body = _first_template_arg(body, len(cf))
+    body = body.replace("(anonymous namespace)::", "")
+    lam = re.search(r"::\{lambda\((.*)\)#(\d+)\}$", body)
+    name = _strip_parens(body)
+    if lam:
+        owner = _strip_parens(body[: lam.start()])
+        owner = re.sub(r"\s+const$", "", owner).strip()
+        team = "TeamMember" in lam.group(1) or "team_member" in lam.group(1).lower()
+        tag = "team" if team else ("reduce" if kind == "ParallelReduce" else "range")
+        name = f"{owner} {tag}#{lam.group(2)}"
+    name = name.replace("minipipe::", "")
+    return re.sub(r"\s+", " ", name).strip()
+
+
+def demangle(names):
+    if not names:
+        return {}
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+        return dict(zip(names, out.splitlines()))
+    except (OSError, subprocess.CalledProcessError):
+        return {n: n for n in names}
+
+
+def launch_shape(name, tbytes):
+    for pat, team, scratch in LAUNCH_SHAPES:
+        if re.search(pat, name):
+            return team, scratch(tbytes, HEAD_SIZE)
+    return None, 0
+
+
+def elem_bytes(name):
+    if "<double>" in name:
+        return 8
+    return 4
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA: ptxas -v lines (nvcc 12/13):
+#   ptxas info    : Compiling entry function '_Z...' for 'sm_90'
+#   ptxas info    : Function properties for _Z...
+#       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+#   ptxas info    : Used 40 registers, used 1 barriers, 8 bytes smem, 400 bytes cmem[0]
+def parse_ptxas(text):
+    kernels, cur, props = {}, None, {}
+    for line in text.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'", line)
+        if m:
+            cur = m.group(1)
+            kernels.setdefault(cur, dict(regs=0, spill_st=0, spill_ld=0, stack=0, smem=0, arch=m.group(2)))
+            continue
+        m = re.search(r"Function properties for (\S+)", line)
+        if m:
+            props = m.group(1)
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and props in kernels:
+            k = kernels[props]
+            k["stack"], k["spill_st"], k["spill_ld"] = (int(g) for g in m.groups())
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m and cur in kernels:
+            kernels[cur]["regs"] = int(m.group(1))
+            s = re.search(r"(\d+) bytes smem", line)
+            kernels[cur]["smem"] = int(s.group(1)) if s else 0
+    return kernels
+
+
+# HIP (clang -Rpass-analysis=kernel-resource-usage, ROCm 5.2.3's clang 15):
+#   remark: file:line:col: Function Name: _Z...
+#   remark: ...: VGPRs: 32 / AGPRs: 0 / SGPRs: 40 / ScratchSize [bytes/lane]: 0 / Occupancy [waves/SIMD]: 8
+#   / SGPRs Spill: 0 / VGPRs Spill: 0 / LDS Size [bytes/block]: 0
+def parse_amdgpu_remarks(text):
+    kernels, cur = {}, None
+    for line in text.splitlines():
+        m = re.search(r"Function Name: (\S+)", line)
+        if m:
+            cur = m.group(1)
+            kernels.setdefault(cur, dict(vgprs=0, agprs=0, sgprs=0, scratch=0, sgpr_spill=0, vgpr_spill=0, lds=0))
+            continue
+        if cur is None:
+            continue
+        for key, pat in (("vgprs", r"\bVGPRs: (\d+)"), ("agprs", r"\bAGPRs: (\d+)"), ("sgprs", r"\bSGPRs: (\d+)"),
+                         ("scratch", r"ScratchSize \[bytes/lane\]: (\d+)"), ("sgpr_spill", r"SGPRs Spill: (\d+)"),
+                         ("vgpr_spill", r"VGPRs Spill: (\d+)"), ("lds", r"LDS Size \[bytes/block\]: (\d+)")):
+            m = re.search(pat, line)
+            if m:
+                kernels[cur][key] = int(m.group(1))
+    return kernels
+
+
+def best_auto(fn):
+    best = (0, 0, "")
+    for threads in range(64, 1025, 64):
+        v, why = fn(threads)
+        occ = v
+        if occ > best[0]:
+            best = (occ, threads, why)
+    return best
+
+
+def rows_cuda(kernels):
+    names = demangle(list(kernels))
+    rows, problems = [], []
+    for mangled, k in kernels.items():
+        name = short_name(names[mangled])
+        team, scratch = launch_shape(name, elem_bytes(name))
+        smem = k["smem"] + scratch
+        spill = k["spill_st"] + k["spill_ld"]
+        if team is None:
+            problems.append(f"{name}: no launch shape in LAUNCH_SHAPES (scripts/device_budgets.py)")
+            continue
+        # Kokkos adds 8 x (team + 2) bytes of its own to a team kernel's shared memory (team reductions)
+        extra = (lambda th: 8 * (th + 2)) if " team#" in name else (lambda th: 0)
+        if team == "auto":
+            warps, threads, why = best_auto(lambda th: _sm90_warps(k["regs"], th, smem + extra(th)))
+            blocks = warps // math.ceil(threads / 32) if threads else 0
+            team_txt = f"auto ({threads})"
+            smem_txt = smem + extra(threads)
+        else:
+            smem_txt = smem + extra(team)
+            blocks, why = sm90_blocks(k["regs"], team, smem_txt)
+            warps = blocks * math.ceil(team / 32)
+            threads = team
+            team_txt = str(team)
+            if blocks == 0:
+                problems.append(f"{name}: {k['regs']} registers x {team} threads cannot launch on sm_90 ({why})")
+        if spill:
+            problems.append(f"{name}: spills {k['spill_st']} B stored / {k['spill_ld']} B loaded on sm_90")
+        occ = warps / SM90["max_warps"]
+        hot = bool(HOT.search(name))
+        rows.append(dict(name=name, team=team_txt, regs=k["regs"], spill=f"{k['spill_st']} / {k['spill_ld']}",
+                         smem=smem_txt, occ_units=f"{blocks} ({why})", occ=occ, hot=hot, stack=k["stack"]))
+    return rows, problems
+
+
+def _sm90_warps(regs, threads, smem):
+    blocks, why = sm90_blocks(regs, threads, smem)
+    return blocks * math.ceil(threads / 32), why
+
+
+def rows_hip(kernels):
+    names = demangle(list(kernels))
+    rows, problems = [], []
+    for mangled, k in kernels.items():
+        name = short_name(names[mangled])
+        team, scratch = launch_shape(name, elem_bytes(name))
+        lds = k["lds"] + scratch
+        spill = k["vgpr_spill"] + k["sgpr_spill"] + k["scratch"]
+        # gfx90a: the unified register file holds VGPRs then AGPRs (VGPRs rounded up to 4 first)
+        vg = round_up(k["vgprs"], 4) + k["agprs"] if k["agprs"] else k["vgprs"]
+        if team is None:
+            problems.append(f"{name}: no launch shape in LAUNCH_SHAPES (scripts/device_budgets.py)")
+            continue
+        extra = (lambda th: 8 * (th + 2)) if " team#" in name else (lambda th: 0)
+        if team == "auto":
+            waves, threads, why = best_auto(lambda th: gfx90a_waves(vg, k["sgprs"], th, lds + extra(th)))
+            team_txt = f"auto ({threads})"
+            lds_txt = lds + extra(threads)
+        else:
+            lds_txt = lds + extra(team)
+            waves, why = gfx90a_waves(vg, k["sgprs"], team, lds_txt)
+            team_txt = str(team)
+            if waves == 0:
+                problems.append(f"{name}: {vg} VGPRs x {team} threads cannot launch on gfx90a ({why})")
+        if spill:
+            problems.append(f"{name}: spills on gfx90a (VGPR spill {k['vgpr_spill']}, SGPR spill "
+                            f"{k['sgpr_spill']}, scratch {k['scratch']} B/lane)")
+        occ = waves / GFX90A["max_waves"]
+        rows.append(dict(name=name, team=team_txt, regs=f"{vg} v / {k['sgprs']} s",
+                         spill=f"{k['vgpr_spill']} v / {k['sgpr_spill']} s / {k['scratch']} B",
+                         smem=lds_txt, occ_units=f"{waves} ({why})", occ=occ, hot=bool(HOT.search(name)),
+                         stack=k["scratch"]))
+    return rows, problems
+
+
+def table(backend, rows):
+    if backend == "cuda":
+        head = ("| kernel | team | registers | spill stores / loads (B) | shared memory (B) | blocks per SM "
+                "(limit) | occupancy |\n|---|---|---|---|---|---|---|")
+    else:
+        head = ("| kernel | team | VGPRs / SGPRs | spill VGPR / SGPR / scratch | LDS (B) | waves per SIMD "
+                "(limit) | occupancy |\n|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in sorted(rows, key=lambda r: (not r["hot"], r["name"])):
+        flag = " **(below 25%)**" if r["hot"] and r["occ"] < OCCUPANCY_TARGET else ""
+        name = f"`{r['name']}`" + (" (hot)" if r["hot"] else "")
+        lines.append(f"| {name} | {r['team']} | {r['regs']} | {r['spill']} | {r['smem']} | {r['occ_units']} | "
+                     f"{r['occ'] * 100:.1f}%{flag} |")
+    return "\n".join(lines) + "\n"
+
+
+def self_test():
+    """The occupancy rules and the checks on known cases (no toolchain needed)."""
+    fails = []
+
+    def expect(what, got, want):
+        if got != want:
+            fails.append(f"{what}: got {got!r}, expected {want!r}")
+
+    # sm_90: 255 registers x 256 threads is one block (8 of 64 warps: 12.5%); 128 registers two
+    # blocks (25%); 255 x 512 cannot launch (64 K registers a block); 32 registers: 8 blocks (warps).
+    expect("sm90 255 regs x 256", sm90_blocks(255, 256, 16384)[0], 1)
+    expect("sm90 128 regs x 256", sm90_blocks(128, 256, 16384)[0], 2)
+    expect("sm90 129 regs x 256", sm90_blocks(129, 256, 16384)[0], 1)
+    expect("sm90 255 regs x 512", sm90_blocks(255, 512, 0), (0, "registers"))
+    expect("sm90 32 regs x 256", sm90_blocks(32, 256, 0), (8, "warps"))
+    expect("sm90 64 regs x 256", sm90_blocks(64, 256, 0), (4, "registers"))
+    expect("sm90 32 regs x 32", sm90_blocks(32, 32, 0), (32, "blocks"))
+    expect("sm90 100 KB shared", sm90_blocks(32, 128, 100 * 1024), (2, "shared"))
+    expect("sm90 228 KB shared", sm90_blocks(32, 128, 228 * 1024)[0], 0)
+    # gfx90a: 128 VGPRs -> 4 waves per SIMD; 512 -> 1; 256 threads = 4 waves, one a SIMD
+    expect("gfx90a 128 vgprs x 256", gfx90a_waves(128, 32, 256, 0)[0], 4)
+    expect("gfx90a 512 vgprs x 256", gfx90a_waves(512, 32, 256, 0)[0], 1)
+    expect("gfx90a 40 KB LDS x 256", gfx90a_waves(32, 32, 256, 40 * 1024)[0], 1)
+    expect("gfx90a 16 vgprs x 64", gfx90a_waves(16, 16, 64, 0)[0], 8)
+    # ptxas -v and clang remark parsing, and --check's verdicts
+    log = ("ptxas info    : Compiling entry function '_Z4kernPfi' for 'sm_90'\n"
+           "ptxas info    : Function properties for _Z4kernPfi\n"
+           "    40 bytes stack frame, 36 bytes spill stores, 36 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, used 1 barriers, 40 bytes cumulative stack size, 8 bytes smem\n")
+    k = parse_ptxas(log)
+    expect("ptxas parse", k.get("_Z4kernPfi"),
+           dict(regs=255, spill_st=36, spill_ld=36, stack=40, smem=8, arch="sm_90"))
+    hip = ("k.cpp:2:1: remark: Function Name: _Z4kernPfi [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     SGPRs: 12 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     VGPRs: 6 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     AGPRs: 0 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     ScratchSize [bytes/lane]: 0 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     SGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     LDS Size [bytes/block]: 256 [-Rpass-analysis=kernel-resource-usage]\n")
+    expect("remark parse", parse_amdgpu_remarks(hip).get("_Z4kernPfi"),
+           dict(vgprs=6, agprs=0, sgprs=12, scratch=0, sgpr_spill=0, vgpr_spill=3, lds=256))
+    global LAUNCH_SHAPES
+    saved = LAUNCH_SHAPES
+    try:
+        LAUNCH_SHAPES = [(r"^kern$", 256, lambda t, hs: 0)]
+        _, problems = rows_cuda(k)
+        expect("a spill is a problem", any("spills" in p for p in problems), True)
+        LAUNCH_SHAPES = [(r"^kern$", 512, lambda t, hs: 0)]
+        _, problems = rows_cuda(k)
+        expect("255 x 512 cannot launch", any("cannot launch" in p for p in problems), True)
+        LAUNCH_SHAPES = []
+        _, problems = rows_cuda(k)
+        expect("an unmapped kernel is a problem", any("no launch shape" in p for p in problems), True)
+    finally:
+        LAUNCH_SHAPES = saved
+    demangled = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::"
+                 "gemm_detail::gemm_team<float>(int, int, minipipe::StridedMat<float>, long)::{lambda(Kokkos::"
+                 "Impl::CudaTeamMember const&)#1}, Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<256u, "
+                 "2u> >, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
+    expect("short name", short_name(demangled), "gemm_detail::gemm_team<float> team#1")
+    expect("gemm shape", launch_shape("gemm_detail::gemm_team<float> team#1", 4)[0], 256)
+    for f in fails:
+        print(f"device_budgets self-test: {f}", file=sys.stderr)
+    print(f"device_budgets self-test: {'FAILED' if fails else 'passed'} ({len(fails)} failures)", file=sys.stderr)
+    return 1 if fails else 0
+
+
+def main(argv):
+    if argv == ["--self-test"]:
+        return self_test()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("backend", choices=["cuda", "hip"])
+    ap.add_argument("log", help="build log of minipipe_kernels with the resource report")
+    ap.add_argument("--check", action="store_true", help="exit 1 on a spill or a team that cannot launch")
+    ap.add_argument("--markdown", help="write the table here (default: stdout)")
+    args = ap.parse_args(argv)
+    try:
+        text = open(args.log, encoding="utf-8", errors="replace").read()
+    except OSError as e:
+        print(f"device_budgets: cannot read the build log {args.log}: {e}", file=sys.stderr)
+        return 2
+    kernels = parse_ptxas(text) if args.backend == "cuda" else parse_amdgpu_remarks(text)
+    if not kernels:
+        print(f"device_budgets: no kernel resource report in {args.log} (backend {args.backend}; expected "
+              f"{'ptxas -v' if args.backend == 'cuda' else 'kernel-resource-usage remarks'})", file=sys.stderr)
+        return 2
+    rows, problems = rows_cuda(kernels) if args.backend == "cuda" else rows_hip(kernels)
+    md = table(args.backend, rows)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(md)
+    else:
+        sys.stdout.write(md)
+    low = [r["name"] for r in rows if r["hot"] and r["occ"] < OCCUPANCY_TARGET]
+    print(f"device_budgets: {args.backend}: {len(rows)} kernels, {len(problems)} over budget, "
+          f"{len(low)} hot kernels below {OCCUPANCY_TARGET:.0%} occupancy", file=sys.stderr)
+    for p in problems:
+        print(f"device_budgets: over budget: {p}", file=sys.stderr)
+    for n in low:
+        print(f"device_budgets: below the occupancy target: {n}", file=sys.stderr)
+    return 1 if args.check and problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
