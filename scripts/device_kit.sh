@@ -81,7 +81,7 @@ while read -r deck steps level; do
     { tail -n 20 "$kit/ref/$deck.log" >&2; die "the reference run of $deck failed (its log's end above); nothing was left in '$out'"; }
 done < "$kit/ref/checks.txt"
 # Kernel-level CPU references for the first-divergence locator (the `kernels` dump level: every
-# intermediate of each block, DESIGN §5): on a mismatch run.sh reruns the smallest failing deck at
+# intermediate of each block, docs/design.md §5): on a mismatch run.sh reruns the smallest failing deck at
 # that level and prints the first kernel that differs. ref/locate.txt lists them as "deck steps
 # batch". Only tiny's first step fits (about 8 MiB compressed; the kit is about 45 MiB without it):
 # a kernel-level dump holds everything `full` does, and small's parameters, gradients and updated
