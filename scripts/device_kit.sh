@@ -8,14 +8,16 @@
 #
 # BUILD_DIR   a configured and built miniPipe tree (CUDA or HIP Kokkos; a host build makes a kit
 #             that runs the same checks on a CPU, which is how the kit itself is tested)
-# OUT_DIR     where minipipe-kit/ and minipipe-kit.tar.xz are written (must not hold a kit yet)
+# OUT_DIR     where minipipe-kit/ and minipipe-kit.tar.xz are written (a directory, created when
+#             missing, that holds no kit yet); the kit is built under a temporary name in it and
+#             renamed when complete: a failed attempt leaves nothing behind
 # --cpu-build the host build that makes the reference dumps (default: <repo>/build)
 # --max-mib   refuse a kit whose archive is larger (default 60)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 die() { echo "device_kit.sh: error: $*" >&2; exit 2; }
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 [[ $# -ge 1 && ( $1 == -h || $1 == --help ) ]] && { usage; exit 0; }
 [[ $# -ge 2 ]] || { usage >&2; exit 2; }
@@ -36,9 +38,19 @@ exe=$build/miniapp/minipipe
 cpu_exe=$cpu_build/miniapp/minipipe
 [[ -x $exe ]] || die "'$exe' is not built (build the minipipe target of BUILD_DIR first)"
 [[ -x $cpu_exe ]] || die "the reference build '$cpu_exe' is not built (--cpu-build DIR)"
-kit=$out/minipipe-kit
-[[ -e $kit || -e $out/minipipe-kit.tar.xz ]] && die "'$kit' or its archive already exists; choose an empty OUT_DIR"
+[[ -e $out && ! -d $out ]] && die "OUT_DIR '$out' exists and is not a directory; allowed: a directory (created when missing)"
+final=$out/minipipe-kit
+[[ -e $final || -L $final || -e $out/minipipe-kit.tar.xz || -L $out/minipipe-kit.tar.xz ]] &&
+  die "'$final' or its archive already exists; choose an empty OUT_DIR"
 command -v mpiexec > /dev/null || die "mpiexec not found (the kit packs this machine's MPI)"
+mkdir -p "$out" 2> /dev/null || die "cannot create OUT_DIR '$out'; allowed: a directory in a writable place"
+# Built under a temporary name and renamed at the end: a failed or interrupted attempt removes it,
+# so nothing half-built ever sits under the final name and blocks the next attempt.
+stage=$(mktemp -d "$out/.minipipe-kit.XXXXXX") || die "cannot create a temporary directory in OUT_DIR '$out'"
+trap 'rm -rf "$stage"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+kit=$stage/minipipe-kit
 
 # What the build is: the backend list of its Kokkos, from the build's CMake cache.
 kokkos_dir=$(sed -n 's/^Kokkos_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
@@ -52,7 +64,43 @@ for h in "$kokkos_dir"/../../../include/KokkosCore_config.h /usr/include/trilino
 done
 
 mkdir -p "$kit"/{bin,lib,decks,ref,mpi/bin,mpi/share}
-echo "device_kit.sh: packing a '$backends' build from $build into $kit"
+echo "device_kit.sh: packing a '$backends' build from $build into $final"
+
+# The references first: they are what most often fails (a broken reference build), and a failure
+# here costs seconds, before the libraries and MPI are copied.
+# Decks and the CPU references, deterministic, sequential on one rank; run.sh runs the same
+# checks on the GPU (also at p = 2) and needs the same bits. ref/checks.txt lists them as
+# "deck steps dump_level": tiny dumps everything for 3 steps; small's gradients and updated
+# parameters of one step (its activations would push the kit past 60 MiB).
+cp "$here"/inputs/tiny.toml "$here"/inputs/small.toml "$here"/inputs/gpt2-124m.toml "$kit/decks/"
+printf '%s\n' "tiny 3 full" "small 1 grads" > "$kit/ref/checks.txt"
+while read -r deck steps level; do
+  "$cpu_exe" run --deck "$here/inputs/$deck.toml" --train.mode deterministic --train.steps "$steps" \
+    --pipeline.schedule sequential --pipeline.microbatches 1 --output.dump "$kit/ref/$deck.h5" \
+    --output.dump_level "$level" --output.force true > "$kit/ref/$deck.log" 2>&1 ||
+    { tail -n 20 "$kit/ref/$deck.log" >&2; die "the reference run of $deck failed (its log's end above); nothing was left in '$out'"; }
+done < "$kit/ref/checks.txt"
+# Kernel-level CPU references for the first-divergence locator (the `kernels` dump level: every
+# intermediate of each block, docs/design.md §5): on a mismatch run.sh reruns the smallest failing deck at
+# that level and prints the first kernel that differs. ref/locate.txt lists them as "deck steps
+# batch". Only tiny's first step fits (about 8 MiB compressed; the kit is about 45 MiB without it):
+# a kernel-level dump holds everything `full` does, and small's parameters, gradients and updated
+# parameters alone are 19 MB, so a mismatch of small only is located at block level.
+printf '%s\n' "tiny 1 8" > "$kit/ref/locate.txt"
+while read -r deck steps batch; do
+  rc=0
+  "$cpu_exe" run --deck "$here/inputs/$deck.toml" --train.mode deterministic --train.steps "$steps" \
+    --train.batch "$batch" --pipeline.schedule sequential --pipeline.microbatches 1 \
+    --output.dump "$kit/ref/${deck}_kernels.h5" --output.dump_level kernels --output.force true \
+    > "$kit/ref/${deck}_kernels.log" 2>&1 || rc=$?
+  if [[ $rc -eq 2 ]] && grep -q "dump_level" "$kit/ref/${deck}_kernels.log"; then
+    echo "device_kit.sh: note: $cpu_exe has no 'kernels' dump level; the kit names a divergence at block level only"
+    rm -f "$kit/ref/locate.txt" "$kit/ref/${deck}_kernels.log"
+    break
+  fi
+  [[ $rc -eq 0 ]] || { tail -n 20 "$kit/ref/${deck}_kernels.log" >&2
+    die "the kernel-level reference run of $deck failed (its log's end above); nothing was left in '$out'"; }
+done < "$kit/ref/locate.txt"
 
 # Libraries: everything ldd resolves except the C library family (the target's own must be
 # used), the GPU driver, and the GPU vendor's math libraries (cuBLAS alone is over 500 MiB; run.sh
@@ -117,38 +165,6 @@ if command -v h5diff > /dev/null; then
   copy_deps "$kit/bin/h5diff" "$kit/lib"
 fi
 
-# Decks and the CPU references, deterministic, sequential on one rank; run.sh runs the same
-# checks on the GPU (also at p = 2) and needs the same bits. ref/checks.txt lists them as
-# "deck steps dump_level": tiny dumps everything for 3 steps; small's gradients and updated
-# parameters of one step (its activations would push the kit past 60 MiB).
-cp "$here"/inputs/tiny.toml "$here"/inputs/small.toml "$here"/inputs/gpt2-124m.toml "$kit/decks/"
-printf '%s\n' "tiny 3 full" "small 1 grads" > "$kit/ref/checks.txt"
-while read -r deck steps level; do
-  "$cpu_exe" run --deck "$here/inputs/$deck.toml" --train.mode deterministic --train.steps "$steps" \
-    --pipeline.schedule sequential --pipeline.microbatches 1 --output.dump "$kit/ref/$deck.h5" \
-    --output.dump_level "$level" --output.force true > "$kit/ref/$deck.log" 2>&1 ||
-    die "the reference run of $deck failed; see $kit/ref/$deck.log"
-done < "$kit/ref/checks.txt"
-# Kernel-level CPU references for the first-divergence locator (the `kernels` dump level: every
-# intermediate of each block, DESIGN §5): on a mismatch run.sh reruns the smallest failing deck at
-# that level and prints the first kernel that differs. ref/locate.txt lists them as "deck steps
-# batch". Only tiny's first step fits (about 8 MiB compressed; the kit is about 45 MiB without it):
-# a kernel-level dump holds everything `full` does, and small's parameters, gradients and updated
-# parameters alone are 19 MB, so a mismatch of small only is located at block level.
-printf '%s\n' "tiny 1 8" > "$kit/ref/locate.txt"
-while read -r deck steps batch; do
-  rc=0
-  "$cpu_exe" run --deck "$here/inputs/$deck.toml" --train.mode deterministic --train.steps "$steps" \
-    --train.batch "$batch" --pipeline.schedule sequential --pipeline.microbatches 1 \
-    --output.dump "$kit/ref/${deck}_kernels.h5" --output.dump_level kernels --output.force true \
-    > "$kit/ref/${deck}_kernels.log" 2>&1 || rc=$?
-  if [[ $rc -eq 2 ]] && grep -q "dump_level" "$kit/ref/${deck}_kernels.log"; then
-    echo "device_kit.sh: note: $cpu_exe has no 'kernels' dump level; the kit names a divergence at block level only"
-    rm -f "$kit/ref/locate.txt" "$kit/ref/${deck}_kernels.log"
-    break
-  fi
-  [[ $rc -eq 0 ]] || die "the kernel-level reference run of $deck failed; see $kit/ref/${deck}_kernels.log"
-done < "$kit/ref/locate.txt"
 "$cpu_exe" --version > "$kit/ref/cpu_build.txt" 2>&1 || true
 cp "$here/scripts/device_kit_run.sh" "$kit/run.sh"
 chmod +x "$kit/run.sh"
@@ -159,10 +175,15 @@ chmod +x "$kit/run.sh"
   echo "run: ./run.sh [RESULT_DIR]  (see ./run.sh --help)"
 } > "$kit/MANIFEST"
 
-tar -C "$out" -I 'xz -T0' -cf "$out/minipipe-kit.tar.xz" minipipe-kit
-bytes=$(stat -c %s "$out/minipipe-kit.tar.xz")
+tar -C "$stage" -I 'xz -T0' -cf "$stage/minipipe-kit.tar.xz" minipipe-kit
+bytes=$(stat -c %s "$stage/minipipe-kit.tar.xz")
 mib=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
-echo "device_kit.sh: $out/minipipe-kit.tar.xz is $mib MiB ($(du -sh "$kit" | cut -f1) unpacked)"
 if ((bytes > max_mib * 1048576)); then
-  die "the kit is $mib MiB, over the limit of $max_mib MiB (--max-mib)"
+  die "the kit is $mib MiB, over the limit of $max_mib MiB (--max-mib); nothing was left in '$out'"
 fi
+# The rename: -n and -T never replace what appeared under the final names meanwhile.
+mv -n -T "$kit" "$final" && [[ ! -e $kit ]] || die "'$final' appeared while the kit was built; the kit was not moved there"
+mv -n -T "$stage/minipipe-kit.tar.xz" "$out/minipipe-kit.tar.xz" && [[ ! -e $stage/minipipe-kit.tar.xz ]] ||
+  { rm -rf "$final"; die "'$out/minipipe-kit.tar.xz' appeared while the kit was built; the kit was not moved there"; }
+rmdir "$stage" 2> /dev/null || true
+echo "device_kit.sh: $out/minipipe-kit.tar.xz is $mib MiB ($(du -sh "$final" | cut -f1) unpacked)"

@@ -8,16 +8,19 @@
 #
 #   ./run.sh [RESULT_DIR] [--steps N] [--timeout S] [--timing-deck NAME]
 #
-# RESULT_DIR    where dumps, logs and kit_result.json go (default: ./result next to run.sh)
+# RESULT_DIR    where dumps, logs and kit_result.json go: a new or empty directory (one that holds
+#               anything is refused: a result is never overwritten); default: result next to
+#               run.sh, or result.2, result.3, ... when that exists (a new one every run)
 # --steps       steps of each timing run (default 3; the first is warm-up)
 # --timeout     seconds any one run may take before it is stopped and reported (default 150)
 # --timing-deck the deck of the timing runs: gpt2-124m (default), small or tiny (a CPU self-test)
-# Exit code: 0 every check ran and every dump matched; 1 a dump differs; 3 a run failed.
+# Exit code: 0 every check ran and every dump matched; 1 a dump differs; 2 bad usage; 3 a run failed.
 set -uo pipefail
 kit=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-result=$kit/result
+usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+die() { echo "run.sh: error: $*" >&2; exit 2; }
+result=""
 steps=3
 limit=150
 timing_deck=gpt2-124m
@@ -31,10 +34,31 @@ while [[ $# -gt 0 ]]; do
     --timing-deck) [[ ${2:-} =~ ^(gpt2-124m|small|tiny)$ ]] || { echo "run.sh: --timing-deck is one of gpt2-124m, small, tiny; got '${2:-}'" >&2; exit 2; }
       timing_deck=$2; shift 2 ;;
     -*) echo "run.sh: unknown option '$1'; allowed: --steps N, --timeout S, --timing-deck NAME" >&2; exit 2 ;;
-    *) result=$1; shift ;;
+    *) [[ -z $result ]] || die "a second RESULT_DIR '$1' (after '$result'); allowed: one RESULT_DIR and the options above"
+      [[ -n $1 ]] || die "RESULT_DIR is empty; allowed: a new or empty directory"
+      result=$1; shift ;;
   esac
 done
-mkdir -p "$result" || exit 2
+# GPU results are scarce: a run never writes into a directory that holds anything (an earlier
+# run's kit_result.json, dumps and logs). Without RESULT_DIR each run takes a new directory.
+if [[ -z $result ]]; then
+  result=$kit/result
+  n=1
+  until mkdir "$result" 2> /dev/null; do
+    [[ -e $result || -L $result ]] || die "cannot create '$result' (the kit's directory is not writable?); allowed: a RESULT_DIR elsewhere"
+    n=$((n + 1))
+    result=$kit/result.$n
+  done
+else
+  if [[ -e $result && ! -d $result ]]; then
+    die "RESULT_DIR '$result' exists and is not a directory; allowed: a new or empty directory"
+  fi
+  if [[ -d $result && -n $(ls -A "$result" 2> /dev/null) ]]; then
+    die "RESULT_DIR '$result' already holds results ($(ls -A "$result" | head -3 | tr '\n' ' ')...); a result is never overwritten; allowed: a new or empty directory (or no RESULT_DIR: result, result.2, ... next to run.sh)"
+  fi
+  mkdir -p "$result" 2> /dev/null || die "cannot create RESULT_DIR '$result'; allowed: a new or empty directory in a writable place"
+fi
+echo "run.sh: results go to $result"
 t_start=$(date +%s)
 
 # The kit's own libraries and MPI, relocated; the GPU vendor's BLAS from the target's toolkit.
@@ -77,7 +101,7 @@ json_text() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\n'; }
 run_mp() {
   local name=$1 np=$2
   shift 2
-  timeout "$limit" mpiexec -n "$np" "$mp" run "$@" --output.force true > "$result/$name.log" 2>&1
+  timeout "$limit" mpiexec -n "$np" "$mp" run "$@" > "$result/$name.log" 2>&1
 }
 # A JSON number from the run's JSON report, or null.
 field() { sed -n "s/.*\"$2\": *{\"value\": *\([-0-9.eE+]*\).*/\1/p; s/.*\"$2\": *\([-0-9.eE+]*\).*/\1/p" "$1" | head -1; }
