@@ -74,7 +74,8 @@ apply() {
 import re, sys
 path, kind, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s = open(path).read()
-pat = r"team::barrier\(\w+\);" if kind == "barrier" else r"team::scratch(_ptr)?<\w+>\(\w+, [^,]+, ([^;]+?)\);"
+# a carve is a statement of its own: "... = team::scratch<T>(member, level, count);"
+pat = r"team::barrier\(\w+\);" if kind == "barrier" else r"team::scratch(_ptr)?<\w+>\(\w+, [^,]+, ([^;]+)\);"
 m = list(re.finditer(pat, s))[index]
 line = s.count("\n", 0, m.start()) + 1
 if kind == "barrier":
