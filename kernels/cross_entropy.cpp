@@ -62,7 +62,8 @@ struct Forward {
     }
     Real mx, sum;
     if constexpr (kDet) {
-      team_row_max_sumexp_det(tm, team::scratch<Real>(tm, 0, rowred::kLanes), logits, n, V, mx, sum);
+      const auto red = team::scratch<Real>(tm, 0, rowred::kLanes);
+      team_row_max_sumexp_det(tm, red, logits, n, V, mx, sum);
       team::single(tm, [&]() { losses(n) = det::log(sum) - (logits(n, tgt) - mx); });
     } else {
       team_row_max_sumexp(tm, logits, n, V, mx, sum);
@@ -89,8 +90,8 @@ struct BackwardInput {
     }
     Real mx, sum;
     if constexpr (kDet) {
-      team_row_max_sumexp_det(tm, team::scratch<Real>(tm, 0, rowred::kLanes), logits, n, V, mx,
-                              sum);  // the same bits as forward's
+      const auto red = team::scratch<Real>(tm, 0, rowred::kLanes);
+      team_row_max_sumexp_det(tm, red, logits, n, V, mx, sum);  // the same bits as forward's
       team::threads(tm, V, [&](const int v) {
         const Real p = det::exp(logits(n, v) - mx) / sum;
         dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
