@@ -25,6 +25,7 @@
 #include "miniapp/model/cost_file.hpp"
 #include "miniapp/model/deck_checks.hpp"
 #include "miniapp/model/kernel_outputs.hpp"
+#include "miniapp/model/test_hooks.hpp"
 #include "miniapp/mpi/peer_wait.hpp"
 #include "miniapp/report/kernel_report.hpp"
 #include "miniapp/report/report.hpp"
@@ -356,6 +357,8 @@ void print_banner(const RunSetup& su, std::ostream& out) {
       << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
       << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
   out << "boundary transfers: " << to_string(su.path) << " [" << su.why << "]\n";
+  if (const std::string hooks = active_test_hooks_text(); !hooks.empty())
+    out << "test hooks active: " << hooks << " (times and FOM of this run are not a measurement)\n";
   out << "per-action fence: "
       << (su.action_fence ? "on (each compute action fenced: per-action times, bubble and time budget measured)"
                           : "off (profile.action_fence = false: actions only enqueued; fences where MPI or the host "
@@ -417,6 +420,9 @@ std::unique_ptr<io::DumpWriter> open_dump(const Deck& deck, const RunSetup& su, 
   dump->set_attribute("/meta", "versions", version_string() + "; Kokkos " + kokkos_version_string());
   dump->set_attribute("/meta", "deck", deck.effective_toml());
   dump->set_attribute("/meta", "dump_level", std::string(io::to_string(su.level)));
+  // "none" on a clean run; else the hooks that changed this run's times or bits (test_hooks.hpp).
+  const std::string hooks = active_test_hooks_text();
+  dump->set_attribute("/meta", "test_hooks", hooks.empty() ? std::string("none") : hooks);
   return dump;
 }
 
@@ -712,15 +718,18 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
   out << "\n";
   if (!reports.empty()) print_table(reports, out);
   const FigureOfMerit fom = figure_of_merit(reports, su.shape);
-  const Verdict verdict =
+  const Verdict verdict_checks =
       stopped ? *stopped
               : verify_runs(reports, deck.get_string("output.verify"), su.mode,
                             su.restart ? su.restart->first_loss() : std::numeric_limits<double>::quiet_NaN(),
                             su.opt.kind == OptimizerKind::adamw, su.first_step);
+  const Verdict& verdict = verdict_checks;
+  const std::string hooks = active_test_hooks_text();
   LaunchSummary launch;
   launch.fom_tokens_per_second = fom.tokens_per_second, launch.model_tflops = fom.model_tflops;
   launch.verified = verdict.pass;
-  launch.verification = verdict.pass ? "PASS" : "FAIL (" + verdict.why + ")";
+  launch.verification = verdict_text(verdict, hooks);
+  launch.test_hooks = active_test_hooks();
   const std::string json = deck.get_string("output.json");
   if (!json.empty()) {
     io::write_output_file(json, su.force,
@@ -730,8 +739,8 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
   if (reports.empty())
     out << "FOM: unavailable (no run completed)\n";
   else
-    out << fom_line(fom) << "\n";
-  out << verdict_line(verdict) << "\n" << std::flush;
+    out << fom_line(fom, hooks) << "\n";
+  out << verdict_line(verdict, hooks) << "\n" << std::flush;
   return verdict.pass;
 }
 

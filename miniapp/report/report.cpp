@@ -114,6 +114,9 @@ void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch,
   j["fom"] = fom_section(launch);
   j["verification"] = launch.verification;
   j["verified"] = launch.verified;
+  // Always present, empty on a clean run: a reader need not know the hooks to see that one was on.
+  j["test_hooks"] = launch.test_hooks;
+  j["fom"]["measured"] = launch.test_hooks.empty();
   j["deck"] = deck_toml;
   j["runs"] = Json::array();
   for (const RunReport& r : runs) j["runs"].push_back(run_section(r));

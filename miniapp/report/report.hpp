@@ -58,7 +58,9 @@ struct RunReport {
 struct LaunchSummary {
   double fom_tokens_per_second = 0, model_tflops = 0;
   bool verified = true;
-  std::string verification;  // "PASS" or "FAIL (<why>)"
+  std::string verification;  // "PASS", "PASS (test hooks active: ...)" or "FAIL (<why>)"
+  // Test hooks set for this launch ("NAME=value"): its times and FOM are not a measurement.
+  std::vector<std::string> test_hooks;
 };
 
 void write_json(const std::vector<RunReport>& runs, const LaunchSummary& launch, const std::string& deck_toml,

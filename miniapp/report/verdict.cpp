@@ -122,14 +122,22 @@ Verdict verify_runs(const std::vector<RunReport>& runs, const std::string& refer
   return {};
 }
 
-std::string fom_line(const FigureOfMerit& fom) {
+std::string fom_line(const FigureOfMerit& fom, const std::string& hooks) {
   char text[128];
   std::snprintf(text, sizeof(text), "FOM: %.6g tokens/s (model %.4g TFLOP/s)", fom.tokens_per_second, fom.model_tflops);
-  return text;
+  return hooks.empty() ? std::string(text) : std::string(text) + " (not a measurement: test hooks active: " + hooks + ")";
 }
 
-std::string verdict_line(const Verdict& v) {
-  return v.pass ? "verification: PASS" : "verification: FAIL (" + v.why + ")";
+std::string verdict_text(const Verdict& v, const std::string& test_hooks) {
+  // A hook delays actions or moves bits on purpose: the checks may hold, but the run is not the
+  // program's own, so its PASS always carries the hooks (and a FAIL names them too).
+  const std::string hooks = test_hooks.empty() ? "" : "test hooks active: " + test_hooks;
+  if (v.pass) return hooks.empty() ? "PASS" : "PASS (" + hooks + ")";
+  return "FAIL (" + v.why + (hooks.empty() ? "" : "; " + hooks) + ")";
+}
+
+std::string verdict_line(const Verdict& v, const std::string& hooks) {
+  return "verification: " + verdict_text(v, hooks);
 }
 
 }  // namespace minipipe

@@ -47,7 +47,12 @@ Verdict verify_runs(const std::vector<RunReport>& runs, const std::string& refer
                     long long first_step = 0);
 
 // "FOM: 21662 tokens/s (model 0.0272 TFLOP/s)" and "verification: PASS" / "verification: FAIL (why)".
-std::string fom_line(const FigureOfMerit& fom);
-std::string verdict_line(const Verdict& v);
+// With test hooks set (`hooks`: active_test_hooks_text) the FOM says it is not a measurement and
+// the verdict reads "PASS (test hooks active: ...)" or "FAIL (why; test hooks active: ...)": a run
+// a hook changed never reads as a clean PASS.
+std::string fom_line(const FigureOfMerit& fom, const std::string& hooks = "");
+// "PASS", "PASS (test hooks active: ...)" or "FAIL (...)": the JSON's verification.
+std::string verdict_text(const Verdict& v, const std::string& hooks = "");
+std::string verdict_line(const Verdict& v, const std::string& hooks = "");
 
 }  // namespace minipipe

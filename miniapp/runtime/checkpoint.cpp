@@ -55,6 +55,28 @@ std::string all_text(MPI_Comm comm, const std::string& mine) {
   return all;
 }
 
+// The restart's metadata as the manifest records it: one "key value" line per /meta attribute a
+// restart reads, in this order. Integers as decimal, first_loss as its exact bits (%a), texts
+// (format, optimizer, deck, data) by their FNV-1a checksum.
+const char* const kMetaInts[] = {"step", "data_cursor", "seed", "vocab", "seq_len", "block_size", "channels",
+                                 "n_head", "n_layer"};
+const char* const kMetaTexts[] = {"format", "optimizer", "deck", "data"};
+
+std::string exact_text(double x) {
+  char t[64];
+  std::snprintf(t, sizeof(t), "%a", x);
+  return t;
+}
+
+std::string text_checksum(const std::string& s) {
+  return tensor_checksum(s.data(), s.size());
+}
+
+// The checksum that seals the manifest: its step, its metadata lines and its tensor lines.
+std::string manifest_checksum(long long step, const std::string& meta, const std::string& tensors) {
+  return text_checksum("step " + std::to_string(step) + "\n" + meta + tensors);
+}
+
 }  // namespace
 
 std::string tensor_checksum(const void* data, std::size_t bytes) {
@@ -107,6 +129,14 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
                                                     {"n_head", s.n_head},
                                                     {"n_layer", s.n_layer}};
   for (const auto& [name, value] : ints) w.set_attribute("/meta", name, value);
+  const std::pair<const char*, std::string> texts[] = {{"format", kFormat},
+                                                       {"optimizer", deck.get_string("train.optimizer")},
+                                                       {"deck", deck.effective_toml()},
+                                                       {"data", data}};
+  std::string meta;  // kMetaInts, then kMetaTexts, then first_loss (see above)
+  for (const auto& [name, value] : ints) meta += std::string(name) + " " + std::to_string(value) + "\n";
+  for (const auto& [name, value] : texts) meta += std::string(name) + " " + text_checksum(value) + "\n";
+  meta += "first_loss " + exact_text(first_loss) + "\n";
   w.set_attribute("/meta", "format", kFormat);
   w.set_attribute("/meta", "optimizer", deck.get_string("train.optimizer"));
   w.set_attribute("/meta", "rng",
@@ -124,8 +154,70 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
   for (const auto& e : entries) manifest += e + '\n';
   w.set_attribute("/manifest", "step", completed_steps);
   w.set_attribute("/manifest", "tensors", manifest);
+  // The metadata a restart reads, and one checksum over the whole manifest: a step, cursor, seed,
+  // shape, deck or data changed afterwards (even in /meta and /manifest together) is refused.
+  w.set_attribute("/manifest", "meta", meta);
+  w.set_attribute("/manifest", "checksum", manifest_checksum(completed_steps, meta, manifest));
   w.close();
 }
+
+namespace {
+
+// The manifest's metadata lines against /meta as it is now, line by line (naming the first that
+// differs), then the manifest's own checksum; finally the ranges a restart relies on.
+template <class Bad>
+void check_metadata_of(const io::DumpReader& r, const Bad& bad) {
+  const std::string recorded = r.string_attribute("/manifest", "meta");
+  std::istringstream in(recorded);
+  auto next = [&](const std::string& key, const std::string& now) {
+    std::string line;
+    if (!std::getline(in, line) || line.rfind(key + " ", 0) != 0)
+      bad("has a manifest whose metadata does not list " + key + " where expected (the manifest was changed)");
+    const std::string was = line.substr(key.size() + 1);
+    if (was != now)
+      bad("has /meta " + key + " = " + now + " but its manifest records " + was +
+          " (metadata changed after the checkpoint was written)");
+  };
+  auto int_of = [&](const char* key) {
+    try {
+      return r.int_attribute("/meta", key);
+    } catch (const std::exception&) {
+      bad(std::string("has no integer /meta ") + key);
+    }
+    return 0LL;
+  };
+  for (const char* key : kMetaInts) next(key, std::to_string(int_of(key)));
+  for (const char* key : kMetaTexts) {
+    std::string text;
+    try {
+      text = r.string_attribute("/meta", key);
+    } catch (const std::exception&) {
+      bad(std::string("has no text /meta ") + key);
+    }
+    next(key, text_checksum(text));
+  }
+  double first_loss = 0;
+  try {
+    first_loss = r.double_attribute("/meta", "first_loss");
+  } catch (const std::exception&) {
+    bad("has no /meta first_loss");
+  }
+  next("first_loss", exact_text(first_loss));
+  std::string rest;
+  if (std::getline(in, rest)) bad("has a manifest with metadata it does not read (\"" + rest + "\")");
+  const long long step = r.int_attribute("/manifest", "step");
+  if (manifest_checksum(step, recorded, r.string_attribute("/manifest", "tensors")) !=
+      r.string_attribute("/manifest", "checksum"))
+    bad("has a manifest that does not match its own checksum (the manifest was changed after it was written)");
+  // In range in their full 64 bits before anything narrows them (train.steps allows 1 .. 1000000).
+  if (step < 1 || step > 1000000)
+    bad("has /meta step = " + std::to_string(step) + "; allowed: 1 .. 1000000 (completed steps)");
+  if (int_of("data_cursor") != step)
+    bad("has /meta data_cursor = " + std::to_string(int_of("data_cursor")) + "; allowed: the step, " +
+        std::to_string(step) + " (a batch is a function of the step)");
+}
+
+}  // namespace
 
 Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(path) {
   auto bad = [&](const std::string& why) {
@@ -149,11 +241,33 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
     bad("is not a miniPipe checkpoint (no /meta format \"" + std::string(kFormat) + "\")");
   if (!has("/manifest", "tensors") || !has("/manifest", "step"))
     bad("has no manifest (/manifest is written last: the write did not complete)");
+  if (!has("/manifest", "meta") || !has("/manifest", "checksum"))
+    bad("has no metadata checksum in its manifest (/manifest meta and checksum: written by an older miniPipe, "
+        "whose metadata cannot be checked; write the checkpoint again)");
   step_ = r->int_attribute("/meta", "step");
   if (r->int_attribute("/manifest", "step") != step_)
     bad("has a manifest of step " + std::to_string(r->int_attribute("/manifest", "step")) +
         " but its tensors say step " + std::to_string(step_));
+  check_metadata_of(*r, bad);
   deck_ = Deck::from_string(r->string_attribute("/meta", "deck"), path + " /meta deck");
+  try {
+    deck_.validate();  // every value in range before the shape below narrows any of them
+  } catch (const InputError& e) {
+    bad(std::string("holds a deck (/meta deck) that is not valid: ") + e.what());
+  }
+  // The recorded shape and seed are the deck's (a restart builds the model from the deck).
+  const ModelShape s = model_shape_from_deck(deck_);
+  const std::pair<const char*, long long> same[] = {{"seed", deck_.get_int("train.seed")},
+                                                    {"vocab", s.vocab},
+                                                    {"seq_len", s.seq_len},
+                                                    {"block_size", s.block_size},
+                                                    {"channels", s.channels},
+                                                    {"n_head", s.n_head},
+                                                    {"n_layer", s.n_layer}};
+  for (const auto& [key, value] : same)
+    if (r->int_attribute("/meta", key) != value)
+      bad(std::string("has /meta ") + key + " = " + std::to_string(r->int_attribute("/meta", key)) +
+          " but its deck gives " + std::to_string(value));
   if (!has("/meta", "data")) bad("records no training data (/meta data)");
   data_ = r->string_attribute("/meta", "data");
   // Older checkpoints lack it: a restart from one judges its loss from its own first step.

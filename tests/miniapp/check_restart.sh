@@ -56,4 +56,33 @@ for t in flip mix drop; do
   xc 2 "checkpoint.restart: .*bad_$t.h5 .*$want.*refusing to restart" -- \
     mpiexec -n 2 "$bin" run --deck "$deck" --train.steps 6 --schedule 1f1b --restart "$dir/bad_$t.h5" || exit 1
 done
+# Forged metadata: the manifest seals every value a restart reads (step, cursor, seed, shape, deck,
+# data, first loss). /meta step and /manifest step forged together (the run would skip a step),
+# a cursor, a seed, a deck; the manifest's own text forged too (its checksum); and, with the
+# checksum recomputed by a forger who knows the format, values outside their range.
+forged() {  # name regex tamper-commands (separated by ';')...
+  local name=$1 want=$2
+  shift 2
+  cp "$dir/ck.h5" "$dir/forged_$name.h5"
+  local cmd
+  for cmd in "$@"; do
+    # shellcheck disable=SC2086
+    "$tamper" $cmd || fail "tamper $cmd"
+  done
+  xc 2 "checkpoint.restart: .*forged_$name.h5 $want.*refusing to restart" -- \
+    "$bin" run --deck "$deck" --train.steps 4 --restart "$dir/forged_$name.h5" || exit 1
+}
+f=$dir/forged_
+forged step "has /meta step = 3 but its manifest records 2" "set-int ${f}step.h5 /meta step 3" \
+  "set-int ${f}step.h5 /manifest step 3"
+forged cursor "has /meta data_cursor = 3 but its manifest records 2" "set-int ${f}cursor.h5 /meta data_cursor 3"
+forged seed "has /meta seed = 7 but its manifest records" "set-int ${f}seed.h5 /meta seed 7"
+forged deck "has /meta deck = [0-9a-f]{16} but its manifest records" "set-string ${f}deck.h5 /meta deck x=1"
+forged sealed "has a manifest that does not match its own checksum" "set-int ${f}sealed.h5 /meta step 3" \
+  "set-int ${f}sealed.h5 /manifest step 3" "edit-string ${f}sealed.h5 /manifest meta step=2 step=3"
+forged range "has /meta step = 1000000000000; allowed: 1 .. 1000000" \
+  "set-int ${f}range.h5 /meta step 1000000000000" "set-int ${f}range.h5 /manifest step 1000000000000" \
+  "edit-string ${f}range.h5 /manifest meta step=2 step=1000000000000" "reseal ${f}range.h5"
+forged cursor_range "has /meta data_cursor = 7; allowed: the step, 2" "set-int ${f}cursor_range.h5 /meta data_cursor 7" \
+  "edit-string ${f}cursor_range.h5 /manifest meta data_cursor=2 data_cursor=7" "reseal ${f}cursor_range.h5"
 echo PASS
