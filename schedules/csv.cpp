@@ -40,6 +40,13 @@ std::vector<std::string> split_record(const std::string& line) {
   return cells;
 }
 
+// The largest schedule a CSV may describe: the cells' indices are ints (parse_action refuses more
+// than INT_MAX), but `largest + 1` must not overflow and the validator's tables hold stages x m
+// entries, so a cell such as 2147483646F0 must be refused here, not allocated.
+constexpr long long kMaxStages = 1 << 16;
+constexpr long long kMaxMicrobatches = 1 << 20;
+constexpr long long kMaxCells = 1LL << 25;  // stages x micro-batches
+
 bool blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
 }
@@ -79,12 +86,24 @@ Schedule read_csv(std::istream& in, int p_hint, Placement placement, const std::
                             e.what());
       }
       for (const Action& x : a.op == Op::OVERLAP_F_B ? a.sub : std::vector<Action>{a}) {
+        const auto where = source + ": row " + std::to_string(r + 1) + ", column " + std::to_string(c + 1) + ": cell '" +
+                           rows[r][c] + "' has ";
+        if (x.stage >= kMaxStages)
+          throw ScheduleError(where + "stage index " + std::to_string(x.stage) + "; allowed: 0 .. " +
+                              std::to_string(kMaxStages - 1));
+        if (x.microbatch >= kMaxMicrobatches)
+          throw ScheduleError(where + "micro-batch index " + std::to_string(x.microbatch) + "; allowed: 0 .. " +
+                              std::to_string(kMaxMicrobatches - 1));
         max_stage = std::max(max_stage, x.stage);
         max_mb = std::max(max_mb, x.microbatch);
       }
       s.ranks[r].push_back(std::move(a));
     }
   const int stages = max_stage + 1;
+  if (static_cast<long long>(stages) * (max_mb + 1) > kMaxCells)
+    throw ScheduleError(source + ": " + std::to_string(stages) + " stages x " + std::to_string(max_mb + 1) +
+                        " micro-batches (largest indices + 1); allowed: at most " + std::to_string(kMaxCells) +
+                        " (stage, micro-batch) pairs");
   if (stages % p != 0)
     throw ScheduleError(source + ": " + std::to_string(stages) +
                         " stages (largest stage index + 1) is not a multiple of p = " + std::to_string(p) +

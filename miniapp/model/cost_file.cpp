@@ -4,6 +4,7 @@
 #include "miniapp/model/cost_file.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -19,6 +20,7 @@ const char* kModes[3] = {"none", "attention", "block"};
 // Version 2 added the per-part step costs, the profiled concurrency and the calibration; version 3
 // times each size in steps of its m micro-batches and adds W_tail.
 const char* kFormat = "minipipe-costs-3";
+constexpr long long kMaxInt = 2147483647;  // every integer of the file is narrowed to int
 
 using Json = nlohmann::json;
 
@@ -95,6 +97,29 @@ const std::string& text_of(const Json& o, const std::string& key, const std::str
 bool boolean(const Json& o, const std::string& key, const std::string& origin) {
   return field(o, key, Json::value_t::boolean, origin).get<bool>();
 }
+// A whole number in [lo, hi], checked in the width the JSON holds (int64, uint64 or double)
+// before it is narrowed to int: a vocab of 2^32 + 32 must not read as 32.
+int whole(const Json& o, const std::string& key, const std::string& origin, long long lo, long long hi) {
+  const Json& j = field(o, key, Json::value_t::number_integer, origin);
+  const std::string allowed = "an integer " + std::to_string(lo) + " .. " + std::to_string(hi);
+  auto refuse = [&]() -> int {
+    throw InputError("cost file " + origin + ": key '" + key + "' has value " + j.dump() + "; allowed: " + allowed);
+  };
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(hi) || static_cast<long long>(u) < lo) return refuse();
+    return static_cast<int>(u);
+  }
+  if (j.is_number_integer()) {
+    const auto v = j.get<std::int64_t>();
+    if (v < lo || v > hi) return refuse();
+    return static_cast<int>(v);
+  }
+  const double x = j.get<double>();  // 1e3 is a whole number too; 2.5, NaN and 1e300 are not
+  if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || x != std::floor(x)) return refuse();
+  return static_cast<int>(x);
+}
+
 double number(const Json& o, const std::string& key, const std::string& origin) {
   const double x = field(o, key, Json::value_t::number_float, origin).get<double>();
   if (x < 0)
@@ -295,14 +320,14 @@ CostFile read_cost_file(const std::string& path) {
   c.mode = text_of(doc, "mode", path);
   c.comm_path = text_of(doc, "comm_path", path);
   const Json& model = field(doc, "model", Json::value_t::object, path);
-  c.shape.vocab = static_cast<int>(number(model, "vocab", path));
-  c.shape.seq_len = static_cast<int>(number(model, "seq_len", path));
-  c.shape.channels = static_cast<int>(number(model, "channels", path));
-  c.shape.n_head = static_cast<int>(number(model, "n_head", path));
-  c.shape.n_layer = static_cast<int>(number(model, "n_layer", path));
-  c.batch = static_cast<int>(number(doc, "batch", path));
-  c.real_bytes = static_cast<int>(number(doc, "real_bytes", path));
-  c.profiled_ranks = static_cast<int>(number(doc, "profiled_ranks", path));
+  c.shape.vocab = whole(model, "vocab", path, 1, kMaxInt);
+  c.shape.seq_len = whole(model, "seq_len", path, 1, kMaxInt);
+  c.shape.channels = whole(model, "channels", path, 1, kMaxInt);
+  c.shape.n_head = whole(model, "n_head", path, 1, kMaxInt);
+  c.shape.n_layer = whole(model, "n_layer", path, 1, kMaxInt);
+  c.batch = whole(doc, "batch", path, 1, kMaxInt);
+  c.real_bytes = whole(doc, "real_bytes", path, 4, 8);
+  c.profiled_ranks = whole(doc, "profiled_ranks", path, 1, kMaxInt);
   for (const Json& x : field(doc, "step_fixed_ms", Json::value_t::array, path)) {
     if (!x.is_number() || x.get<double>() < 0)
       throw InputError("cost file " + path + ": key 'step_fixed_ms' has an entry that is not a number >= 0");
@@ -315,9 +340,9 @@ CostFile read_cost_file(const std::string& path) {
   const Json& cal = field(doc, "calibration", Json::value_t::object, path);
   Calibration& k = c.calibration;
   k.measured = boolean(cal, "measured", path);
-  k.ranks = static_cast<int>(number(cal, "ranks", path));
-  k.m = static_cast<int>(number(cal, "m", path));
-  k.runs = static_cast<int>(number(cal, "runs", path));
+  k.ranks = whole(cal, "ranks", path, 0, kMaxInt);
+  k.m = whole(cal, "m", path, 0, kMaxInt);
+  k.runs = whole(cal, "runs", path, 0, kMaxInt);
   k.config = text_of(cal, "config", path);
   k.slowdown = number(cal, "slowdown", path);
   if (!(k.slowdown > 0))
@@ -337,8 +362,7 @@ CostFile read_cost_file(const std::string& path) {
   c.ms_per_byte = number(tr, "ms_per_byte", path);
   for (const Json& s : field(doc, "sizes", Json::value_t::array, path)) {
     SizeCosts sc;
-    sc.samples = static_cast<int>(number(s, "samples", path));
-    if (sc.samples < 1) throw InputError("cost file " + path + ": key 'samples' is 0; allowed: >= 1");
+    sc.samples = whole(s, "samples", path, 1, kMaxInt);
     const Json& parts = field(s, "parts", Json::value_t::array, path);
     if (static_cast<int>(parts.size()) != c.shape.n_layer + 2)
       throw InputError("cost file " + path + ": key 'parts' has " + std::to_string(parts.size()) +

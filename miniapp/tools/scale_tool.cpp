@@ -94,6 +94,8 @@ double allreduce_ms(const Cluster& cl, int n, double bytes, const Link& link) {
 }
 
 constexpr int kJitterSamples = 16;  // as the tuner: the mean of this many jittered simulations
+// Default bound of the list-scheduled variants in a sweep (ScaleOptions::list_scheduled_max_pm).
+constexpr long long kListScheduledMaxPm = 1024;
 
 struct Evaluated {
   double makespan = 0, bubble = 0, step = 0, allreduce = 0, memory = 0;
@@ -333,6 +335,11 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
           if (S > L) continue;
           for (int m = 1; m <= std::min(Br, opt.max_m); ++m) {
             if (Br % m) continue;
+            if (opt.list_scheduled_max_pm > 0 && list_scheduled(name) &&
+                static_cast<long long>(p) * m > opt.list_scheduled_max_pm) {
+              ++n_run.list_scheduled_skipped;
+              continue;
+            }
             const auto key = std::make_tuple(name, m, v);
             auto at = made_at_p.find(key);
             if (at == made_at_p.end()) at = made_at_p.emplace(key, try_schedule(name, p, m, v)).first;
@@ -384,6 +391,10 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
   }
   if (count) *count = n_run;
   return best;
+}
+
+bool list_scheduled(const std::string& name) {
+  return name == "v-half" || name == "v-min" || name == "zb-mem";
 }
 
 std::string no_configuration_reason(const SweepCount& count, int global_batch) {
@@ -547,6 +558,10 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
     }
     opt.schedules.push_back(n);
   }
+  // Bounded by default (a clear line says what was left out); named explicitly, tried everywhere.
+  bool named = false;
+  for (const auto& n : opt.schedules) named = named || list_scheduled(n);
+  opt.list_scheduled_max_pm = named ? 0 : kListScheduledMaxPm;
   if (tool.batch_per_replica == 0) tool.batch_per_replica = batch;
 }
 
@@ -595,6 +610,11 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
                   x.memory_bytes / 1073741824.0, x.samples_per_s);
     out << line << "\n";
   }
+  if (count.list_scheduled_skipped > 0)
+    out << "(v-half, v-min and zb-mem were left out of " << count.list_scheduled_skipped
+        << " (schedule, p, m, v) instances with p x m > " << opt.list_scheduled_max_pm
+        << ": they are list-scheduled over all ranks, seconds per instance at that size; name them in --schedules "
+           "to try them everywhere)\n";
   if (best.empty()) out << "(no configuration: " << no_configuration_reason(count, opt.global_batch) << ")\n";
   out << "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; exp comm: what "
          "transfers and all-reduces add to the step; mem: model state + peak stored activations of the fullest "

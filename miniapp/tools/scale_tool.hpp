@@ -61,6 +61,10 @@ struct ScaleOptions {
   int max_m = 1024;
   std::vector<std::string> schedules;  // empty = all
   bool prune = true;                   // false: simulate every configuration (to measure the pruning)
+  // The list-scheduled variants (v-half, v-min, zb-mem: schedules/greedy.cpp, built over all ranks
+  // at once) are tried only where p x m <= this, unless --schedules names them (0 = everywhere):
+  // above it each build takes seconds and they made a 128-device sweep take minutes.
+  long long list_scheduled_max_pm = 0;
 };
 
 // What a sweep did: configurations enumerated (after the model-state memory check) and
@@ -72,7 +76,11 @@ struct SweepCount {
   // over the memory cap (model state, or state and stored activations).
   std::vector<int> uneven_dp;
   long long over_cap = 0;
+  long long list_scheduled_skipped = 0;  // (schedule, p, m, v) instances over list_scheduled_max_pm
 };
+
+// The schedules built over all ranks at once (greedy.cpp): a sweep's slow part.
+bool list_scheduled(const std::string& name);
 
 // Why a sweep of `devices` devices at global batch `global_batch` found no configuration, from
 // its count: the batch that no dp divides, or the memory cap, or no schedule instance.

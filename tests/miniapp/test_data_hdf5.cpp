@@ -73,3 +73,27 @@ TEST(DataHdf5, BadFilesNameKeyFileAndDataset) {
   EXPECT_NE(missing.find("data.path"), std::string::npos) << missing;
   EXPECT_NE(missing.find("/nonexistent/tokens.h5"), std::string::npos) << missing;
 }
+
+// Token files are range-checked in the width they are stored in, before any narrowing: an int64
+// token of 2^32 + 5 must not be read as 5 (which model.vocab would then accept).
+TEST(DataHdf5, WideTokensAreRefusedBeforeNarrowing) {
+  const std::string path = ::testing::TempDir() + "tokens_int64.h5";
+  std::remove(path.c_str());
+  const std::vector<long long> v = {1, 2, 3, 4, 4294967301LL};
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {1, 5};
+  const hid_t s = H5Screate_simple(2, dims, nullptr);
+  const hid_t d = H5Dcreate2(f, "tokens", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Dclose(d), H5Sclose(s), H5Fclose(f);
+  std::string msg;
+  try {
+    const Deck deck = deck_for(path);
+    DataSource src(deck, model_shape_from_deck(deck));
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("data.path"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tokens_int64.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4294967301"), std::string::npos) << msg;
+}
