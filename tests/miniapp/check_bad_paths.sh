@@ -2,7 +2,7 @@
 # check_bad_paths.sh MINIPIPE DECK OUTDIR: outputs that collide with each other, with an input or
 # with an existing file, and dump paths too long for MPI-IO, are refused up front with exit 2,
 # naming the key, and nothing is modified or created. A dangling symlink at an output path is
-# refused up front by every command that writes (issue 32 #1: run noticed it after the last step,
+# refused up front by every command that writes (run noticed it after the last step,
 # exit 3, and kept neither the dump nor the checkpoint). A FIFO given as pipeline.costs or to
 # compare is refused instead of blocking the open forever.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_dump_estimate.sh MINIPIPE DECK OUTDIR: the up-front dump size estimate (issue 32 #9) is an
+# check_dump_estimate.sh MINIPIPE DECK OUTDIR: the up-front dump size estimate is an
 # upper bound of the real file within 25% (plus 128 KiB of fixed overhead) at every dump level and
 # two step counts, so the refusal of a dump that cannot fit (bad_dump_cannot_fit) refuses what would
 # not fit and little else.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_output_text.sh MINIPIPE DECK OUTDIR PYTHON: every JSON, SVG and TOML the program writes is
-# valid whatever the inputs (issue 32 class sweep): file names holding a quote, a backslash, a
+# valid whatever the inputs (a class sweep): file names holding a quote, a backslash, a
 # newline and a control byte reach the run's JSON report and Chrome trace, the deck text of /meta
 # and of a checkpoint (read back by a restart), and the titles of `minipipe schedule`'s SVG, trace
 # and JSON. Before: the checkpoint's deck was not valid TOML (its restart was refused) and the SVG

@@ -2,7 +2,7 @@
 # check_verify.sh MINIPIPE DECK OUTDIR: every run ends with the FOM and verification lines (also
 # in the JSON); --verify passes against a reference made at another layout and fails, exit 3,
 # against a reference of another seed. Fast mode with the default AdamW verifies against the
-# deterministic reference (issue 32 #7: the key bias's rounding-noise steps failed it) and still
+# deterministic reference (the key bias's rounding-noise steps failed it) and still
 # fails, exit 3, against a run of another seed.
 set -u
 bin=$1 deck=$2 dir=$3

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # expect_code.sh CODE REGEX -- COMMAND...: passes when COMMAND exits with exactly CODE and its
-# stdout+stderr match REGEX (the exit-code contract of issue 8: 0 / 1 / 2 / 3).
+# stdout+stderr match REGEX (the exit-code contract of docs/design.md §7: 0 / 1 / 2 / 3).
 set -u
 code=$1 regex=$2
 shift 2

@@ -1,4 +1,4 @@
-// Deck checks of issue 8: empty list entries, decks that are not regular files, keys without
+// Deck checks: empty list entries, decks that are not regular files, keys without
 // effect in the chosen configuration, pipeline.timeout, escaped values and compact numbers, and
 // the run's output names (sweeps included) checked against each other and against the inputs.
 #include <gtest/gtest.h>

@@ -56,7 +56,7 @@ TEST(Verdict, BuiltInChecksWantTheLossToFall) {
   EXPECT_FALSE(verify_runs({r}, "/nonexistent/ref.h5", Mode::deterministic).pass);
 }
 
-// Issue 32 #3: a restarted segment is judged from the training's first loss (its checkpoint's),
+// A restarted segment is judged from the training's first loss (its checkpoint's),
 // so a chain of restarts gets the uninterrupted run's verdict; the segment alone may rise.
 TEST(Verdict, RestartedRunIsJudgedFromTheTrainingsFirstLoss) {
   RunReport r;

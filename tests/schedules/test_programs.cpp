@@ -85,7 +85,7 @@ TEST(Programs, LargeSchedulesSimulateAsTheWholeScheduleBitForBit) {
 }
 
 TEST(Programs, SimulationHoldsAboutOneRanksActions) {
-  // Issue 33's bound: the simulation's memory (the programs plus the dependency table at its
+  // The bound of docs/cluster.md: the simulation's memory (the programs plus the dependency table at its
   // peak) within what one rank's action list takes, at p = 128, m = 1024, for every variant
   // built rank by rank; the whole Schedule is p = 128 times that list. Interleaved 1F1B's runs
   // break at every group boundary (m v / group of them per rank), so it is allowed twice that.

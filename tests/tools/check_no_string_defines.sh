@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# check_no_string_defines.sh BUILD_DIR SOURCE_DIR: no compile definition carries a quoted string
-# (issue 32 #14). nvcc_wrapper, the CXX compiler of a CUDA build, passes -DNAME="..." on as
+# check_no_string_defines.sh BUILD_DIR SOURCE_DIR: no compile definition carries a quoted string.
+# nvcc_wrapper, the CXX compiler of a CUDA build, passes -DNAME="..." on as
 # -DNAME=\"...\" and the compile fails ("stray '\' in program"); strings go through generated
 # headers instead (cmake/MiniPipeStringHeader.cmake). Checks the compile lines this build really
 # uses (build.ninja or the Makefiles' flags.make) and the CMake sources' definition commands.
