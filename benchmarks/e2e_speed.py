@@ -5,7 +5,7 @@
 medians, so that ratios come from one run on a shared machine (absolute times alone mean little
 there). Per round: the sgemm rate (minipipe_bench_kernels' cblas benchmark on the model's fc
 shape), each miniPipe configuration, and -- when python3-torch is installed -- an independent
-PyTorch eager model of DESIGN.md §2 on the same shape, thread count and optimizer. A second table
+PyTorch eager model of docs/design.md §2 on the same shape, thread count and optimizer. A second table
 gives each row's fastest timed step against the fastest sgemm round: other tenants of a shared
 host only slow steps down, so that is the nearest a run gets to the code's own speed.
 
@@ -167,7 +167,7 @@ def torch_run(py, a, e):
 
 
 def torch_child(a):
-    """PyTorch eager GPT-2 of DESIGN.md §2, written independently of miniPipe: one thread, fp32, AdamW."""
+    """PyTorch eager GPT-2 of docs/design.md §2, written independently of miniPipe: one thread, fp32, AdamW."""
     import math
     import torch
     import torch.nn as nn

@@ -3,7 +3,7 @@
 // is branch-free and vectorizes, so it is the faster one on every host (fast mode's tolerance
 // contract allows its bits).
 //
-// Every output element is one fixed reduction chain, the same on every backend (DESIGN.md §4),
+// Every output element is one fixed reduction chain, the same on every backend (docs/design.md §4),
 // written once as plain loops in attention_order.hpp.
 // The kernels below only choose which thread computes which elements and in what loop order:
 // one team per (b, h) stages the head's K (forward) or V (backward) transposed in scratch, then

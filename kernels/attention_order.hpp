@@ -1,4 +1,4 @@
-// Causal attention's canonical order written once, as plain loops (DESIGN §4 rule 1): every
+// Causal attention's canonical order written once, as plain loops (docs/design.md §4 rule 1): every
 // attention path (host register tiles, device team kernels, this file's row kernels) computes
 // each element with exactly these chains, and the kernel tests compare every path with them.
 #pragma once

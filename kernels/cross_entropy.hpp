@@ -1,4 +1,4 @@
-// Token cross-entropy of the last stage and the loss normalisation of DESIGN.md §2:
+// Token cross-entropy of the last stage and the loss normalisation of docs/design.md §2:
 // L = (sum of valid per-token losses over the global batch) / (valid tokens in the global batch).
 #pragma once
 

@@ -1,5 +1,5 @@
 // Deterministic exp, log and tanh for float and double, built only from IEEE-exact operations
-// (+ - * /, fma, exact power-of-two scaling), so every backend returns the same bits (DESIGN.md §4.3).
+// (+ - * /, fma, exact power-of-two scaling), so every backend returns the same bits (docs/design.md §4.3).
 #pragma once
 
 #include <cstdint>

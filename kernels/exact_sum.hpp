@@ -1,4 +1,4 @@
-// Order-independent exact accumulation across samples (DESIGN.md §4 rule 2).
+// Order-independent exact accumulation across samples (docs/design.md §4 rule 2).
 // A value is rounded once to a 128-bit fixed-point number; sums of those are exact integer
 // additions, so any micro-batch split, any W order and any all-reduce give the same bits.
 #pragma once
@@ -74,7 +74,7 @@ struct ExactSum {
     add(acc, from_double(v, overflow), overflow);
   }
 
-  // ---- Float fast path: carry-save limbs (Linear backward_weight, DESIGN.md §4 rule 2) ----
+  // ---- Float fast path: carry-save limbs (Linear backward_weight, docs/design.md §4 rule 2) ----
   //
   // A finite float is m * 2^(q - 150) with m < 2^24 (q = biased exponent; subnormals use q = 1),
   // so on the 2^-80 grid it is m * 2^sh with sh = max(q,1) - 70 in [-69, 102] for |v| < 2^46.

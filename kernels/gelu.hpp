@@ -1,4 +1,4 @@
-// GELU activation, tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (DESIGN.md §2):
+// GELU activation, tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (docs/design.md §2):
 // forward and backward-input. It has no weights, so no backward-weight.
 #pragma once
 

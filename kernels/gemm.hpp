@@ -112,7 +112,7 @@ void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N
 // GEMM: for every (m, n) and every sample s = 0..S-1,
 //   p = 0; for k = 0..K-1: p = fma_exact(A_s(m,k), B_s(k,n), p);   then target(m*N + n) += p exactly,
 // where A_s is A with its data advanced by s*a_step (B_s likewise) and the exact addition is that of
-// ExactSum (DESIGN.md §4 rule 2: the bits do not depend on how samples are split into calls, on
+// ExactSum (docs/design.md §4 rule 2: the bits do not depend on how samples are split into calls, on
 // their order, on opt or on the thread count). Each partial goes from the microkernel's tile to
 // carry-save limbs while the tile is in L1 and is folded into the 128-bit accumulators once per
 // group of samples, so no per-sample partial is ever written to memory. Host-accessible memory

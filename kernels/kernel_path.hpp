@@ -1,5 +1,5 @@
 // Which implementation the kernels run: for deterministic kernels the host path (SIMD/packed, host
-// memory) or the device path (team kernels shaped for GPUs), the same bits either way (DESIGN.md §4);
+// memory) or the device path (team kernels shaped for GPUs), the same bits either way (docs/design.md §4);
 // for fast mode's GEMMs the vendor BLAS (KokkosBlas::gemm) or miniPipe's own gemm_det tiles.
 #pragma once
 

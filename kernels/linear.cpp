@@ -123,7 +123,7 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
 // the per-element order of the one-thread-per-column loop it replaces.
 constexpr int kBiasLanes = 64;
 
-// The bias chain, the one order of every bias gradient (DESIGN §4 rule 1): for the columns
+// The bias chain, the one order of every bias gradient (docs/design.md §4 rule 1): for the columns
 // o0 + l, l < no <= L, acc[l] = acc[l] + dy(r, o0 + l) for the rows r = r0 .. r1-1 in order.
 // seen(r, l, v) sees each value as it is read (hold_samples copies it on the way).
 template <int L, class T, class Seen>

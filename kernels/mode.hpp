@@ -4,7 +4,7 @@
 
 namespace minipipe {
 
-// deterministic: bitwise reproducible by construction (DESIGN.md §4).
+// deterministic: bitwise reproducible by construction (docs/design.md §4).
 // fast: vendor GEMM through Kokkos Kernels and libm; compared to deterministic within a tolerance.
 enum class Mode { deterministic, fast };
 

@@ -1,4 +1,4 @@
-// The dataflow order of DESIGN §5 written once as tables: a block's forward and backward-input
+// The dataflow order of docs/design.md §5 written once as tables: a block's forward and backward-input
 // lists, the head's, the model's parameter order, and the kernel label beside each name.
 #include "miniapp/io/dataflow_order.hpp"
 

@@ -1,4 +1,4 @@
-// Where a dump dataset comes from: its place in the order the computation made it (DESIGN §5,
+// Where a dump dataset comes from: its place in the order the computation made it (docs/design.md §5,
 // the dataflow order) and the kernel that produced it, so `minipipe compare` can name the first
 // divergence. Works from the dataset path alone (block-level and kernel-level dumps alike).
 #pragma once

@@ -12,7 +12,7 @@
 
 namespace minipipe::io {
 
-// How much a run dumps (DESIGN.md §5): none; loss only; plus gradients and updated parameters;
+// How much a run dumps (docs/design.md §5): none; loss only; plus gradients and updated parameters;
 // plus activations and input gradients.
 enum class DumpLevel { none, loss, grads, full, kernels };
 
@@ -55,7 +55,7 @@ int unclosable_hdf5_files();
 // Error paths: a DumpError thrown by a collective call is thrown on every rank, and the writer
 // stays usable. If a DumpWriter is destroyed without close() (an exception unwinding), the
 // destructor deletes the temporary on rank 0 and does no collective work, because the peers
-// may be gone or waiting elsewhere (DESIGN.md §7: the driver then aborts the communicator).
+// may be gone or waiting elsewhere (docs/design.md §7: the driver then aborts the communicator).
 // On one rank it closes the HDF5 file properly (emptying the doomed temporary first, so that
 // closing succeeds on a full file system); with more ranks the open HDF5 handles are left to
 // HDF5's own shutdown at MPI_Finalize (or to MPI_Abort), never to a call that could hang.

@@ -216,7 +216,7 @@ double estimated_dump_bytes(const ModelShape& shape, long long batch, long long 
   }
   if (full) step += (2 * L + 3) * (B * T * C * R + kHeader);  // activations: embedding, blocks, lnf; input grads
   if (kernels) {
-    // Per block (DESIGN contract A): forward ln1, qkv(3), atty, attn_proj, res1, ln2, fc(4), gelu(4),
+    // Per block (docs/design.md §5): forward ln1, qkv(3), atty, attn_proj, res1, ln2, fc(4), gelu(4),
     // fc_proj = 17 BTC, att [B,H,T,T], four [B,T] statistics; backward d_gelu(4), d_fc(4), d_ln2,
     // d_res1_ln2, d_res1, d_atty, d_qkv(3), d_ln1, d_x_ln1 = 17 BTC. Head: two [B,T] statistics,
     // logits and dlogits [B,T,V], losses [B,T], d_lnf [B,T,C].

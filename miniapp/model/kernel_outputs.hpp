@@ -1,4 +1,4 @@
-// The kernel outputs inside a block and the head that the kernel-level dump writes (DESIGN §5,
+// The kernel outputs inside a block and the head that the kernel-level dump writes (docs/design.md §5,
 // in computation order) and the one-ULP test hook MINIPIPE_TEST_PERTURB may move.
 #pragma once
 

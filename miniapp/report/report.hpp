@@ -1,4 +1,4 @@
-// What a pipeline run reports (DESIGN.md §6): per-rank time split, measured bubble next to the
+// What a pipeline run reports (docs/design.md §6): per-rank time split, measured bubble next to the
 // simulated and analytic ones, imbalance, peak stored activations, throughput; JSON output.
 #pragma once
 

@@ -31,7 +31,7 @@ struct BlockParams {
 };
 
 // A block's activations for n samples (N = n*T rows), named as the kernel-level dump names them
-// (DESIGN §5). Where each lives (kept from F to W, remade by I, F's scratch, a transient buffer
+// (docs/design.md §5). Where each lives (kept from F to W, remade by I, F's scratch, a transient buffer
 // shared by the blocks) is ActivationStore's business; the block only reads and writes them.
 template <class T>
 struct BlockActivations {
@@ -62,7 +62,7 @@ struct BlockActivations {
   View2<T> d_x_ln1;     // (N, C)  transient: x_in's gradient through LayerNorm 1
 };
 
-// Sees each kernel's output right after the kernel ran: the dump name of DESIGN §5 ("qkv",
+// Sees each kernel's output right after the kernel ran: the dump name of docs/design.md §5 ("qkv",
 // "d_fc") and the buffer, produced on ExecSpace and not yet fenced. A stage's tap feeds the
 // kernel-level dump and the one-ULP test hook.
 template <class T>

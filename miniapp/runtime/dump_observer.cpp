@@ -74,7 +74,7 @@ void DumpObserver<T>::begin_step(int step) {
     w_.create_dataset(group_ + "/activations/lnf", {B, Tl, C}, dtype<T>());
     w_.create_dataset(group_ + "/input_grads/lnf", {B, Tl, C}, dtype<T>());
   }
-  if (level_ >= io::DumpLevel::kernels) {  // every kernel output of DESIGN §5, blocks then head
+  if (level_ >= io::DumpLevel::kernels) {  // every kernel output of docs/design.md §5, blocks then head
     auto create = [&](const std::string& part, const std::vector<KernelOutput>& list) {
       for (const auto& k : list)
         w_.create_dataset(group_ + "/kernels/" + part + "/" + k.name, k.dims(shape_, batch_), dtype<T>());

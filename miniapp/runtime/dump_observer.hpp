@@ -1,5 +1,5 @@
 // The HDF5 dump of a run as a step observer: it creates each step's datasets (collectively) and
-// writes the rows this rank owns, in global names and global sample order (layout of DESIGN §5).
+// writes the rows this rank owns, in global names and global sample order (layout of docs/design.md §5).
 #pragma once
 
 #include <string>

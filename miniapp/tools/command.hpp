@@ -20,7 +20,7 @@ class Validator;
 
 namespace minipipe {
 
-// Exit codes, the same for every subcommand (DESIGN.md §7).
+// Exit codes, the same for every subcommand (docs/design.md §7).
 constexpr int kExitUsage = 2;    // bad input or usage: parse errors, bad Kokkos options, bad deck
 constexpr int kExitFailure = 3;  // failure during the run
 

@@ -85,7 +85,7 @@ struct Spec {
   std::uint64_t elements() const { return rows() * row_elems(); }
 };
 
-// Shapes modelled on DESIGN.md §5 (small), including a scalar, a 3-D activation and an empty
+// Shapes modelled on docs/design.md §5 (small), including a scalar, a 3-D activation and an empty
 // dataset, with f32, f64 and i32.
 inline std::vector<Spec> dump_specs() {
   using minipipe::io::DType;

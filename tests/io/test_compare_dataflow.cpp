@@ -1,4 +1,4 @@
-// Tests of `compare`'s dataflow order and first-divergence line (DESIGN §5, contract B) on small
+// Tests of `compare`'s dataflow order and first-divergence line (docs/design.md §5, contract B) on small
 // dumps written here: the expected orders and lines are spelled out by hand from the contract.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // TEST-ONLY frozen copy of the deterministic exp/log/tanh of kernels/detmath.hpp as they were
 // before the branch-free (vectorizable) rewrite. test_detmath_bits.cpp asserts that the
 // production functions return exactly the bits of these reference functions. Do not edit:
-// this file is the specification of the bits (DESIGN.md section 4 rule 3).
+// this file is the specification of the bits (docs/design.md §4 rule 3).
 #pragma once
 
 #include <cstdint>

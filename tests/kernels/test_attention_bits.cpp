@@ -1,7 +1,7 @@
 // Attention kernels against their canonical order (kernels/attention_order.hpp): the optimised
 // host path's out, att and dqkv must be bitwise those of the order's plain loops in both modes,
 // float and double, over shapes that cover T = 1, T not a multiple of any block size, several head
-// sizes and several samples (DESIGN.md §4). The order itself is checked against attention computed
+// sizes and several samples (docs/design.md §4). The order itself is checked against attention computed
 // in long double (another way: softmax and its gradient written out directly), and so are heads too
 // large for team scratch, which run the order's own row kernels.
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Bitwise equality of the production deterministic exp/log/tanh (kernels/detmath.hpp) and of the
 // GELU kernels with the frozen reference implementation (detmath_reference.hpp): the branch-free
-// vectorizable rewrite must not change a single result bit (DESIGN.md §4 rule 3). Inputs: random
+// vectorizable rewrite must not change a single result bit (docs/design.md §4 rule 3). Inputs: random
 // bit patterns over the whole range, dense sweeps around every special point (0, subnormals,
 // exp overflow/underflow thresholds, tanh saturation and small-argument cut-offs, reduction
 // boundaries, inf, NaN), and a strided walk over every float. Set MINIPIPE_DETMATH_EXHAUSTIVE=1

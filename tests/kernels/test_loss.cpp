@@ -1,4 +1,4 @@
-// Loss normalisation (DESIGN.md §2): the global loss is the sum of per-token losses over the
+// Loss normalisation (docs/design.md §2): the global loss is the sum of per-token losses over the
 // whole global batch divided by its valid-token count, never the mean of micro-batch means.
 #include <gtest/gtest.h>
 

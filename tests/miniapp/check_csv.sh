@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_csv.sh MINIPIPE CHECKER DECK REF.h5 OUTDIR CSV PLACEMENT: runs a PyTorch-format CSV schedule
-# on as many ranks as it has rows; its dump must pass the DESIGN §5 schema check and be bit for
+# on as many ranks as it has rows; its dump must pass the docs/design.md §5 schema check and be bit for
 # bit the reference (`minipipe compare`).
 set -uo pipefail
 bin=$1 check=$2 deck=$3 ref=$4 outdir=$5 csv=$6 placement=$7

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_dp.sh MINIPIPE CHECKER DECK REF.h5 OUTDIR P DP SCHEDULE M: runs SCHEDULE with DP
 # data-parallel replicas of a P-rank pipeline (mpiexec -n P*DP); the dump must hold every
-# dataset DESIGN §5 promises (CHECKER --schema-only) and equal the one-rank reference bit for bit
+# dataset docs/design.md §5 promises (CHECKER --schema-only) and equal the one-rank reference bit for bit
 # (minipipe compare: same datasets, same bit patterns).
 set -u
 bin=$1 check=$2 deck=$3 ref=$4 outdir=$5 p=$6 dp=$7 schedule=$8 m=$9

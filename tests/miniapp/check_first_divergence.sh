@@ -1,5 +1,5 @@
 #!/bin/bash
-# `minipipe compare` names the first divergence (contract B of DESIGN §5): with the one-ULP test
+# `minipipe compare` names the first divergence (contract B of docs/design.md §5): with the one-ULP test
 # hook on a forward kernel (layer_00/qkv) and a backward kernel (layer_00/d_fc), on the host and
 # the forced device kernel path, its last line names that dataset and kernel, element 0 and 1 ULP;
 # between two unperturbed runs it prints "first divergence: none" and exits 0.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The kernel-level dump (output.dump_level = kernels, DESIGN §5): bitwise the same at p = 1 and
+# The kernel-level dump (output.dump_level = kernels, docs/design.md §5): bitwise the same at p = 1 and
 # p = 2 (1f1b with uneven micro-batches and block recompute; zb-h1 with attention recompute; 1f1b
 # on the device kernel path), its block-level datasets bitwise those of a full-level dump, and its
 # schema and block intermediates checked against the independent double reference (tests/reference).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The one-ULP test hook MINIPIPE_TEST_PERTURB (DESIGN §5): with it on a forward kernel and a
+# The one-ULP test hook MINIPIPE_TEST_PERTURB (docs/design.md §5): with it on a forward kernel and a
 # backward kernel, on the host and on the forced device kernel path, the first dataset in dataflow
 # order (dataflow_order.sh) whose bits differ from an unperturbed run is the perturbed one; without
 # it nothing differs (p = 1 against p = 2 with block recompute); a bad value exits 2 naming the

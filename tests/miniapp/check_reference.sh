@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_reference.sh MINIPIPE CHECKER OUTDIR NP [checker flags...] -- [run args...]: runs minipipe
 # on NP ranks with a full dump into a fresh OUTDIR and checks the dump against the independent
-# double-precision reference (tests/reference) and the DESIGN §5 schema.
+# double-precision reference (tests/reference) and the docs/design.md §5 schema.
 set -uo pipefail
 bin=$1 check=$2 outdir=$3 np=$4; shift 4
 flags=()

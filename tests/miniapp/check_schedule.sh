@@ -2,7 +2,7 @@
 # check_schedule.sh MINIPIPE CHECKER DECK REF.h5 OUTDIR P SCHEDULE [extra run args...]:
 # runs SCHEDULE on P ranks for every m in $MINIPIPE_TEST_MS (default 1 2 4 8) it accepts with
 # $MINIPIPE_TEST_V chunks (default 0: the schedule's own) in one launch (a sweep) into a fresh
-# OUTDIR; each dump must hold every dataset DESIGN §5 promises (CHECKER --schema-only) and be bit
+# OUTDIR; each dump must hold every dataset docs/design.md §5 promises (CHECKER --schema-only) and be bit
 # for bit the one-rank sequential reference (`minipipe compare`: bit patterns, so -0 != +0 and
 # NaN payloads count, and a dataset in one file only is a difference).
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prints the datasets of a dump in the dataflow order of DESIGN §5 (the order `minipipe compare`
+# Prints the datasets of a dump in the dataflow order of docs/design.md §5 (the order `minipipe compare`
 # names the first divergence in), one path a line, for n_layer layers and the steps given.
 # Datasets a dump does not hold are printed all the same (callers skip what is missing).
 # Usage: dataflow_order.sh N_LAYER STEP...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # expect_fail.sh [--code N] [--np P] [--must REGEX]... [--no-file PATH]... [--empty-dir DIR] -- COMMAND...
-# Bad-input contract of DESIGN §7: COMMAND (on P ranks under mpiexec, or alone without --np) must
+# Bad-input contract of docs/design.md §7: COMMAND (on P ranks under mpiexec, or alone without --np) must
 # exit with exactly code N (default 2) on every rank by itself, print exactly one
 # "minipipe: error" line, that line must match every REGEX (key, value, what is allowed), and it
 # must leave no PATH, PATH.tmp nor anything in DIR (created empty before the run) behind.

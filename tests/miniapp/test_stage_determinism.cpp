@@ -1,5 +1,5 @@
 // Deterministic mode, float32: the same step twice, any micro-batch split and any W order give
-// bitwise identical loss, gradients and updated parameters (DESIGN.md §4).
+// bitwise identical loss, gradients and updated parameters (docs/design.md §4).
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,4 +1,4 @@
-// Dump schema check: builds the list of datasets DESIGN.md §5 promises for the dump level and
+// Dump schema check: builds the list of datasets docs/design.md §5 promises for the dump level and
 // compares it with what the file holds (missing, extra, wrong shape, wrong type).
 #include "dump_schema.hpp"
 
@@ -95,7 +95,7 @@ RunInfo read_run_info(const io::DumpReader& r) {
 
 std::vector<std::string> check_schema(const io::DumpReader& r, const RunInfo& info) {
   std::vector<std::string> problems;
-  // /meta attributes DESIGN §5 lists.
+  // /meta attributes docs/design.md §5 lists.
   const auto names = r.attribute_names("/meta");
   for (const char* a : {"vocab", "seq_len", "channels", "n_head", "n_layer", "schedule", "p", "v", "m", "dp", "mode",
                         "backend", "versions", "deck"})
@@ -131,7 +131,7 @@ std::vector<std::string> check_schema(const io::DumpReader& r, const RunInfo& in
       want[g + "/activations/lnf"] = {{B, T, C}, "f"};
       want[g + "/input_grads/lnf"] = {{B, T, C}, "f"};
     }
-    if (kernels) {  // DESIGN §5's kernel level, as the contract lists it
+    if (kernels) {  // docs/design.md §5's kernel level, as the contract lists it
       const std::uint64_t H = s.n_head, V = s.vocab;
       const std::vector<std::pair<const char*, std::vector<std::uint64_t>>> block = {
           {"ln1", {B, T, C}},       {"ln1_mean", {B, T}},      {"ln1_rstd", {B, T}},      {"qkv", {B, T, 3 * C}},
@@ -179,12 +179,12 @@ std::vector<std::string> check_schema(const io::DumpReader& r, const RunInfo& in
                           : e.type == "int" ? "an integer"
                                             : "a float"));
     if (path.size() > 7 && path.compare(path.size() - 7, 7, "/tokens") == 0 && d.type_text != "i32")
-      problems.push_back(path + ": type " + d.type_text + ", DESIGN §5 says int32");
+      problems.push_back(path + ": type " + d.type_text + ", docs/design.md §5 says int32");
     if (path.size() > 8 && path.compare(path.size() - 8, 8, "/targets") == 0 && d.type_text != "i32")
-      problems.push_back(path + ": type " + d.type_text + ", DESIGN §5 says int32");
+      problems.push_back(path + ": type " + d.type_text + ", docs/design.md §5 says int32");
   }
   for (const auto& [path, d] : have)
-    if (!want.count(path)) problems.push_back(path + ": not in the DESIGN §5 layout for dump level " + lv);
+    if (!want.count(path)) problems.push_back(path + ": not in the docs/design.md §5 layout for dump level " + lv);
   return problems;
 }
 

@@ -1,4 +1,4 @@
-// The HDF5 dump layout of DESIGN.md §5 as a checklist: for a dump's level, every promised
+// The HDF5 dump layout of docs/design.md §5 as a checklist: for a dump's level, every promised
 // dataset present with its shape and type, nothing else outside /meta, the /meta attributes set.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The reference model's math, straight from DESIGN.md §2: pre-LN GPT-2 blocks, causal attention,
+// The reference model's math, straight from docs/design.md §2: pre-LN GPT-2 blocks, causal attention,
 // tanh-GELU, untied head, token cross-entropy over valid targets; backward by the chain rule.
 #include "gpt2_reference.hpp"
 
@@ -11,7 +11,7 @@ namespace minipipe::reference {
 namespace {
 
 using Vec = std::vector<double>;
-constexpr double kLnEps = 1e-5;  // DESIGN §2: LayerNorm eps 1e-5, biased variance
+constexpr double kLnEps = 1e-5;  // docs/design.md §2: LayerNorm eps 1e-5, biased variance
 
 // y (N,out) = x (N,in) W^T + b, W row-major (out,in) as torch.nn.Linear; b may be null.
 Vec linear(const Vec& x, const Tensor& W, const Tensor* b, std::size_t N) {

@@ -1,4 +1,4 @@
-// Independent double-precision GPT-2 (pre-LN) written from DESIGN.md §2 alone: forward, backward
+// Independent double-precision GPT-2 (pre-LN) written from docs/design.md §2 alone: forward, backward
 // and the AdamW/SGD updates on plain std::vector<double>; shares no code with kernels/ or miniapp/.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace minipipe::reference {
 
-// Model shape as DESIGN §2 names it (block_size = rows of wpe, >= seq_len).
+// Model shape as docs/design.md §2 names it (block_size = rows of wpe, >= seq_len).
 struct Shape {
   int vocab = 0, seq_len = 0, block_size = 0, channels = 0, n_head = 0, n_layer = 0;
 };
@@ -21,7 +21,7 @@ struct Tensor {
 };
 using Params = std::map<std::string, Tensor>;
 
-// Global parameter names and shapes of DESIGN §2, in a fixed order (embedding, blocks, head).
+// Global parameter names and shapes of docs/design.md §2, in a fixed order (embedding, blocks, head).
 std::vector<std::pair<std::string, std::vector<std::uint64_t>>> parameter_table(const Shape& s);
 // "layer_07": the dump name of block 7.
 std::string layer_name(int layer);

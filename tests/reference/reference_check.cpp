@@ -1,5 +1,5 @@
 // minipipe_reference_check: checks a real run's HDF5 dump against the independent double
-// reference (tests/reference/gpt2_reference.*) and the DESIGN §5 schema. Exit 0 pass, 1 fail, 2 error.
+// reference (tests/reference/gpt2_reference.*) and the docs/design.md §5 schema. Exit 0 pass, 1 fail, 2 error.
 //
 // Tolerances, derived from floating-point error (u = 2^-24 for a float32 run, 2^-53 for double).
 // Inside one layer the longest chain of roundings is a reduction of K = max(4C, V, T) + C terms
@@ -174,14 +174,14 @@ void check_step(const io::DumpReader& r, Checker& ck, int k, ref::Params& params
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Check a minipipe dump against an independent double-precision GPT-2 reference and the DESIGN §5 "
+      "Check a minipipe dump against an independent double-precision GPT-2 reference and the docs/design.md §5 "
       "schema. Exit 0 pass, 1 mismatch, 2 error."};
   std::string dump, tokens_file, tokens_dataset = "tokens";
   bool schema_only = false, need_padding = false, need_uneven = false, verbose = false;
   int need_steps = 0;
   double tol_scale = 1.0;
   app.add_option("DUMP", dump, "HDF5 dump of a minipipe run")->required();
-  app.add_flag("--schema-only", schema_only, "only check the DESIGN §5 layout (any dump level)");
+  app.add_flag("--schema-only", schema_only, "only check the docs/design.md §5 layout (any dump level)");
   app.add_flag("--require-padding", need_padding, "fail unless some target is padding (-1)");
   app.add_flag("--require-uneven", need_uneven, "fail unless the micro-batches differ in size (B % m != 0)");
   app.add_option("--require-steps", need_steps, "fail unless the dump holds at least this many steps");
@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
     const auto problems = ref::check_schema(r, info);
     for (const auto& p : problems) std::cout << "SCHEMA " << p << "\n";
     failures += static_cast<int>(problems.size());
-    std::cout << "schema (DESIGN §5, level " << info.level << "): " << (problems.empty() ? "complete" : "FAILED")
+    std::cout << "schema (docs/design.md §5, level " << info.level << "): " << (problems.empty() ? "complete" : "FAILED")
               << "\n";
     if (!problems.empty()) return 1;
 
