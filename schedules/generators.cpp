@@ -156,15 +156,19 @@ Rankwise gen_interleaved(int p, int m, int v, int group) {
   // The order in which each rank visits (chunk, micro-batch): the same on every rank.
   auto order = std::make_shared<std::vector<std::pair<int, int>>>();  // {chunk, micro-batch}
   order->reserve(static_cast<std::size_t>(total));
-  for (int first = 0; first < m; first += group)
+  // A group of m or more is one group of all m (group is any int >= 1: no first + group).
+  const int step = std::min(group, m);
+  for (int first = 0; first < m; first += step)
     for (int c = 0; c < v; ++c)
-      for (int mb = first; mb < std::min(first + group, m); ++mb) order->emplace_back(c, mb);
+      for (int mb = first; mb < first + std::min(step, m - first); ++mb) order->emplace_back(c, mb);
   auto build = [&](int extra) {
     w.row = [order, p, v, group, total, extra](int r, std::vector<Action>& row) {
       const auto& o = *order;
       auto fwd = [&](int k) { return Action::make(Op::F, o[k].first * p + r, o[k].second); };
       auto bwd = [&](int k) { return Action::make(Op::B, (v - 1 - o[k].first) * p + r, o[k].second); };
-      const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * group + extra, total);
+      // In 64 bits: (v-1) * group overflows an int for a large group (then every forward first).
+      const int warmup = static_cast<int>(
+          std::min<long long>(2LL * (p - 1 - r) + static_cast<long long>(v - 1) * group + extra, total));
       for (int k = 0; k < warmup; ++k) row.push_back(fwd(k));
       for (int k = 0; k < total - warmup; ++k) {
         row.push_back(fwd(warmup + k));
@@ -661,6 +665,10 @@ Schedule make_schedule(const std::string& name, int p, int m, int v, const Sched
   }
   if (name == "v-half" || name == "v-min") return gen_v_capped(name, p, m, opt);
   throw ScheduleError("internal error: no generator for schedule '" + name + "'");
+}
+
+void check_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
+  check_arguments(name, p, m, v == 0 ? find_variant(name).default_v : v, opt);
 }
 
 bool built_rank_by_rank(const std::string& name) {

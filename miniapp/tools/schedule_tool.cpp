@@ -93,6 +93,8 @@ int ScheduleTool::run(std::ostream& out) {
       sched::ScheduleOptions opt;
       opt.group = group;
       opt.memory_cap = memory_cap;
+      // Sizes first: the cost tables below hold p*v entries.
+      sched::check_schedule(schedule, p, m, v, opt);
       // The list-scheduled variants plan with the costs they are simulated with.
       const int stages = p * (v == 0 ? sched::default_v(schedule) : v);
       const sched::CostModel planned = sched::parse_costs(cost, stages, comm).resolved(stages, 1);
