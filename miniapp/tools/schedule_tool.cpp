@@ -32,14 +32,14 @@ void ScheduleTool::attach(CLI::App& parent) {
   auto* o_m = sub->add_option("-m", m, "micro-batches per optimizer step")->check(CLI::PositiveNumber);
   auto* o_v = sub->add_option("-v", v,
                               "stages (model chunks) per rank; 0 = the schedule's default (2 for "
-                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min, dualpipe; else 1)")
+                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min, v-mem, dualpipe; else 1)")
                   ->check(CLI::NonNegativeNumber);
   auto* o_group = sub->add_option("--group", group,
                                   "interleaved-1f1b: micro-batches per group through the chunks; 0 = p "
                                   "(Megatron's depth-first), >= m = breadth-first")
                       ->check(CLI::NonNegativeNumber);
   auto* o_cap = sub->add_option("--memory-cap", memory_cap,
-                                "zb-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
+                                "zb-mem, v-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
                                 "scheduling plans with --cost")
                     ->check(CLI::NonNegativeNumber);
   sub->add_option("--cost", cost,
