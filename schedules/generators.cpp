@@ -489,9 +489,10 @@ class Fastest {
 
 // Planning must stay fast (a sweep plans thousands of schedules; `minipipe schedule` allows p*v*m
 // up to 2^22), so the search narrows with the size: up to kSearchActions actions every cap from
-// the given one down, both forward orders and the paper constructions around; up to kKnobActions
-// the W policies, admission rules and paces at the cap; beyond, one list scheduling.
-constexpr long long kSearchActions = 4000, kKnobActions = 200000;
+// the given one down, both forward orders and the paper constructions around; up to kKnobWork
+// actions times p (a list scheduling's cost) the W policies, admission rules and paces at the
+// cap; beyond, one list scheduling.
+constexpr long long kSearchActions = 4000, kKnobWork = 4000000;
 
 bool searched(int p, int m, int v) {
   return 3LL * p * v * m <= kSearchActions;
@@ -511,7 +512,7 @@ void offer_greedy(Fastest& best, GreedyInput in, int lowest) {
   const double period = *std::max_element(per_rank.begin(), per_rank.end());
   const int top = in.cap.empty() ? in.v : in.cap[0];
   const bool search = searched(in.p, in.m, in.v);
-  const bool knobs = 3LL * in.p * in.v * in.m <= kKnobActions;
+  const bool knobs = 3LL * in.p * in.v * in.m * in.p <= kKnobWork;
   const std::vector<double> paces = knobs ? std::vector<double>{0.0, 1.0, 1.1, 1.25, 1.5} : std::vector<double>{0.0};
   // Below the cap the paces, which matter least, are left out.
   for (int cap = top; cap >= std::max(in.v, search ? lowest : top); --cap)
@@ -646,11 +647,11 @@ void check_arguments(const std::string& name, int p, int m, int v, const Schedul
   // Bounds the memory a schedule takes (a few actions per stage and micro-batch).
   const long long cells = 1LL * p * v * m;
   if (cells > (1LL << 22)) reject(name, "p*v*m", cells, "need p*v*m <= 4194304");
-  // The list scheduling picks each action among p ranks: its time grows as p*v*m * p (zb-mem at
-  // p = 512 took minutes at m = 8192, 17 s of CPU at m = 512), so the list-scheduled variants stop
-  // at 2^16 cells (p = 512, m = 128: about 4 s).
-  if (cells > (1LL << 16) && (name == "zb-mem" || name == "v-half" || name == "v-min" || name == "v-mem"))
-    reject(name, "p*v*m", cells, "need p*v*m <= 65536 for a list-scheduled schedule");
+  // The list scheduling wakes every waiting rank after each action: its time grows as p*v*m * p
+  // (zb-mem at p = 512 ran for minutes at m = 8192, 17 s of CPU at m = 128), so the list-scheduled
+  // variants stop at p*p*v*m = 2^23 (p = 512, m = 32; p = 16, v*m = 32768).
+  if (cells * p > (1LL << 23) && (name == "zb-mem" || name == "v-half" || name == "v-min" || name == "v-mem"))
+    reject(name, "p*p*v*m", cells * p, "need p*p*v*m <= 8388608 for a list-scheduled schedule");
 
   if (name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "zb-h2" ||
       name == "zb-mem") {
