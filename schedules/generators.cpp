@@ -156,15 +156,19 @@ Rankwise gen_interleaved(int p, int m, int v, int group) {
   // The order in which each rank visits (chunk, micro-batch): the same on every rank.
   auto order = std::make_shared<std::vector<std::pair<int, int>>>();  // {chunk, micro-batch}
   order->reserve(static_cast<std::size_t>(total));
-  for (int first = 0; first < m; first += group)
+  // A group of m or more is one group of all m (group is any int >= 1: no first + group).
+  const int step = std::min(group, m);
+  for (int first = 0; first < m; first += step)
     for (int c = 0; c < v; ++c)
-      for (int mb = first; mb < std::min(first + group, m); ++mb) order->emplace_back(c, mb);
+      for (int mb = first; mb < first + std::min(step, m - first); ++mb) order->emplace_back(c, mb);
   auto build = [&](int extra) {
     w.row = [order, p, v, group, total, extra](int r, std::vector<Action>& row) {
       const auto& o = *order;
       auto fwd = [&](int k) { return Action::make(Op::F, o[k].first * p + r, o[k].second); };
       auto bwd = [&](int k) { return Action::make(Op::B, (v - 1 - o[k].first) * p + r, o[k].second); };
-      const int warmup = std::min(2 * (p - 1 - r) + (v - 1) * group + extra, total);
+      // In 64 bits: (v-1) * group overflows an int for a large group (then every forward first).
+      const int warmup = static_cast<int>(
+          std::min<long long>(2LL * (p - 1 - r) + static_cast<long long>(v - 1) * group + extra, total));
       for (int k = 0; k < warmup; ++k) row.push_back(fwd(k));
       for (int k = 0; k < total - warmup; ++k) {
         row.push_back(fwd(warmup + k));
@@ -456,12 +460,49 @@ CostModel cost_of(const GreedyInput& in) {
   return cost;
 }
 
-// The list scheduling under each W policy and admission rule; the one that simulates fastest
-// (the first on a tie). The safe admission always completes, so there is always one.
-Schedule best_greedy(GreedyInput in) {
-  const CostModel cost = cost_of(in);
-  Schedule best;
-  double best_time = 0;
+// Keeps the fastest schedule offered whose peak activation memory (micro-batch units, a V chunk
+// counting 1/v) is at most `bound`; the first offered wins a tie, so a paper's construction offered
+// first stays wherever nothing is strictly faster (its closed form then holds).
+class Fastest {
+ public:
+  Fastest(CostModel cost, double bound) : cost_(std::move(cost)), bound_(bound) {}
+  void offer(Schedule s) {
+    // The makespan only: simulate_totals's is simulate's to the bit, without the timeline.
+    const StepTotals t = simulate_totals(s, cost_);
+    const double memory = *std::max_element(t.activation_mem.begin(), t.activation_mem.end());
+    if (memory > bound_ + 1e-9 || (!best_.ranks.empty() && !(t.makespan < time_))) return;
+    best_ = std::move(s);
+    time_ = t.makespan;
+  }
+  bool empty() const { return best_.ranks.empty(); }
+  Schedule take(const std::string& name) {
+    best_.name = name;
+    return std::move(best_);
+  }
+
+ private:
+  CostModel cost_;
+  double bound_;
+  Schedule best_;
+  double time_ = 0;
+};
+
+// Planning must stay fast (a sweep plans thousands of schedules; `minipipe schedule` allows p*v*m
+// up to 2^22), so the search narrows with the size: up to kSearchActions actions every cap from
+// the given one down, both forward orders and the paper constructions around; up to kKnobWork
+// actions times p (a list scheduling's cost) the W policies, admission rules and paces at the
+// cap; beyond, one list scheduling.
+constexpr long long kSearchActions = 4000, kKnobWork = 4000000;
+
+bool searched(int p, int m, int v) {
+  return 3LL * p * v * m <= kSearchActions;
+}
+
+// The list scheduling under per-rank caps from in.cap down to `lowest` (stored (stage,
+// micro-batch) pairs), each W policy, admission rule, forward order and injection pace; every
+// run that completes is offered. A tighter cap is sometimes faster: it keeps a rank from filling
+// its memory with forwards while the pipe behind it starves.
+void offer_greedy(Fastest& best, GreedyInput in, int lowest) {
   // One micro-batch's work on the busiest rank: the period of a steady state without bubbles.
   std::vector<double> per_rank(static_cast<std::size_t>(in.p), 0.0);
   const auto map = in.placement == Placement::v ? v_placement(in.p, in.v) : looped_placement(in.p, in.v);
@@ -469,53 +510,51 @@ Schedule best_greedy(GreedyInput in) {
   for (std::size_t st = 0; st < map.size(); ++st)
     per_rank[static_cast<std::size_t>(map[st])] += at(in.F, st) + at(in.I, st) + at(in.W, st);
   const double period = *std::max_element(per_rank.begin(), per_rank.end());
-  for (double pace : {0.0, 1.0, 1.1, 1.25, 1.5})
-    for (bool tight : {false, true})
-      for (WPolicy w : {WPolicy::last, WPolicy::when_full, WPolicy::first}) {
-        in.inject_interval = pace * period;
-        in.w_policy = w;
-        in.tight_admission = tight;
-        std::optional<Schedule> s = greedy_schedule(in);
-        if (!s) continue;
-        // The makespan only: simulate_totals's is simulate's to the bit, without the timeline.
-        const double t = simulate_totals(*s, cost).makespan;
-        if (best.ranks.empty() || t < best_time) {
-          best = std::move(*s);
-          best_time = t;
-        }
-      }
-  return best;
+  const int top = in.cap.empty() ? in.v : in.cap[0];
+  const bool search = searched(in.p, in.m, in.v);
+  const bool knobs = 3LL * in.p * in.v * in.m * in.p <= kKnobWork;
+  const std::vector<double> paces = knobs ? std::vector<double>{0.0, 1.0, 1.1, 1.25, 1.5} : std::vector<double>{0.0};
+  // Below the cap the paces, which matter least, are left out.
+  for (int cap = top; cap >= std::max(in.v, search ? lowest : top); --cap)
+    for (double pace : cap == top ? paces : std::vector<double>{0.0})
+      for (bool tight : {false, true})
+        for (WPolicy w : {WPolicy::last, WPolicy::when_full, WPolicy::first})
+          for (bool earliest : {false, true}) {
+            if ((earliest && !search) || (!knobs && (tight || w != WPolicy::last))) continue;
+            in.cap.assign(static_cast<std::size_t>(in.p), cap);
+            in.inject_interval = pace * period;
+            in.w_policy = w;
+            in.tight_admission = tight;
+            in.forward_earliest_stage = earliest;
+            if (std::optional<Schedule> s = greedy_schedule(in)) best.offer(std::move(*s));
+          }
 }
 
-// V-Half and V-Min: V placement, split backward, list-scheduled under the paper's memory cap: a
-// rank runs I first, a forward when its memory has room, a W when nothing else is ready (or
-// sooner, whichever W policy simulates fastest).
-Schedule gen_v_capped(const std::string& name, int p, int m, const ScheduleOptions& opt) {
+// V placement, split backward, under a cap of `cap_pairs` stored chunk-micro-batches per rank:
+// the list scheduling at that cap and a little below it, and ZB-V's construction where it fits.
+Schedule gen_v_capped(const std::string& name, int p, int m, int cap_pairs, const ScheduleOptions& opt) {
   GreedyInput in = greedy_input(name, p, m, 2, Placement::v, opt);
-  in.cap.assign(p, name == "v-half" ? v_half_cap(p) : v_min_cap(p));
-  return best_greedy(in);
+  Fastest best(cost_of(in), cap_pairs / 2.0);
+  if (name == "zb-v" || searched(p, m, 2))
+    best.offer(build(m >= 2 * p - 1 ? gen_zbv(p, m) : keep_microbatches(gen_zbv(p, 2 * p - 1), m)));
+  in.cap.assign(p, std::min(cap_pairs, 2 * m));  // a rank never holds more than its 2m pairs
+  offer_greedy(best, in, in.cap[0] - 2);
+  return best.take(name);
 }
 
-// zb-mem: a zero-bubble schedule (split backward, one chunk per rank) under a cap on the
-// micro-batches each rank stores, from the given F/I/W costs: the list scheduling's order, or
-// ZB-H1's or ZB-H2's where they fit under the cap and simulate faster, so it is never slower
-// than ZB-H1 at the same memory.
-Schedule gen_zb_mem(int p, int m, const ScheduleOptions& opt) {
-  const int cap = opt.memory_cap == 0 ? p : opt.memory_cap;
-  GreedyInput in = greedy_input("zb-mem", p, m, 1, Placement::loop, opt);
-  in.cap.assign(p, cap);
-  Schedule best = best_greedy(in);
-  const CostModel cost = cost_of(in);
-  double best_time = simulate(best, cost).makespan;
-  for (bool h2 : {false, true}) {
-    Schedule s = build(gen_zero_bubble_h("zb-mem", p, m, h2));
-    const SimResult r = simulate(s, cost);
-    if (*std::max_element(r.peak_held.begin(), r.peak_held.end()) <= cap && r.makespan < best_time) {
-      best = std::move(s);
-      best_time = r.makespan;
-    }
+// ZB-H1 / ZB-H2 / zb-mem: one chunk per rank, split backward, at most `cap` stored micro-batches:
+// the paper constructions where they fit, then the list scheduling at caps down to p - 1 below.
+Schedule gen_zb_capped(const std::string& name, int p, int m, int cap, const ScheduleOptions& opt) {
+  GreedyInput in = greedy_input(name, p, m, 1, Placement::loop, opt);
+  Fastest best(cost_of(in), cap);
+  if (name == "zb-h2") best.offer(build(gen_zero_bubble_h(name, p, m, true)));
+  if (name != "zb-h2" || searched(p, m, 1)) best.offer(build(gen_zero_bubble_h(name, p, m, false)));
+  if (name == "zb-mem") best.offer(build(gen_zero_bubble_h(name, p, m, true)));
+  if (name == "zb-mem" || searched(p, m, 1)) {
+    in.cap.assign(p, std::min(cap, m));  // a rank never holds more than its m micro-batches
+    offer_greedy(best, in, std::min(in.cap[0], p) - 1);
   }
-  return best;
+  return best.take(name);
 }
 
 struct Variant {
@@ -549,6 +588,10 @@ const Variant kVariants[] = {
     {"v-min", 2,
      "v = 2, V placement, split backward; any p, m >= 1; list-scheduled under a cap of (p+4)/3 stored "
      "micro-batches per rank (a third of 1F1B's p)"},
+    {"v-mem", 2,
+     "v = 2, V placement, split backward; any p, m >= 1; at most pipeline.memory_cap stored micro-batches "
+     "per rank (default p; a chunk-micro-batch counts half): the fastest list scheduling under the cap, or "
+     "ZB-V's construction where it fits"},
     {"zb-mem", 1,
      "v = 1, split backward; any p, m >= 1; at most pipeline.memory_cap stored micro-batches per rank "
      "(default p, 1F1B's); never slower in simulation than ZB-H1 where ZB-H1 fits the cap"},
@@ -604,6 +647,11 @@ void check_arguments(const std::string& name, int p, int m, int v, const Schedul
   // Bounds the memory a schedule takes (a few actions per stage and micro-batch).
   const long long cells = 1LL * p * v * m;
   if (cells > (1LL << 22)) reject(name, "p*v*m", cells, "need p*v*m <= 4194304");
+  // The list scheduling wakes every waiting rank after each action: its time grows as p*v*m * p
+  // (zb-mem at p = 512 ran for minutes at m = 8192, 17 s of CPU at m = 128), so the list-scheduled
+  // variants stop at p*p*v*m = 2^23 (p = 512, m = 32; p = 16, v*m = 32768).
+  if (cells * p > (1LL << 23) && (name == "zb-mem" || name == "v-half" || name == "v-min" || name == "v-mem"))
+    reject(name, "p*p*v*m", cells * p, "need p*p*v*m <= 8388608 for a list-scheduled schedule");
 
   if (name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" || name == "zb-h2" ||
       name == "zb-mem") {
@@ -614,9 +662,9 @@ void check_arguments(const std::string& name, int p, int m, int v, const Schedul
     const int group = opt.group == 0 ? p : opt.group;
     if (group < 1) reject(name, "group", group, "need group >= 1 micro-batches (0 = p)");
   }
-  if (name == "zb-mem" && opt.memory_cap < 0)
+  if ((name == "zb-mem" || name == "v-mem") && opt.memory_cap < 0)
     reject(name, "memory_cap", opt.memory_cap, "need memory_cap >= 1 micro-batches (0 = p)");
-  if ((name == "v-half" || name == "v-min" || name == "zb-v" || name == "dualpipev") && v != 2)
+  if ((name == "v-half" || name == "v-min" || name == "v-mem" || name == "zb-v" || name == "dualpipev") && v != 2)
     reject(name, "v", v, "need v = 2");
   if (name == "dualpipe" && v != 2)
     reject(name, "v", v, "need v = 2 (one part of each of the two model copies per rank)");
@@ -629,6 +677,11 @@ bool rank_by_rank(const std::string& name) {
        {"sequential", "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipev"})
     if (name == n) return true;
   return false;
+}
+
+// The variants built rank by rank that are also searched around (make_schedule) when small.
+bool searched_variant(const std::string& name, int p, int m) {
+  return (name == "zb-h1" || name == "zb-h2") ? searched(p, m, 1) : name == "zb-v" && searched(p, m, 2);
 }
 
 // A (checked) variant of rank_by_rank.
@@ -651,16 +704,31 @@ Schedule make_schedule(const std::string& name, int p, int m, int v, const Sched
   const Variant& var = find_variant(name);
   if (v == 0) v = var.default_v;
   check_arguments(name, p, m, v, opt);
+  // Searched around the paper's construction (a list scheduling is kept where it is faster at
+  // no more memory); too large to search: the construction, streamed rank by rank.
+  if (searched_variant(name, p, m)) {
+    if (name == "zb-h1") return gen_zb_capped(name, p, m, p, opt);
+    if (name == "zb-h2") return gen_zb_capped(name, p, m, 2 * p - 1, opt);
+    if (name == "zb-v") return gen_v_capped(name, p, m, 2 * p, opt);
+  }
   if (rank_by_rank(name)) return build(rankwise_variant(name, p, m, v, opt));
-  if (name == "zb-mem") return gen_zb_mem(p, m, opt);
+  // Caps above m micro-batches (any int is allowed) hold no more than m.
+  const int cap = std::min(opt.memory_cap == 0 ? p : opt.memory_cap, m);
+  if (name == "zb-mem") return gen_zb_capped(name, p, m, cap, opt);
+  if (name == "v-mem") return gen_v_capped(name, p, m, 2 * cap, opt);
   if (name == "dualpipe") {
     // Built whole, then compressed by make_rank_programs (minipipe scale does not sweep it).
     if (p % 2 == 1) return gen_dualpipe_merged(p, m);
     const int full = std::max(2 * p, m + m % 2);
     return build(full == m ? gen_dualpipe_deepseek(p, m) : keep_microbatches(gen_dualpipe_deepseek(p, full), m));
   }
-  if (name == "v-half" || name == "v-min") return gen_v_capped(name, p, m, opt);
+  if (name == "v-half") return gen_v_capped(name, p, m, v_half_cap(p), opt);
+  if (name == "v-min") return gen_v_capped(name, p, m, v_min_cap(p), opt);
   throw ScheduleError("internal error: no generator for schedule '" + name + "'");
+}
+
+void check_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {
+  check_arguments(name, p, m, v == 0 ? find_variant(name).default_v : v, opt);
 }
 
 bool built_rank_by_rank(const std::string& name) {
@@ -672,7 +740,7 @@ RankPrograms make_rank_programs(const std::string& name, int p, int m, int v, co
   const Variant& var = find_variant(name);
   if (v == 0) v = var.default_v;
   check_arguments(name, p, m, v, opt);
-  if (!rank_by_rank(name)) return to_programs(make_schedule(name, p, m, v, opt));
+  if (!rank_by_rank(name) || searched_variant(name, p, m)) return to_programs(make_schedule(name, p, m, v, opt));
   return programs(rankwise_variant(name, p, m, v, opt));
 }
 

@@ -79,7 +79,8 @@ struct ListScheduler {
     //    room for its later visits (younger ones reach each stage after it, older ones are
     //    gone), so it completes and the schedule never deadlocks on memory.
     if (!pick)
-      for (int st : stages[r]) {
+      for (std::size_t k = 0; k < stages[r].size(); ++k) {
+        const int st = stages[r][in.forward_earliest_stage ? stages[r].size() - 1 - k : k];
         const int mb = next_f[st];
         if (mb >= m || (st > 0 && !(f_end[idx(st - 1, mb)] + hop(st - 1, st) <= t))) continue;
         if (st == 0 && t < mb * in.inject_interval) continue;

@@ -31,6 +31,9 @@ struct GreedyInput {
   // Micro-batch j enters stage 0 no earlier than j * inject_interval (0 = as soon as it fits):
   // a steady injection rate keeps the ranks from filling their memory in bursts.
   double inject_interval = 0;
+  // Which ready forward a rank runs first: its latest stage (older micro-batches, drains the
+  // pipe) or, when set, its earliest (fills the first chunk, as a V warm-up does).
+  bool forward_earliest_stage = false;
 };
 
 // The compute-only schedule (F, I, W) of the list scheduling; it has passed validate(). nullopt

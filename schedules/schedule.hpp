@@ -74,6 +74,10 @@ struct ScheduleOptions {
   double comm = 0;
 };
 
+// Throws ScheduleError (key, value, what is allowed) unless make_schedule(name, p, m, v, opt)
+// is allowed; v = 0 means default_v(name). Cheap: a caller sizes nothing by p, v or m before it.
+void check_schedule(const std::string& name, int p, int m, int v, const ScheduleOptions& opt = {});
+
 // Builds the compute-only schedule (no SEND/RECV; see lower_communication). v = 0 means
 // default_v(name). Throws ScheduleError naming the key, its value and what is allowed.
 Schedule make_schedule(const std::string& name, int p, int m, int v = 0, const ScheduleOptions& opt = {});

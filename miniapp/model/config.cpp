@@ -139,7 +139,7 @@ const std::vector<DeckKey>& deck_keys() {
        "interleaved-1f1b: micro-batches per group through the chunks (p = Megatron's depth-first, >= m = "
        "breadth-first)",
        A::at_least(0, "0 = p")},
-      {"pipeline.memory_cap", 0LL, "zb-mem: stored micro-batches per rank (the list scheduling keeps under it)",
+      {"pipeline.memory_cap", 0LL, "zb-mem, v-mem: stored micro-batches per rank (the list scheduling keeps under it)",
        A::at_least(0, "0 = p, 1F1B's")},
       {"pipeline.layers_per_stage", IntList{},
        "explicit layer split over the p*v stages (empty = even; \"auto\" = the split whose slowest stage is "

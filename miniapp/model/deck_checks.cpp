@@ -66,10 +66,11 @@ void check_effective_keys(const Deck& deck) {
     no_effect("pipeline.group", std::to_string(deck.get_int("pipeline.group")),
               "unless pipeline.schedule lists \"interleaved-1f1b\"", "leave it at 0, or add interleaved-1f1b");
 
-  const bool zb_mem = std::find(names.begin(), names.end(), "zb-mem") != names.end();
-  if (!zb_mem && deck.get_int("pipeline.memory_cap") != 0)
+  const bool capped = std::find(names.begin(), names.end(), "zb-mem") != names.end() ||
+                      std::find(names.begin(), names.end(), "v-mem") != names.end();
+  if (!capped && deck.get_int("pipeline.memory_cap") != 0)
     no_effect("pipeline.memory_cap", std::to_string(deck.get_int("pipeline.memory_cap")),
-              "unless pipeline.schedule lists \"zb-mem\"", "leave it at 0, or add zb-mem");
+              "unless pipeline.schedule lists \"zb-mem\" or \"v-mem\"", "leave it at 0, or add zb-mem or v-mem");
 
   const bool auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
   if (!auto_split && !deck.get_string("pipeline.costs").empty())

@@ -33,14 +33,14 @@ void ScheduleTool::attach(CLI::App& parent) {
   auto* o_m = sub->add_option("-m", m, "micro-batches per optimizer step")->check(integer_at_least(1));
   auto* o_v = sub->add_option("-v", v,
                               "stages (model chunks) per rank; 0 = the schedule's default (2 for "
-                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min, dualpipe; else 1)")
+                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min, v-mem, dualpipe; else 1)")
                   ->check(integer_at_least(0));
   auto* o_group = sub->add_option("--group", group,
                                   "interleaved-1f1b: micro-batches per group through the chunks; 0 = p "
                                   "(Megatron's depth-first), >= m = breadth-first")
                       ->check(integer_at_least(0));
   auto* o_cap = sub->add_option("--memory-cap", memory_cap,
-                                "zb-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
+                                "zb-mem, v-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
                                 "scheduling plans with --cost")
                     ->check(integer_at_least(0));
   sub->add_option("--cost", cost,
@@ -94,6 +94,8 @@ int ScheduleTool::run(std::ostream& out) {
       sched::ScheduleOptions opt;
       opt.group = group;
       opt.memory_cap = memory_cap;
+      // Sizes first: the cost tables below hold p*v entries.
+      sched::check_schedule(schedule, p, m, v, opt);
       // The list-scheduled variants plan with the costs they are simulated with.
       const int stages = p * (v == 0 ? sched::default_v(schedule) : v);
       const sched::CostModel planned = sched::parse_costs(cost, stages, comm).resolved(stages, 1);

@@ -17,7 +17,8 @@ bool allowed(const std::string& n, int v) {
   if (n == "interleaved-1f1b") return v >= 2;
   if (n == "looped-bfs") return v >= 1;
   if (n == "zb-h1" || n == "zb-h2" || n == "zb-mem") return v == 1;
-  if (n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min" || n == "dualpipe") return v == 2;
+  if (n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min" || n == "v-mem" || n == "dualpipe")
+    return v == 2;
   ADD_FAILURE() << "unknown variant " << n;
   return false;
 }
@@ -44,7 +45,7 @@ int count_op(const ms::Schedule& s, ms::Op op) {
 TEST(Generators, NamesAreTheDocumentedOnes) {
   const std::vector<std::string> expected = {"sequential", "gpipe",  "1f1b",    "interleaved-1f1b", "looped-bfs",
                                              "zb-h1",      "zb-h2",  "zb-v",    "dualpipev",        "v-half",
-                                             "v-min",      "zb-mem", "dualpipe"};
+                                             "v-min",      "v-mem",  "zb-mem",           "dualpipe"};
   EXPECT_EQ(ms::schedule_names(), expected);
   for (const auto& n : expected) EXPECT_FALSE(ms::constraints(n).empty()) << n;
 }
@@ -64,7 +65,8 @@ TEST(Generators, ValidExactlyWhereTheConstraintsAllow) {
             EXPECT_EQ(s.p, p);
             EXPECT_EQ(s.m, m);
             EXPECT_EQ(s.v, v);
-            const bool v_shaped = n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min" || n == "dualpipe";
+            const bool v_shaped =
+                n == "zb-v" || n == "dualpipev" || n == "v-half" || n == "v-min" || n == "v-mem" || n == "dualpipe";
             EXPECT_EQ(s.stage_to_rank, v_shaped ? ms::v_placement(p, v) : ms::looped_placement(p, v)) << n;
             EXPECT_EQ(s.chains, n == "dualpipe" ? 2 : 1) << n;
             // DualPipeV splits only when a rank reaches its tail phase and pairs only in its steady

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -258,4 +260,46 @@ TEST_F(ScheduleToolTest, DualPipeTwoCopiesAndItsCsv) {
   ASSERT_EQ(back.rc, 0) << back.err;
   EXPECT_NE(back.out.find("model copies=2"), std::string::npos) << back.out;
   EXPECT_DOUBLE_EQ(json_number(slurp(path("b.json")), "makespan"), 26);
+}
+
+// User-sized knobs at their extremes: a group of INT_MAX micro-batches is one group (every
+// forward first), not an int overflow; a p whose schedule could not be held is refused before
+// anything is sized by it (the cost tables once grew without bound, zb-v's overflowed a vector).
+TEST_F(ScheduleToolTest, ExtremeKnobsAreRefusedOrRunNeverOverflow) {
+  const auto g = run_tool({"schedule", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "--group", "2147483647",
+                           "--grid", "none"});
+  ASSERT_EQ(g.rc, 0) << g.err;
+  ms::ScheduleOptions huge, all;
+  huge.group = 2147483647;
+  all.group = 4;
+  const ms::Schedule a = ms::make_schedule("interleaved-1f1b", 2, 4, 2, huge);
+  // Every forward first on every rank: warm-up = v*m.
+  for (const auto& row : a.ranks)
+    for (std::size_t k = 0; k < row.size(); ++k) EXPECT_EQ(row[k].op, k < 8 ? ms::Op::F : ms::Op::B);
+  EXPECT_NO_THROW(ms::make_schedule("interleaved-1f1b", 3, 5, 3, huge));
+
+  for (const char* name : {"sequential", "zb-v", "zb-mem"}) {
+    const auto o = run_tool({"schedule", "-s", name, "-p", "2147483647", "-m", "1", "--grid", "none"});
+    EXPECT_EQ(o.rc, 2) << name;
+    EXPECT_NE(o.err.find("p*v*m = "), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("need p*v*m <= 4194304"), std::string::npos) << o.err;
+    EXPECT_EQ(count(o.err, "\n"), 1u) << o.err;
+  }
+}
+
+// The list-scheduled variants stop at p*p*v*m = 2^23 (zb-mem at p = 512, m = 8192, once allowed,
+// planned for minutes); at that limit one plans in seconds of CPU.
+TEST_F(ScheduleToolTest, ListScheduledSizesAreBoundedAndFast) {
+  const auto o = run_tool({"schedule", "-s", "zb-mem", "-p", "512", "-m", "8192", "--grid", "none"});
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_NE(o.err.find("p*p*v*m = 2147483648 is not allowed; need p*p*v*m <= 8388608"), std::string::npos)
+      << o.err;
+  const std::clock_t t0 = std::clock();
+  const ms::Schedule s = ms::make_schedule("zb-mem", 512, 32);
+  const double seconds = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
+  EXPECT_EQ(s.m, 32);
+#ifdef NDEBUG
+  EXPECT_LT(seconds, 20.0);
+#endif
+  std::printf("zb-mem at p=512, m=32: %.3f s of CPU\n", seconds);
 }
