@@ -95,7 +95,7 @@ LAUNCH_SHAPES = [
     (r"^(KokkosBlas|KokkosKernels|KokkosBatched)::", "auto", lambda t, hs: 0, LIBRARY),
     # every other RangePolicy / Kokkos::AUTO kernel, named functor and Kokkos' own: Kokkos picks the
     # block size, so the table shows the best one. A team lambda not listed above is an error.
-    (r"^(?!.* team#\d+$)", "auto", lambda t, hs: 0, OTHER),
+    (r"^(?!.* team(#\d+)?$)", "auto", lambda t, hs: 0, OTHER),
 ]
 HEAD_SIZE = 64  # GPT-2's head size, for the attention tiles' scratch
 
@@ -205,6 +205,7 @@ def short_name(demangled):
         return _strip_parens(demangled.replace("(anonymous namespace)::", "")).strip()
     kind = m.group(1)
     body = _first_template_arg(demangled, m.end())
+    policy = _first_template_arg(demangled, m.end() + len(body) + 1)
     cf = "Kokkos::Impl::CombinedFunctorReducer<"
     if body.startswith(cf):
         body = _first_template_arg(body, len(cf))
@@ -226,6 +227,8 @@ def short_name(demangled):
         name = f"{owner} {tag}#{number}"
         if not team:  # lambdas are numbered per parameter list: name it
             name += f" ({params.replace('const', '').strip()})"
+    elif "TeamPolicy<" in policy:  # a named team functor: its launch shape must be listed too
+        name += " team"
     name = _drop_template_args(name.replace("minipipe::", ""), "Kokkos::View<", "View")
     if re.match(r"(Kokkos|KokkosBlas|KokkosKernels|KokkosBatched)::", name):
         name = name.split("<", 1)[0]  # the library's functor, whatever its instantiation
@@ -494,6 +497,10 @@ def self_test():
                  "2u> >, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
     expect("short name", short_name(demangled), "gemm_detail::gemm_team<float> team#1")
     expect("gemm shape", launch_shape("gemm_detail::gemm_team<float> team#1", 4)[0], 256)
+    functor = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::GemmTeam<"
+               "float>, Kokkos::TeamPolicy<Kokkos::Cuda>, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
+    expect("a named team functor", short_name(functor), "GemmTeam<float> team")
+    expect("an unlisted team functor has no shape", launch_shape("GemmTeam<float> team", 4)[0], None)
     for f in fails:
         print(f"device_budgets self-test: {f}", file=sys.stderr)
     print(f"device_budgets self-test: {'FAILED' if fails else 'passed'} ({len(fails)} failures)", file=sys.stderr)
