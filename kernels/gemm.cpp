@@ -799,9 +799,16 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
 // on the A values they read anyway (the bias gradient beside a backward-weight).
 template <class T>
 struct DeviceTile {
-  // float: 8 x 8 outputs a thread (128 x 128 a GPU team), double: 4 x 4 (64 x 64); k-blocks of 8.
-  static constexpr int RM = sizeof(T) == 4 ? 8 : 4, RN = RM, KT = 8;
+  // 4 x 4 outputs a thread (64 x 64 a GPU team), float and double; k-blocks of 8. Within 128
+  // registers (kMinTeamsPerSm) float's 8 x 8 spilled 612 B and 8 x 4 60 B (scripts/device_budgets.sh,
+  // CUDA 13, sm_90; unbounded, 8 x 8 took 255 registers and still spilled 36 B). Every output is one
+  // chain whatever the tile, so the tile moves no bit.
+  static constexpr int RM = 4, RN = 4, KT = 8;
   static constexpr int kGpuTeam = 256;  // 16 x 16 threads
+  // Teams an SM/CU must hold at once (Kokkos::LaunchBounds): nvcc then keeps a thread within
+  // 65536 / (256 x 2) = 128 registers (25% occupancy), where unbounded float took 255 and double 130
+  // (one team an SM: 12.5%). scripts/device_budgets.sh measures it.
+  static constexpr int kMinTeamsPerSm = 2;
 };
 
 // The thread grid of a team of `team` threads (a power of two): TX = the smallest power of two
@@ -990,7 +997,7 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
   body.rs_on = rs_mode != RowSums::none;
   body.rs_store = rs_mode == RowSums::store;
   body.row_sums = row_sums;
-  team::launch("Gemm::det_device", shape, body);
+  team::launch<D::kGpuTeam, D::kMinTeamsPerSm>("Gemm::det_device", shape, body);
 }
 
 }  // namespace gemm_detail

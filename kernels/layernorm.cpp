@@ -15,6 +15,9 @@
 namespace minipipe {
 
 namespace {
+// Where MemSpace is not host-accessible (a GPU) use_device_path() is always true (kernel_path.cpp).
+constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
+
 // Deterministic forward, a team per row n of (N,C): mean and variance in rowred's canonical lanes.
 template <class T>
 struct ForwardDet {
@@ -278,7 +281,10 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
   const ExactTarget gw = dw.exact_target();
   const ExactTarget gb = db.exact_target();
   const View1<T> sw = dw.sum, sb = db.sum;  // fast mode
-  if (!use_device_path()) {
+  if constexpr (!kHostAccessible) {
+    // A GPU never takes the host path: not compiled for it (its 2 x 64 partials a thread took 167
+    // (float) and 255 registers plus 328 B of spills (double) in device code; scripts/device_budgets.sh).
+  } else if (!use_device_path()) {
     // Host: a thread per block of kBlock channels walks the rows in order with the block's channels
     // side by side (contiguous loads, SIMD across channels), where a thread per channel strides
     // down a column. Each channel's chain is the device loop's below, so the bits are the same.

@@ -125,18 +125,22 @@ struct KokkosBody {
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const Member& m) const { body(m); }
 };
 
-// Runs body on every team of `s` (Kokkos, or the simulated executor when it is on).
-template <class Body>
+// Runs body on every team of `s` (Kokkos, or the simulated executor when it is on). MaxThreads and
+// MinTeams become Kokkos::LaunchBounds (0: none): a GPU compiler then keeps a thread within the
+// registers that MinTeams resident teams of MaxThreads threads leave it (scripts/device_budgets.sh).
+template <unsigned MaxThreads = 0, unsigned MinTeams = 0, class Body>
 void launch(const char* label, const Shape& s, const Body& body) {
+  using Bounded = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<MaxThreads, MinTeams>>;
+  static_assert(std::is_same<typename Bounded::member_type, Member>::value, "launch bounds change no member type");
 #ifdef MINIPIPE_TEAM_SIM_ON
   if (sim::active()) {
     sim::run(label, s, body);
     return;
   }
 #endif
-  Policy p = s.team == kAuto
-                 ? (s.vector == 1 ? Policy(s.league, Kokkos::AUTO) : Policy(s.league, Kokkos::AUTO, s.vector))
-                 : (s.vector == 1 ? Policy(s.league, s.team) : Policy(s.league, s.team, s.vector));
+  Bounded p = s.team == kAuto
+                  ? (s.vector == 1 ? Bounded(s.league, Kokkos::AUTO) : Bounded(s.league, Kokkos::AUTO, s.vector))
+                  : (s.vector == 1 ? Bounded(s.league, s.team) : Bounded(s.league, s.team, s.vector));
   if (s.scratch > 0) p.set_scratch_size(s.level, Kokkos::PerTeam(s.scratch));
   Kokkos::parallel_for(label, p, KokkosBody<Body>{body});
 }

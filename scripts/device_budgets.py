@@ -39,9 +39,9 @@ def _view_scratch(n, t):  # Kokkos::View<T*, scratch>::shmem_size(n): n values p
     return (n + 1) * t
 
 
-def _gemm_scratch(t):
-    rm = 8 if t == 4 else 4  # DeviceTile<T>::RM = RN; KT = 8; a 16 x 16 thread grid
-    return _view_scratch(2 * 8 * (16 * rm + 16 * rm), t)
+def _gemm_scratch(t):  # device_scratch_bytes<T>(256): DeviceTile<T>::RM, RN = 4, KT = 8; 16 x 16 threads
+    rm, rn = 4, 4
+    return 2 * _view_scratch(8 * (16 * rm + 16 * rn), t)
 
 
 def _att(t):  # Tiles<Real>: kQ = kK = 128 / sizeof, kKB = 64 / sizeof
@@ -68,26 +68,38 @@ def _att_dq(t, hs):
     return _view_scratch(q * (hs + 1) + 2 * kb * (hs + 1) + q * kb + q + q * hs, t)
 
 
+HOT, FALLBACK, HOST, OTHER, LIBRARY = "hot", "fallback", "host path", "device", "Kokkos Kernels"
 LAUNCH_SHAPES = [
-    (r"gemm_team<.*> team#1$", 256, lambda t, hs: _gemm_scratch(t)),
-    (r"LayerNorm<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t)),
-    (r"LayerNorm<.*>::backward_weight team#1$", 8 * LANES, lambda t, hs: _view_scratch(2 * 8 * LANES, t)),
-    (r"CrossEntropy<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t)),
-    (r"Embedding<.*>::backward_weight_wte team#1$", 32, lambda t, hs: 0),
-    (r"attention_device::forward<.*> team#1$", 128, _att_forward),
-    (r"attention_device::backward_input<.*> team#1$", 128, _att_rowdot),
-    (r"attention_device::backward_input<.*> team#2$", 128, _att_dkv),
-    (r"attention_device::backward_input<.*> team#3$", 128, _att_dq),
-    # Kokkos::AUTO teams (fast-mode rows, the attention fallback for heads too big for scratch) and
-    # every RangePolicy: Kokkos picks the block size, so the table shows the best one.
-    (r" (team|range|reduce)#\d+$", "auto", lambda t, hs: 0),
-    (r"^Kokkos::", "auto", lambda t, hs: 0),
-    (r"^[A-Za-z_:<>]*\w+<[^ ]*>$", "auto", lambda t, hs: 0),  # named functors (Gelu*, ...)
+    (r"gemm_team<.*> team#1$", 256, lambda t, hs: _gemm_scratch(t), HOT),
+    (r"LayerNorm<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t), HOT),
+    (r"LayerNorm<.*>::backward_weight team#1$", 8 * LANES, lambda t, hs: _view_scratch(2 * 8 * LANES, t), HOT),
+    (r"CrossEntropy<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t), HOT),
+    (r"Embedding<.*>::backward_weight team#1$", 32, lambda t, hs: 0, OTHER),
+    (r"attention_device::forward<.*> team#1$", 128, _att_forward, HOT),
+    (r"attention_device::backward_input<.*> team#1$", 128, _att_rowdot, HOT),
+    (r"attention_device::backward_input<.*> team#2$", 128, _att_dkv, HOT),
+    (r"attention_device::backward_input<.*> team#3$", 128, _att_dq, HOT),
+    # fast mode's row kernels: Kokkos::AUTO teams
+    (r"(LayerNorm|CrossEntropy)<.*>::(forward|backward_input) team#2$", "auto", lambda t, hs: 0, HOT),
+    # the host path's row loops: compiled for the device, never launched there (a GPU's memory is
+    # not host-accessible, so use_device_path() is always true)
+    (r"(LayerNorm|CrossEntropy)<.*>::(forward|backward_input|backward_weight) range#1 \(int\)$", "auto",
+     lambda t, hs: 0, HOST),
+    (r"Embedding<.*>::backward_weight range#1 \(int\)$", "auto", lambda t, hs: 0, HOST),
+    # attention for heads whose tiles do not fit team scratch (not at GPT-2 shapes): Kokkos::AUTO
+    # teams over one row each, then the canonical order's row kernels
+    (r"^Attention<[^>]*>::\w+ team#\d+$", "auto", lambda t, hs: 0, FALLBACK),
+    (r"^attention_order::", "auto", lambda t, hs: 0, FALLBACK),
+    # Kokkos Kernels' own kernels (fast mode's KokkosBlas::gemm; cuBLAS when its TPL is on): their
+    # launch shapes are the library's
+    (r"^(KokkosBlas|KokkosKernels|KokkosBatched)::", "auto", lambda t, hs: 0, LIBRARY),
+    # every other RangePolicy / Kokkos::AUTO kernel, named functor and Kokkos' own: Kokkos picks the
+    # block size, so the table shows the best one. A team lambda not listed above is an error.
+    (r"^(?!.* team(#\d+)?$)", "auto", lambda t, hs: 0, OTHER),
 ]
 HEAD_SIZE = 64  # GPT-2's head size, for the attention tiles' scratch
 
-# The hot kernels that must reach the occupancy target (GEMMs, attention, row kernels).
-HOT = re.compile(r"gemm_team|attention_device::|Attention<|LayerNorm<|CrossEntropy<")
+# The hot kernels (GEMMs, attention, row kernels; role HOT above) must reach this occupancy.
 OCCUPANCY_TARGET = 0.25
 
 # ---------------------------------------------------------------------------------------------
@@ -193,20 +205,46 @@ def short_name(demangled):
         return _strip_parens(demangled.replace("(anonymous namespace)::", "")).strip()
     kind = m.group(1)
     body = _first_template_arg(demangled, m.end())
+    policy = _first_template_arg(demangled, m.end() + len(body) + 1)
     cf = "Kokkos::Impl::CombinedFunctorReducer<"
     if body.startswith(cf):
         body = _first_template_arg(body, len(cf))
     body = body.replace("(anonymous namespace)::", "")
     lam = re.search(r"::\{lambda\((.*)\)#(\d+)\}$", body)
     name = _strip_parens(body)
-    if lam:
-        owner = _strip_parens(body[: lam.start()])
+    if lam:  # the innermost closure: the last "::{lambda(" of the name
+        i = body.rindex("::{lambda(")
+        params = _first_template_arg(body, i + len("::{lambda("))
+        number = re.search(r"#(\d+)\}$", body).group(1)
+        owner = _strip_parens(body[:i])
         owner = re.sub(r"\s+const$", "", owner).strip()
-        team = "TeamMember" in lam.group(1) or "team_member" in lam.group(1).lower()
+        if "{lambda" in owner:  # a function template instantiated with a closure: its first argument
+            head = owner.split("<", 1)[0]
+            owner = f"{head}<{_first_template_arg(owner, len(head) + 1).strip()}>" if "<" in owner else head
+            owner = re.sub(r"\s*\{lambda[^}]*\}", "", owner)
+        team = "TeamMember" in params or "team_member" in params.lower()
         tag = "team" if team else ("reduce" if kind == "ParallelReduce" else "range")
-        name = f"{owner} {tag}#{lam.group(2)}"
-    name = name.replace("minipipe::", "")
+        name = f"{owner} {tag}#{number}"
+        if not team:  # lambdas are numbered per parameter list: name it
+            name += f" ({params.replace('const', '').strip()})"
+    elif "TeamPolicy<" in policy:  # a named team functor: its launch shape must be listed too
+        name += " team"
+    name = _drop_template_args(name.replace("minipipe::", ""), "Kokkos::View<", "View")
+    if re.match(r"(Kokkos|KokkosBlas|KokkosKernels|KokkosBatched)::", name):
+        name = name.split("<", 1)[0]  # the library's functor, whatever its instantiation
     return re.sub(r"\s+", " ", name).strip()
+
+
+def _drop_template_args(s, head, repl):
+    """Replaces every head<...> (balanced) in s by repl."""
+    while head in s:
+        i = s.index(head)
+        j, depth = i + len(head), 1
+        while j < len(s) and depth:
+            depth += {"<": 1, ">": -1}.get(s[j], 0)
+            j += 1
+        s = s[:i] + repl + s[j:]
+    return s
 
 
 def demangle(names):
@@ -220,10 +258,11 @@ def demangle(names):
 
 
 def launch_shape(name, tbytes):
-    for pat, team, scratch in LAUNCH_SHAPES:
+    """(team, scratch bytes, role) of a kernel; team None when LAUNCH_SHAPES has no entry."""
+    for pat, team, scratch, role in LAUNCH_SHAPES:
         if re.search(pat, name):
-            return team, scratch(tbytes, HEAD_SIZE)
-    return None, 0
+            return team, scratch(tbytes, HEAD_SIZE), role
+    return None, 0, None
 
 
 def elem_bytes(name):
@@ -291,7 +330,7 @@ def best_auto(fn):
     for threads in range(64, 1025, 64):
         v, why = fn(threads)
         occ = v
-        if occ > best[0]:
+        if occ >= best[0] and occ > 0:
             best = (occ, threads, why)
     return best
 
@@ -301,7 +340,7 @@ def rows_cuda(kernels):
     rows, problems = [], []
     for mangled, k in kernels.items():
         name = short_name(names[mangled])
-        team, scratch = launch_shape(name, elem_bytes(name))
+        team, scratch, role = launch_shape(name, elem_bytes(name))
         smem = k["smem"] + scratch
         spill = k["spill_st"] + k["spill_ld"]
         if team is None:
@@ -325,9 +364,8 @@ def rows_cuda(kernels):
         if spill:
             problems.append(f"{name}: spills {k['spill_st']} B stored / {k['spill_ld']} B loaded on sm_90")
         occ = warps / SM90["max_warps"]
-        hot = bool(HOT.search(name))
-        rows.append(dict(name=name, team=team_txt, regs=k["regs"], spill=f"{k['spill_st']} / {k['spill_ld']}",
-                         smem=smem_txt, occ_units=f"{blocks} ({why})", occ=occ, hot=hot, stack=k["stack"]))
+        rows.append(dict(name=name, role=role, team=team_txt, regs=k["regs"], regs_n=k["regs"], spill=f"{k['spill_st']} / {k['spill_ld']}",
+                         smem=smem_txt, occ_units=f"{blocks} ({why})", occ=occ, stack=k["stack"]))
     return rows, problems
 
 
@@ -341,7 +379,7 @@ def rows_hip(kernels):
     rows, problems = [], []
     for mangled, k in kernels.items():
         name = short_name(names[mangled])
-        team, scratch = launch_shape(name, elem_bytes(name))
+        team, scratch, role = launch_shape(name, elem_bytes(name))
         lds = k["lds"] + scratch
         spill = k["vgpr_spill"] + k["sgpr_spill"] + k["scratch"]
         # gfx90a: the unified register file holds VGPRs then AGPRs (VGPRs rounded up to 4 first)
@@ -364,26 +402,36 @@ def rows_hip(kernels):
             problems.append(f"{name}: spills on gfx90a (VGPR spill {k['vgpr_spill']}, SGPR spill "
                             f"{k['sgpr_spill']}, scratch {k['scratch']} B/lane)")
         occ = waves / GFX90A["max_waves"]
-        rows.append(dict(name=name, team=team_txt, regs=f"{vg} v / {k['sgprs']} s",
+        rows.append(dict(name=name, role=role, team=team_txt, regs=f"{vg} v / {k['sgprs']} s", regs_n=vg,
                          spill=f"{k['vgpr_spill']} v / {k['sgpr_spill']} s / {k['scratch']} B",
-                         smem=lds_txt, occ_units=f"{waves} ({why})", occ=occ, hot=bool(HOT.search(name)),
-                         stack=k["scratch"]))
+                         smem=lds_txt, occ_units=f"{waves} ({why})", occ=occ, stack=k["scratch"]))
     return rows, problems
+
+
+ROLE_ORDER = {HOT: 0, OTHER: 1, FALLBACK: 2, HOST: 3, LIBRARY: 4}
 
 
 def table(backend, rows):
     if backend == "cuda":
-        head = ("| kernel | team | registers | spill stores / loads (B) | shared memory (B) | blocks per SM "
-                "(limit) | occupancy |\n|---|---|---|---|---|---|---|")
+        head = ("| kernel | role | team | registers | spill stores / loads (B) | shared memory (B) | blocks per SM "
+                "(limit) | occupancy |\n|---|---|---|---|---|---|---|---|")
     else:
-        head = ("| kernel | team | VGPRs / SGPRs | spill VGPR / SGPR / scratch | LDS (B) | waves per SIMD "
-                "(limit) | occupancy |\n|---|---|---|---|---|---|---|")
+        head = ("| kernel | role | team | VGPRs / SGPRs | spill VGPR / SGPR / scratch | LDS (B) | waves per SIMD "
+                "(limit) | occupancy |\n|---|---|---|---|---|---|---|---|")
     lines = [head]
-    for r in sorted(rows, key=lambda r: (not r["hot"], r["name"])):
-        flag = " **(below 25%)**" if r["hot"] and r["occ"] < OCCUPANCY_TARGET else ""
-        name = f"`{r['name']}`" + (" (hot)" if r["hot"] else "")
-        lines.append(f"| {name} | {r['team']} | {r['regs']} | {r['spill']} | {r['smem']} | {r['occ_units']} | "
-                     f"{r['occ'] * 100:.1f}%{flag} |")
+    merged = {}  # one row a name: the worst instantiation (most registers), with the count
+    for r in rows:
+        m = merged.get(r["name"])
+        if m is None or (r["occ"], -r["regs_n"]) < (m["occ"], -m["regs_n"]):
+            r = dict(r, count=(m["count"] + 1) if m else 1)
+            merged[r["name"]] = r
+        else:
+            m["count"] += 1
+    for r in sorted(merged.values(), key=lambda r: (ROLE_ORDER[r["role"]], r["name"])):
+        r["shown"] = f"`{r['name']}`" + (f" ({r['count']} instantiations, the worst)" if r["count"] > 1 else "")
+        flag = " **(below 25%)**" if r["role"] == HOT and r["occ"] < OCCUPANCY_TARGET else ""
+        lines.append(f"| {r['shown']} | {r['role']} | {r['team']} | {r['regs']} | {r['spill']} | {r['smem']} | "
+                     f"{r['occ_units']} | {r['occ'] * 100:.1f}%{flag} |")
     return "\n".join(lines) + "\n"
 
 
@@ -432,10 +480,10 @@ def self_test():
     global LAUNCH_SHAPES
     saved = LAUNCH_SHAPES
     try:
-        LAUNCH_SHAPES = [(r"^kern$", 256, lambda t, hs: 0)]
+        LAUNCH_SHAPES = [(r"^kern$", 256, lambda t, hs: 0, HOT)]
         _, problems = rows_cuda(k)
         expect("a spill is a problem", any("spills" in p for p in problems), True)
-        LAUNCH_SHAPES = [(r"^kern$", 512, lambda t, hs: 0)]
+        LAUNCH_SHAPES = [(r"^kern$", 512, lambda t, hs: 0, HOT)]
         _, problems = rows_cuda(k)
         expect("255 x 512 cannot launch", any("cannot launch" in p for p in problems), True)
         LAUNCH_SHAPES = []
@@ -449,6 +497,10 @@ def self_test():
                  "2u> >, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
     expect("short name", short_name(demangled), "gemm_detail::gemm_team<float> team#1")
     expect("gemm shape", launch_shape("gemm_detail::gemm_team<float> team#1", 4)[0], 256)
+    functor = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::GemmTeam<"
+               "float>, Kokkos::TeamPolicy<Kokkos::Cuda>, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
+    expect("a named team functor", short_name(functor), "GemmTeam<float> team")
+    expect("an unlisted team functor has no shape", launch_shape("GemmTeam<float> team", 4)[0], None)
     for f in fails:
         print(f"device_budgets self-test: {f}", file=sys.stderr)
     print(f"device_budgets self-test: {'FAILED' if fails else 'passed'} ({len(fails)} failures)", file=sys.stderr)
@@ -481,7 +533,7 @@ def main(argv):
             f.write(md)
     else:
         sys.stdout.write(md)
-    low = [r["name"] for r in rows if r["hot"] and r["occ"] < OCCUPANCY_TARGET]
+    low = [r["name"] for r in rows if r["role"] == HOT and r["occ"] < OCCUPANCY_TARGET]
     print(f"device_budgets: {args.backend}: {len(rows)} kernels, {len(problems)} over budget, "
           f"{len(low)} hot kernels below {OCCUPANCY_TARGET:.0%} occupancy", file=sys.stderr)
     for p in problems:

@@ -109,9 +109,10 @@ void gemm_case(int M, int N, int K, bool ta, bool tb, int epi) {
   EXPECT_SAME_BITS(c_dev, c_host, what);
 }
 
-// The device kernel's tiles: a thread's 8 x 8 (float) / 4 x 4 (double) outputs, k-blocks of 8 in two
-// scratch buffers, 128 x 128 / 64 x 64 outputs a 256-thread GPU team. The shapes put M, N and K
-// one below, at and one above those edges (and an odd number of k-blocks, so both buffers serve).
+// The device kernel's tiles: a thread's 4 x 4 outputs, k-blocks of 8 in two scratch buffers, 64 x 64
+// outputs a 256-thread GPU team (float's tile was 8 x 8, 128 x 128, before the register budgets;
+// 127-130 keep those edges). The shapes put M, N and K one below, at and one above the edges (and an
+// odd number of k-blocks, so both buffers serve).
 TEST(KernelPath, GemmDeviceEqualsHost) {
   const int shapes[][3] = {{1, 1, 1},    {1, 1, 0},     {3, 5, 1},     {7, 5, 3},     {1, 70, 33},
                            {65, 63, 17}, {130, 97, 40}, {8, 8, 8},     {9, 7, 9},     {4, 5, 7},
