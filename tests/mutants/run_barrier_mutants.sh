@@ -5,7 +5,7 @@
 # must make them fail. Prints a table and "caught N / M"; exit 0 only when every mutant is caught.
 #
 # FILTER (optional): a grep -E regex on the mutant names (e.g. 'gemm|row_reduce'). Not part of ctest:
-# one pass rebuilds a kernel file per mutant (about 30-45 minutes on 2 cores).
+# one pass rebuilds a kernel file per mutant (10 to 60 minutes on 2 cores, depending on the load).
 # Scratch copy: <repo>/build-mutants-barriers/src (git-ignored), built in src/build; ccache entries
 # are shared with <repo>/build (CCACHE_BASEDIR), so unmutated files are cache hits.
 set -uo pipefail
