@@ -330,7 +330,9 @@ TEST(Simulator, AllVariantsAtP64M512UnderOneSecond) {
 }
 
 // The list-scheduled variants simulate each candidate order while generating: p = 16, m = 128.
-TEST(Simulator, ListScheduledVariantsAtP16M128UnderOneSecond) {
+// Processor time: about 0.4 s on an idle Zen 5 core and 0.9 s with both cores busy, so the bound
+// catches a blow-up of the list scheduler (its cost once grew with actions x p), not a loaded host.
+TEST(Simulator, ListScheduledVariantsAtP16M128UnderThreeSeconds) {
   const std::clock_t t0 = std::clock();
   for (const char* n : {"v-half", "v-min", "v-mem", "zb-mem"}) {
     const auto s = ms::make_schedule(n, 16, 128);
@@ -338,7 +340,7 @@ TEST(Simulator, ListScheduledVariantsAtP16M128UnderOneSecond) {
   }
   const double seconds = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
 #ifdef NDEBUG
-  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(seconds, 3.0);
 #endif
   std::printf("v-half, v-min, v-mem, zb-mem at p=16, m=128: %.3f s of CPU\n", seconds);
 }
