@@ -167,7 +167,7 @@ struct ForwardBody {
         acc[e] = o;
       });
     }
-    team::barrier(tm);
+    // No barrier: a thread writes out only the accumulators it formed (the same thread loop).
     team::threads(tm, nq * hs, [&](const int e) { out(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
   }
 };
@@ -211,7 +211,8 @@ struct RowdotBody {
         for (int i = 0; i < hs; ++i) d = fma_exact(ds[q * ld + i], vs[j * ld + i], d);
         ps[e] = d;
       });
-      team::barrier(tm);
+      // No barrier: the thread that formed ps[e] reads it (the same thread loop); the next tile's
+      // load of vs waits at the barrier that opens the loop.
       // key k0 + j feeds lane (k0 + j) % kLanes; KB <= kLanes, so a lane gets one key per tile
       // and its chain runs in ascending t2 over the tiles
       team::threads(tm, nq * KB, [&](const int e) {
@@ -289,7 +290,7 @@ struct DkvBody {
         dv[e] = gv;
       });
     }
-    team::barrier(tm);
+    // No barrier: a thread writes out only the accumulators it formed (the same thread loop).
     team::threads(tm, nk * hs, [&](const int e) {
       dqkv(row0 + s0 + e / hs, ko + e % hs) = dk[e];
       dqkv(row0 + s0 + e / hs, vo + e % hs) = dv[e];
@@ -355,7 +356,7 @@ struct DqBody {
         acc[e] = g;
       });
     }
-    team::barrier(tm);
+    // No barrier: a thread writes out only the accumulators it formed (the same thread loop).
     team::threads(tm, nq * hs, [&](const int e) { dqkv(row0 + t0 + e / hs, qo + e % hs) = acc[e]; });
   }
 };
