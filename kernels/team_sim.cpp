@@ -255,7 +255,17 @@ void run_erased(const char* label, const Shape& s, const std::function<void(cons
         if (st_t == State::at_barrier) ++at_barrier;
         if (st_t == State::done) ++done;
       }
-      if (done == r.size) break;
+      if (done == r.size) {
+        // Every requested byte is carved: a request above the team's carves wastes a GPU's shared
+        // memory (occupancy), and a carve that shrank below what its code reads through a plain
+        // pointer (scratch_ptr, not checked per access) shows here.
+        for (int t = 0; t < r.size; ++t)
+          if (r.fibers[t].cursor[s.level] != r.request[s.level])
+            throw std::runtime_error(r.where(t) + ": carved " + std::to_string(r.fibers[t].cursor[s.level]) +
+                                     " bytes of level-" + std::to_string(s.level) + " scratch, the launch requested " +
+                                     std::to_string(r.request[s.level]) + " (a request must equal the team's carves)");
+        break;
+      }
       if (at_barrier != r.size)
         throw std::runtime_error(r.where(0) + ": after barrier phase " + std::to_string(phase) + ", " +
                                  std::to_string(at_barrier) + " threads wait at a barrier and " + std::to_string(done) +
