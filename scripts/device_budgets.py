@@ -21,27 +21,35 @@ import sys
 
 # ---------------------------------------------------------------------------------------------
 # Launch shapes: the one place that says how each device kernel is launched on a GPU. Each entry
-# is (pattern, team, scratch) where pattern is a regular expression matched against the short
-# kernel name this script prints (e.g. "gemm_detail::gemm_team<float> team#1"), team is the
+# is (pattern, team, scratch, role) where pattern is a regular expression matched against the
+# short kernel name this script prints (e.g. "gemm_detail::GemmTeamBody<float> team"), team is the
 # number of threads of a team/block on a GPU ("auto": Kokkos chooses it, Kokkos::AUTO or a
 # RangePolicy) and scratch(T, hs) is the level-0 team scratch in bytes the code requests (T: bytes
-# of the element type, hs: head size; GPT-2's hs = 64). The values mirror the current code:
-#   gemm_team                      DeviceTile<T>::kGpuTeam = 256; device_scratch_bytes<T>(256)
-#   LayerNorm/CrossEntropy rows    rowred::row_team_policy: rowred::kLanes = 32; kLanes values
-#   LayerNorm::backward_weight     kChunks * kCols = 8 * 32; 2 * kChunks * kCols values
-#   Embedding wte                  kCols = 32 threads, no scratch
-#   attention_device::*            team_policy(): 128 threads; the *_elems() formulas of attention_device.cpp
-# The first pattern that matches wins. When the code's launch-shape functions change, change them here.
+# of the element type, hs: head size; GPT-2's hs = 64). Every device team kernel is a body functor
+# launched through team::launch (kernels/team.hpp); its GPU shape (team::Target::gpu) comes from
+# one function per kernel, mirrored here:
+#   gemm_detail::GemmTeamBody      gemm_shape: DeviceTile<T>::kGpuTeam = 256; device_scratch_bytes<T>(256)
+#   attention_device::*Body        attention_shape: 128; Scratch<Real>::shmem_size(*_elems(hs))
+#   LayerNorm, CrossEntropy rows   rowred::row_shape: rowred::kLanes = 32 threads; kLanes values
+#     (ForwardDet, Forward<T, true>, BackwardInput<T, true>; fast mode's ForwardFast, Forward<T,
+#     false>, BackwardInput<T, false>: 32 threads, no scratch)
+#   LayerNorm BackwardWeight       backward_weight_shape: kWChunks * kWCols = 8 * 32; 2 * 8 * 32 values
+#   Embedding WteBody              kCols = 32 threads, no scratch
+#   HostForward, HostBackward      host_team_shape: 128; on a GPU only for heads the device path
+#                                  cannot hold, whose tiles then sit in level-1 (global) scratch
+# Bodies in an anonymous namespace are named with their unit ("layernorm.cpp: BackwardInput<...>"):
+# LayerNorm and CrossEntropy both have a BackwardInput. The first pattern that matches wins. When
+# a launch-shape function changes, change it here.
 LANES = 32
 
 
-def _view_scratch(n, t):  # Kokkos::View<T*, scratch>::shmem_size(n): n values plus one for alignment
+def _view_scratch(n, t):  # team::scratch_bytes<T>(n) = Kokkos::View<T*, scratch>::shmem_size(n): n values plus one
     return (n + 1) * t
 
 
-def _gemm_scratch(t):  # device_scratch_bytes<T>(256): DeviceTile<T>::RM, RN = 4, KT = 8; 16 x 16 threads
-    rm, rn = 4, 4
-    return 2 * _view_scratch(8 * (16 * rm + 16 * rn), t)
+def _gemm_scratch(t):  # device_scratch_bytes<T>(256): 2 buffers of KT x (TY RM + TX RN); RM = RN = 4, KT = 8; 16 x 16 threads
+    rm, rn, kt = 4, 4, 8
+    return 2 * _view_scratch(kt * (16 * rm + 16 * rn), t)
 
 
 def _att(t):  # Tiles<Real>: kQ = kK = 128 / sizeof, kKB = 64 / sizeof
@@ -70,31 +78,35 @@ def _att_dq(t, hs):
 
 HOT, FALLBACK, HOST, OTHER, LIBRARY = "hot", "fallback", "host path", "device", "Kokkos Kernels"
 LAUNCH_SHAPES = [
-    (r"gemm_team<.*> team#1$", 256, lambda t, hs: _gemm_scratch(t), HOT),
-    (r"LayerNorm<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t), HOT),
-    (r"LayerNorm<.*>::backward_weight team#1$", 8 * LANES, lambda t, hs: _view_scratch(2 * 8 * LANES, t), HOT),
-    (r"CrossEntropy<.*>::(forward|backward_input) team#1$", LANES, lambda t, hs: _view_scratch(LANES, t), HOT),
-    (r"Embedding<.*>::backward_weight team#1$", 32, lambda t, hs: 0, OTHER),
-    (r"attention_device::forward<.*> team#1$", 128, _att_forward, HOT),
-    (r"attention_device::backward_input<.*> team#1$", 128, _att_rowdot, HOT),
-    (r"attention_device::backward_input<.*> team#2$", 128, _att_dkv, HOT),
-    (r"attention_device::backward_input<.*> team#3$", 128, _att_dq, HOT),
-    # fast mode's row kernels: Kokkos::AUTO teams
-    (r"(LayerNorm|CrossEntropy)<.*>::(forward|backward_input) team#2$", "auto", lambda t, hs: 0, HOT),
+    (r"^gemm_detail::GemmTeamBody<.*> team$", 256, lambda t, hs: _gemm_scratch(t), HOT),
+    (r"^attention_device::ForwardBody<.*> team$", 128, _att_forward, HOT),
+    (r"^attention_device::RowdotBody<.*> team$", 128, _att_rowdot, HOT),
+    (r"^attention_device::DkvBody<.*> team$", 128, _att_dkv, HOT),
+    (r"^attention_device::DqBody<.*> team$", 128, _att_dq, HOT),
+    # deterministic row kernels: kLanes values of scratch for the canonical tree
+    (r"^layernorm\.cpp: (ForwardDet<.*>|BackwardInput<.*, true>) team$", LANES,
+     lambda t, hs: _view_scratch(LANES, t), HOT),
+    (r"^cross_entropy\.cpp: (Forward|BackwardInput)<.*, true> team$", LANES, lambda t, hs: _view_scratch(LANES, t), HOT),
+    # fast mode's row kernels: team reductions, no scratch
+    (r"^layernorm\.cpp: (ForwardFast<.*>|BackwardInput<.*, false>) team$", LANES, lambda t, hs: 0, HOT),
+    (r"^cross_entropy\.cpp: (Forward|BackwardInput)<.*, false> team$", LANES, lambda t, hs: 0, HOT),
+    (r"^layernorm\.cpp: BackwardWeight<.*> team$", 8 * LANES, lambda t, hs: _view_scratch(2 * 8 * LANES, t), HOT),
+    (r"^embedding\.cpp: WteBody<.*> team$", 32, lambda t, hs: 0, OTHER),
+    # the host path's attention teams: on a GPU only for heads whose tiles the device path cannot
+    # hold (not at GPT-2 shapes), their scratch then in level 1 (global memory, no shared memory)
+    (r"^Host(Forward|Backward)<.*> team$", 128, lambda t, hs: 0, FALLBACK),
     # the host path's row loops: compiled for the device, never launched there (a GPU's memory is
     # not host-accessible, so use_device_path() is always true)
     (r"(LayerNorm|CrossEntropy)<.*>::(forward|backward_input|backward_weight) range#1 \(int\)$", "auto",
      lambda t, hs: 0, HOST),
     (r"Embedding<.*>::backward_weight range#1 \(int\)$", "auto", lambda t, hs: 0, HOST),
-    # attention for heads whose tiles do not fit team scratch (not at GPT-2 shapes): Kokkos::AUTO
-    # teams over one row each, then the canonical order's row kernels
-    (r"^Attention<[^>]*>::\w+ team#\d+$", "auto", lambda t, hs: 0, FALLBACK),
+    # attention for heads whose tiles fit no team scratch: the canonical order's row kernels
     (r"^attention_order::", "auto", lambda t, hs: 0, FALLBACK),
     # Kokkos Kernels' own kernels (fast mode's KokkosBlas::gemm; cuBLAS when its TPL is on): their
     # launch shapes are the library's
     (r"^(KokkosBlas|KokkosKernels|KokkosBatched)::", "auto", lambda t, hs: 0, LIBRARY),
     # every other RangePolicy / Kokkos::AUTO kernel, named functor and Kokkos' own: Kokkos picks the
-    # block size, so the table shows the best one. A team lambda not listed above is an error.
+    # block size, so the table shows the best one. A team kernel not listed above is an error.
     (r"^(?!.* team(#\d+)?$)", "auto", lambda t, hs: 0, OTHER),
 ]
 HEAD_SIZE = 64  # GPT-2's head size, for the attention tiles' scratch
@@ -199,7 +211,12 @@ def _first_template_arg(s, start):
     return s[start:]
 
 
-def short_name(demangled):
+def short_name(demangled, unit=None):
+    """The kernel's body (closure or functor) without Kokkos' wrappers. `unit`: the source file the
+    kernel was compiled from, put before a body declared in an anonymous namespace of minipipe
+    ("layernorm.cpp: BackwardInput<float, true> team"), where two units may use one name."""
+    # nvcc's prefix of a kernel whose owner has internal linkage: a hash that changes with each build
+    demangled = re.sub(r"_INTERNAL_[0-9a-f]+_\d+_\w+?_[0-9a-f]+_\d+::", "", demangled)
     m = re.search(r"Kokkos::Impl::(ParallelFor|ParallelReduce|ParallelScan\w*)<", demangled)
     if not m:
         return _strip_parens(demangled.replace("(anonymous namespace)::", "")).strip()
@@ -209,6 +226,10 @@ def short_name(demangled):
     cf = "Kokkos::Impl::CombinedFunctorReducer<"
     if body.startswith(cf):
         body = _first_template_arg(body, len(cf))
+    kb = "minipipe::team::KokkosBody<"  # team::launch's wrapper of a team body (kernels/team.hpp)
+    if body.startswith(kb):
+        body = _first_template_arg(body, len(kb)).strip()
+    anon = body.startswith("minipipe::(anonymous namespace)::")
     body = body.replace("(anonymous namespace)::", "")
     lam = re.search(r"::\{lambda\((.*)\)#(\d+)\}$", body)
     name = _strip_parens(body)
@@ -232,7 +253,12 @@ def short_name(demangled):
     name = _drop_template_args(name.replace("minipipe::", ""), "Kokkos::View<", "View")
     if re.match(r"(Kokkos|KokkosBlas|KokkosKernels|KokkosBatched)::", name):
         name = name.split("<", 1)[0]  # the library's functor, whatever its instantiation
-    return re.sub(r"\s+", " ", name).strip()
+    name = re.sub(r"\s+", " ", name).strip()
+    return f"{unit}: {name}" if anon and unit else name
+
+
+def is_team(name):
+    return re.search(r" team(#\d+)?$", name) is not None
 
 
 def _drop_template_args(s, head, repl):
@@ -266,28 +292,46 @@ def launch_shape(name, tbytes):
 
 
 def elem_bytes(name):
-    if "<double>" in name:
-        return 8
-    return 4
+    """Bytes of the kernel's element type: its first template argument (Forward<double, true>)."""
+    return 8 if re.search(r"<double\s*[,>]", name) else 4
 
 
 # ---------------------------------------------------------------------------------------------
+# device_budgets.sh puts this line before each unit's part of the report.
+UNIT_MARK = re.compile(r"^device_budgets unit: (\S+)$")
+
+
+def _key(mangled, unit):
+    """A kernel's key: its mangled name, with the unit where the name is the unit's own (anonymous
+    namespace: `_GLOBAL__N_1` in every unit on HIP)."""
+    return f"{unit}:{mangled}" if unit and "_GLOBAL__N" in mangled else mangled
+
+
+def _new_kernel(mangled, unit, **fields):
+    return dict(fields, mangled=mangled, unit=unit)
+
+
 # CUDA: ptxas -v lines (nvcc 12/13):
 #   ptxas info    : Compiling entry function '_Z...' for 'sm_90'
 #   ptxas info    : Function properties for _Z...
 #       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 #   ptxas info    : Used 40 registers, used 1 barriers, 8 bytes smem, 400 bytes cmem[0]
 def parse_ptxas(text):
-    kernels, cur, props = {}, None, {}
+    kernels, cur, props, unit = {}, None, None, None
     for line in text.splitlines():
+        m = UNIT_MARK.match(line)
+        if m:
+            unit, cur, props = m.group(1), None, None
+            continue
         m = re.search(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'", line)
         if m:
-            cur = m.group(1)
-            kernels.setdefault(cur, dict(regs=0, spill_st=0, spill_ld=0, stack=0, smem=0, arch=m.group(2)))
+            cur = _key(m.group(1), unit)
+            kernels.setdefault(cur, _new_kernel(m.group(1), unit, regs=0, spill_st=0, spill_ld=0, stack=0, smem=0,
+                                                arch=m.group(2)))
             continue
         m = re.search(r"Function properties for (\S+)", line)
         if m:
-            props = m.group(1)
+            props = _key(m.group(1), unit)
             continue
         m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if m and props in kernels:
@@ -307,12 +351,17 @@ def parse_ptxas(text):
 #   remark: ...: VGPRs: 32 / AGPRs: 0 / SGPRs: 40 / ScratchSize [bytes/lane]: 0 / Occupancy [waves/SIMD]: 8
 #   / SGPRs Spill: 0 / VGPRs Spill: 0 / LDS Size [bytes/block]: 0
 def parse_amdgpu_remarks(text):
-    kernels, cur = {}, None
+    kernels, cur, unit = {}, None, None
     for line in text.splitlines():
+        m = UNIT_MARK.match(line)
+        if m:
+            unit, cur = m.group(1), None
+            continue
         m = re.search(r"Function Name: (\S+)", line)
         if m:
-            cur = m.group(1)
-            kernels.setdefault(cur, dict(vgprs=0, agprs=0, sgprs=0, scratch=0, sgpr_spill=0, vgpr_spill=0, lds=0))
+            cur = _key(m.group(1), unit)
+            kernels.setdefault(cur, _new_kernel(m.group(1), unit, vgprs=0, agprs=0, sgprs=0, scratch=0, sgpr_spill=0,
+                                                vgpr_spill=0, lds=0))
             continue
         if cur is None:
             continue
@@ -336,10 +385,10 @@ def best_auto(fn):
 
 
 def rows_cuda(kernels):
-    names = demangle(list(kernels))
+    names = demangle(sorted({k["mangled"] for k in kernels.values()}))
     rows, problems = [], []
-    for mangled, k in kernels.items():
-        name = short_name(names[mangled])
+    for k in kernels.values():
+        name = short_name(names[k["mangled"]], k["unit"])
         team, scratch, role = launch_shape(name, elem_bytes(name))
         smem = k["smem"] + scratch
         spill = k["spill_st"] + k["spill_ld"]
@@ -347,7 +396,7 @@ def rows_cuda(kernels):
             problems.append(f"{name}: no launch shape in LAUNCH_SHAPES (scripts/device_budgets.py)")
             continue
         # Kokkos adds 8 x (team + 2) bytes of its own to a team kernel's shared memory (team reductions)
-        extra = (lambda th: 8 * (th + 2)) if " team#" in name else (lambda th: 0)
+        extra = (lambda th: 8 * (th + 2)) if is_team(name) else (lambda th: 0)
         if team == "auto":
             warps, threads, why = best_auto(lambda th: _sm90_warps(k["regs"], th, smem + extra(th)))
             blocks = warps // math.ceil(threads / 32) if threads else 0
@@ -375,10 +424,10 @@ def _sm90_warps(regs, threads, smem):
 
 
 def rows_hip(kernels):
-    names = demangle(list(kernels))
+    names = demangle(sorted({k["mangled"] for k in kernels.values()}))
     rows, problems = [], []
-    for mangled, k in kernels.items():
-        name = short_name(names[mangled])
+    for k in kernels.values():
+        name = short_name(names[k["mangled"]], k["unit"])
         team, scratch, role = launch_shape(name, elem_bytes(name))
         lds = k["lds"] + scratch
         spill = k["vgpr_spill"] + k["sgpr_spill"] + k["scratch"]
@@ -387,7 +436,7 @@ def rows_hip(kernels):
         if team is None:
             problems.append(f"{name}: no launch shape in LAUNCH_SHAPES (scripts/device_budgets.py)")
             continue
-        extra = (lambda th: 8 * (th + 2)) if " team#" in name else (lambda th: 0)
+        extra = (lambda th: 8 * (th + 2)) if is_team(name) else (lambda th: 0)
         if team == "auto":
             waves, threads, why = best_auto(lambda th: gfx90a_waves(vg, k["sgprs"], th, lds + extra(th)))
             team_txt = f"auto ({threads})"
@@ -466,7 +515,7 @@ def self_test():
            "ptxas info    : Used 255 registers, used 1 barriers, 40 bytes cumulative stack size, 8 bytes smem\n")
     k = parse_ptxas(log)
     expect("ptxas parse", k.get("_Z4kernPfi"),
-           dict(regs=255, spill_st=36, spill_ld=36, stack=40, smem=8, arch="sm_90"))
+           dict(regs=255, spill_st=36, spill_ld=36, stack=40, smem=8, arch="sm_90", mangled="_Z4kernPfi", unit=None))
     hip = ("k.cpp:2:1: remark: Function Name: _Z4kernPfi [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     SGPRs: 12 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     VGPRs: 6 [-Rpass-analysis=kernel-resource-usage]\n"
@@ -476,7 +525,13 @@ def self_test():
            "k.cpp:2:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     LDS Size [bytes/block]: 256 [-Rpass-analysis=kernel-resource-usage]\n")
     expect("remark parse", parse_amdgpu_remarks(hip).get("_Z4kernPfi"),
-           dict(vgprs=6, agprs=0, sgprs=12, scratch=0, sgpr_spill=0, vgpr_spill=3, lds=256))
+           dict(vgprs=6, agprs=0, sgprs=12, scratch=0, sgpr_spill=0, vgpr_spill=3, lds=256, mangled="_Z4kernPfi",
+                unit=None))
+    # one anonymous-namespace name in two units: two kernels, each with its unit
+    two = ("device_budgets unit: layernorm.cpp\n" + log.replace("_Z4kernPfi", "_ZN12_GLOBAL__N_14kernEv") +
+           "device_budgets unit: cross_entropy.cpp\n" + log.replace("_Z4kernPfi", "_ZN12_GLOBAL__N_14kernEv"))
+    expect("units of anonymous kernels", sorted(k["unit"] for k in parse_ptxas(two).values()),
+           ["cross_entropy.cpp", "layernorm.cpp"])
     global LAUNCH_SHAPES
     saved = LAUNCH_SHAPES
     try:
@@ -495,8 +550,35 @@ def self_test():
                  "gemm_detail::gemm_team<float>(int, int, minipipe::StridedMat<float>, long)::{lambda(Kokkos::"
                  "Impl::CudaTeamMember const&)#1}, Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<256u, "
                  "2u> >, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
-    expect("short name", short_name(demangled), "gemm_detail::gemm_team<float> team#1")
-    expect("gemm shape", launch_shape("gemm_detail::gemm_team<float> team#1", 4)[0], 256)
+    expect("a team lambda", short_name(demangled), "gemm_detail::gemm_team<float> team#1")
+    # the merged tree's team kernels: bodies that team::launch wraps in team::KokkosBody
+    wrapped = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::team::"
+               "KokkosBody<minipipe::gemm_detail::GemmTeamBody<float> >, Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::"
+               "LaunchBounds<256u, 2u> >, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<minipipe::team::KokkosBody<"
+               "minipipe::gemm_detail::GemmTeamBody<float> >, Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<"
+               "256u, 2u> >, Kokkos::Cuda>)")
+    expect("a team body", short_name(wrapped), "gemm_detail::GemmTeamBody<float> team")
+    expect("gemm shape", launch_shape("gemm_detail::GemmTeamBody<float> team", 4)[:2], (256, 8200))
+    expect("gemm shape, double", launch_shape("gemm_detail::GemmTeamBody<double> team", 8)[:2], (256, 16400))
+    anon = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::team::"
+            "KokkosBody<minipipe::(anonymous namespace)::BackwardInput<double, true> >, Kokkos::TeamPolicy<Kokkos::"
+            "Cuda, Kokkos::LaunchBounds<0u, 0u> >, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
+    expect("an anonymous body", short_name(anon, "cross_entropy.cpp"), "cross_entropy.cpp: BackwardInput<double, true> team")
+    expect("double of a two-argument body", elem_bytes("cross_entropy.cpp: BackwardInput<double, true> team"), 8)
+    expect("row shape", launch_shape("cross_entropy.cpp: BackwardInput<double, true> team", 8)[:2], (32, 264))
+    expect("fast row shape", launch_shape("layernorm.cpp: BackwardInput<float, false> team", 4)[:2], (32, 0))
+    expect("backward_weight shape", launch_shape("layernorm.cpp: BackwardWeight<float> team", 4)[:2], (256, 2052))
+    ns = anon.replace("minipipe::(anonymous namespace)::BackwardInput<double, true>",
+                      "minipipe::attention_device::(anonymous namespace)::DkvBody<float>")
+    internal = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<_INTERNAL_8ef63d09_10_"
+                "linear_cpp_faa4b1c4_19984::minipipe::(anonymous namespace)::hold_samples<double>(_INTERNAL_8ef63d09_"
+                "10_linear_cpp_faa4b1c4_19984::minipipe::GradAccum<double>&, int)::{lambda(int)#2}, Kokkos::RangePolicy"
+                "<Kokkos::Cuda>, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
+    expect("a lambda of an internal function", short_name(internal, "linear.cpp"),
+           "linear.cpp: hold_samples<double> range#2 (int)")
+    expect("a body in a named namespace", short_name(ns, "attention_device.cpp"), "attention_device::DkvBody<float> team")
+    expect("attention dk/dv shape", launch_shape("attention_device::DkvBody<float> team", 4)[:2], (128, 33220))
+    expect("attention forward shape", launch_shape("attention_device::ForwardBody<float> team", 4)[:2], (128, 33156))
     functor = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::GemmTeam<"
                "float>, Kokkos::TeamPolicy<Kokkos::Cuda>, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
     expect("a named team functor", short_name(functor), "GemmTeam<float> team")

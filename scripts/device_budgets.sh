@@ -99,7 +99,13 @@ for unit, lines in chunks.items():
     with open(os.path.join(reports, unit + ".log"), "w") as f:
         f.write("".join(lines) or "(no kernel)\n")
 EOF
-  cat "$reports"/*.log >"$work/$be.report"
+  # each unit's part after a line naming it: device_budgets.py names a body of an anonymous
+  # namespace by its unit (two units may use one name)
+  local r
+  for r in "$reports"/*.log; do
+    printf 'device_budgets unit: %s\n' "$(basename "$r" .log)"
+    cat "$r"
+  done >"$work/$be.report"
 }
 
 # splice FILE BACKEND TABLE: replace the lines between the backend's markers in FILE
