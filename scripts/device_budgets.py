@@ -162,7 +162,7 @@ def sm90_blocks(regs, threads, smem):
 
 def gfx90a_waves(vgprs, sgprs, threads, lds):
     """Resident waves per SIMD, averaged over the CU's 4 SIMDs (0: cannot launch; 0.5: one 2-wave
-    workgroup a CU), and the limiting resource (on a tie the first named)."""
+    workgroup a CU), and the limiting resource."""
     a = GFX90A
     if threads > a["max_threads"] or lds > a["lds_cu"] or vgprs > a["vgprs"]:
         return 0, "launch"
@@ -176,11 +176,11 @@ def gfx90a_waves(vgprs, sgprs, threads, lds):
         "sgprs": by_sgpr * a["simds"] // waves_wg,
         "lds": a["lds_cu"] // lds if lds > 0 else a["max_waves"] * a["simds"],
     }
-    why = min(limits, key=lambda k: limits[k])
-    wgs = limits[why]
-    if wgs == 0:
-        return 0, why
-    return wgs * waves_wg / a["simds"], why
+    wgs = min(limits.values())
+    waves = wgs * waves_wg / a["simds"]
+    # the resource that binds (a register limit before the wave-slot limit it ties with)
+    why = "waves" if waves == a["max_waves"] else next(k for k in ("vgprs", "sgprs", "lds", "waves") if limits[k] == wgs)
+    return (waves if wgs else 0), why
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,6 +527,8 @@ def self_test():
     # SGPRs (LLVM's table for gfx9): 100 a wave still 8 waves per SIMD, 101 seven
     expect("gfx90a 100 sgprs", gfx90a_waves(32, 100, 256, 0), (8, "waves"))
     expect("gfx90a 101 sgprs", gfx90a_waves(32, 101, 256, 0), (7, "sgprs"))
+    # 896 threads (14 waves) at 72 VGPRs: 2 workgroups, 7 waves a SIMD, the VGPRs bind
+    expect("gfx90a VGPRs bind at a tie", gfx90a_waves(66, 92, 896, 0), (7, "vgprs"))
     # ptxas -v and clang remark parsing, and --check's verdicts
     log = ("ptxas info    : Compiling entry function '_Z4kernPfi' for 'sm_90'\n"
            "ptxas info    : Function properties for _Z4kernPfi\n"
