@@ -128,11 +128,12 @@ SM90 = dict(regs_sm=65536, regs_block=65536, max_regs=255, reg_unit=256, subpart
 # AMD gfx90a (MI200; AMD CDNA2 ISA guide and the HIP performance guide's occupancy section): wave64;
 # 4 SIMDs per CU; 512 vector registers per SIMD lane in one file shared by VGPRs and AGPRs (the
 # code object's vgpr_count on gfx90a is the unified count, allocated in units of 8); at most 8 waves
-# per SIMD; 800 SGPRs per SIMD, allocated in units of 16, at most 102 a wave (plus VCC etc.);
-# 64 KB of LDS per CU shared by the CU's workgroups; 1024 threads per workgroup, whose waves are
-# spread over the CU's 4 SIMDs.
-GFX90A = dict(vgprs=512, vgpr_unit=8, max_waves=8, sgprs=800, sgpr_unit=16, simds=4, wave=64, lds_cu=64 * 1024,
-              max_threads=1024)
+# per SIMD; SGPRs (the remark's count includes VCC, FLAT_SCRATCH, XNACK_MASK) limit a SIMD to 8
+# waves up to 100 a wave and 7 above (LLVM's AMDGPU occupancy table for gfx9, which the compiler's
+# own "Occupancy [waves/SIMD]" remark applies); 64 KB of LDS per CU shared by the CU's workgroups;
+# 1024 threads per workgroup, whose waves are spread over the CU's 4 SIMDs.
+GFX90A = dict(vgprs=512, vgpr_unit=8, max_waves=8, sgpr_waves=((100, 8),), sgpr_min_waves=7, simds=4, wave=64,
+              lds_cu=64 * 1024, max_threads=1024)
 
 
 def round_up(x, m):
@@ -160,25 +161,26 @@ def sm90_blocks(regs, threads, smem):
 
 
 def gfx90a_waves(vgprs, sgprs, threads, lds):
-    """Waves per SIMD (0: cannot launch) and the limiting resource."""
+    """Resident waves per SIMD, averaged over the CU's 4 SIMDs (0: cannot launch; 0.5: one 2-wave
+    workgroup a CU), and the limiting resource."""
     a = GFX90A
     if threads > a["max_threads"] or lds > a["lds_cu"] or vgprs > a["vgprs"]:
         return 0, "launch"
     waves_wg = math.ceil(threads / a["wave"])
     by_vgpr = min(a["max_waves"], a["vgprs"] // round_up(max(vgprs, 1), a["vgpr_unit"]))
-    by_sgpr = min(a["max_waves"], a["sgprs"] // round_up(max(sgprs, 1), a["sgpr_unit"]))
-    per_simd = min(by_vgpr, by_sgpr)
-    # whole workgroups per CU: each needs waves_wg of the CU's simds x per_simd wave slots
-    wg_regs = (per_simd * a["simds"]) // waves_wg
-    wg_lds = a["lds_cu"] // lds if lds > 0 else wg_regs
-    wgs = min(wg_regs, wg_lds)
-    if wgs == 0:
-        return 0, "registers" if wg_regs == 0 else "lds"
-    waves = min(per_simd, (wgs * waves_wg) // a["simds"])
-    why = "vgprs" if per_simd == by_vgpr and waves == by_vgpr else "sgprs" if waves == by_sgpr else "lds/workgroups"
-    if waves == a["max_waves"]:
-        why = "waves"
-    return waves, why
+    by_sgpr = next((w for limit, w in a["sgpr_waves"] if sgprs <= limit), a["sgpr_min_waves"])
+    # whole workgroups per CU: a workgroup's waves take wave slots of the CU's SIMDs
+    limits = {
+        "waves": a["max_waves"] * a["simds"] // waves_wg,
+        "vgprs": by_vgpr * a["simds"] // waves_wg,
+        "sgprs": by_sgpr * a["simds"] // waves_wg,
+        "lds": a["lds_cu"] // lds if lds > 0 else a["max_waves"] * a["simds"],
+    }
+    wgs = min(limits.values())
+    waves = wgs * waves_wg / a["simds"]
+    # the resource that binds (a register limit before the wave-slot limit it ties with)
+    why = "waves" if waves == a["max_waves"] else next(k for k in ("vgprs", "sgprs", "lds", "waves") if limits[k] == wgs)
+    return (waves if wgs else 0), why
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,13 +363,14 @@ def parse_amdgpu_remarks(text):
         if m:
             cur = _key(m.group(1), unit)
             kernels.setdefault(cur, _new_kernel(m.group(1), unit, vgprs=0, agprs=0, sgprs=0, scratch=0, sgpr_spill=0,
-                                                vgpr_spill=0, lds=0))
+                                                vgpr_spill=0, lds=0, cc_waves=None))
             continue
         if cur is None:
             continue
         for key, pat in (("vgprs", r"\bVGPRs: (\d+)"), ("agprs", r"\bAGPRs: (\d+)"), ("sgprs", r"\bSGPRs: (\d+)"),
                          ("scratch", r"ScratchSize \[bytes/lane\]: (\d+)"), ("sgpr_spill", r"SGPRs Spill: (\d+)"),
-                         ("vgpr_spill", r"VGPRs Spill: (\d+)"), ("lds", r"LDS Size \[bytes/block\]: (\d+)")):
+                         ("vgpr_spill", r"VGPRs Spill: (\d+)"), ("lds", r"LDS Size \[bytes/block\]: (\d+)"),
+                         ("cc_waves", r"Occupancy \[waves/SIMD\]: (\d+)")):
             m = re.search(pat, line)
             if m:
                 kernels[cur][key] = int(m.group(1))
@@ -413,8 +416,9 @@ def rows_cuda(kernels):
         if spill:
             problems.append(f"{name}: spills {k['spill_st']} B stored / {k['spill_ld']} B loaded on sm_90")
         occ = warps / SM90["max_warps"]
-        rows.append(dict(name=name, role=role, team=team_txt, regs=k["regs"], regs_n=k["regs"], spill=f"{k['spill_st']} / {k['spill_ld']}",
-                         smem=smem_txt, occ_units=f"{blocks} ({why})", occ=occ, stack=k["stack"]))
+        rows.append(dict(name=name, role=role, team=team_txt, regs_n=k["regs"],
+                         cols=[k["regs"], f"{k['spill_st']} / {k['spill_ld']}", smem_txt, f"{blocks} ({why})"],
+                         occ=occ, stack=k["stack"]))
     return rows, problems
 
 
@@ -430,7 +434,8 @@ def rows_hip(kernels):
         name = short_name(names[k["mangled"]], k["unit"])
         team, scratch, role = launch_shape(name, elem_bytes(name))
         lds = k["lds"] + scratch
-        spill = k["vgpr_spill"] + k["sgpr_spill"] + k["scratch"]
+        # scratch alone is the kernel's stack (private arrays), like ptxas' stack frame: shown, not a spill
+        spill = k["vgpr_spill"] + k["sgpr_spill"]
         # gfx90a: the unified register file holds VGPRs then AGPRs (VGPRs rounded up to 4 first)
         vg = round_up(k["vgprs"], 4) + k["agprs"] if k["agprs"] else k["vgprs"]
         if team is None:
@@ -448,13 +453,21 @@ def rows_hip(kernels):
             if waves == 0:
                 problems.append(f"{name}: {vg} VGPRs x {team} threads cannot launch on gfx90a ({why})")
         if spill:
+            # LLVM spills SGPRs into lanes of VGPRs first: with no scratch they never reach memory
+            where = "; SGPRs into VGPR lanes, no scratch memory" if not k["vgpr_spill"] and not k["scratch"] else ""
             problems.append(f"{name}: spills on gfx90a (VGPR spill {k['vgpr_spill']}, SGPR spill "
-                            f"{k['sgpr_spill']}, scratch {k['scratch']} B/lane)")
+                            f"{k['sgpr_spill']}, scratch {k['scratch']} B/lane{where})")
         occ = waves / GFX90A["max_waves"]
-        rows.append(dict(name=name, role=role, team=team_txt, regs=f"{vg} v / {k['sgprs']} s", regs_n=vg,
-                         spill=f"{k['vgpr_spill']} v / {k['sgpr_spill']} s / {k['scratch']} B",
-                         smem=lds_txt, occ_units=f"{waves} ({why})", occ=occ, stack=k["scratch"]))
+        cc = "?" if k["cc_waves"] is None else k["cc_waves"]
+        rows.append(dict(name=name, role=role, team=team_txt, regs_n=vg,
+                         cols=[k["vgprs"], k["agprs"], k["sgprs"], f"{k['vgpr_spill']} / {k['sgpr_spill']}",
+                               k["scratch"], lds_txt, f"{_waves_txt(waves)} ({why})", cc],
+                         occ=occ, stack=k["scratch"]))
     return rows, problems
+
+
+def _waves_txt(w):
+    return f"{w:g}"
 
 
 ROLE_ORDER = {HOT: 0, OTHER: 1, FALLBACK: 2, HOST: 3, LIBRARY: 4}
@@ -465,8 +478,9 @@ def table(backend, rows):
         head = ("| kernel | role | team | registers | spill stores / loads (B) | shared memory (B) | blocks per SM "
                 "(limit) | occupancy |\n|---|---|---|---|---|---|---|---|")
     else:
-        head = ("| kernel | role | team | VGPRs / SGPRs | spill VGPR / SGPR / scratch | LDS (B) | waves per SIMD "
-                "(limit) | occupancy |\n|---|---|---|---|---|---|---|---|")
+        head = ("| kernel | role | team | VGPRs | AGPRs | SGPRs | spill VGPRs / SGPRs | scratch (B/lane) | LDS (B) | "
+                "waves per SIMD (limit) | compiler's waves per SIMD | occupancy |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     merged = {}  # one row a name: the worst instantiation (most registers), with the count
     for r in rows:
@@ -479,8 +493,8 @@ def table(backend, rows):
     for r in sorted(merged.values(), key=lambda r: (ROLE_ORDER[r["role"]], r["name"])):
         r["shown"] = f"`{r['name']}`" + (f" ({r['count']} instantiations, the worst)" if r["count"] > 1 else "")
         flag = " **(below 25%)**" if r["role"] == HOT and r["occ"] < OCCUPANCY_TARGET else ""
-        lines.append(f"| {r['shown']} | {r['role']} | {r['team']} | {r['regs']} | {r['spill']} | {r['smem']} | "
-                     f"{r['occ_units']} | {r['occ'] * 100:.1f}%{flag} |")
+        cols = " | ".join(str(c) for c in r["cols"])
+        lines.append(f"| {r['shown']} | {r['role']} | {r['team']} | {cols} | {r['occ'] * 100:.1f}%{flag} |")
     return "\n".join(lines) + "\n"
 
 
@@ -508,6 +522,13 @@ def self_test():
     expect("gfx90a 512 vgprs x 256", gfx90a_waves(512, 32, 256, 0)[0], 1)
     expect("gfx90a 40 KB LDS x 256", gfx90a_waves(32, 32, 256, 40 * 1024)[0], 1)
     expect("gfx90a 16 vgprs x 64", gfx90a_waves(16, 16, 64, 0)[0], 8)
+    # a 128-thread team (2 waves) with 34 KB of LDS: one a CU, its 2 waves on 2 of the 4 SIMDs
+    expect("gfx90a 2-wave team, 34 KB LDS", gfx90a_waves(56, 96, 128, 34 * 1024), (0.5, "lds"))
+    # SGPRs (LLVM's table for gfx9): 100 a wave still 8 waves per SIMD, 101 seven
+    expect("gfx90a 100 sgprs", gfx90a_waves(32, 100, 256, 0), (8, "waves"))
+    expect("gfx90a 101 sgprs", gfx90a_waves(32, 101, 256, 0), (7, "sgprs"))
+    # 896 threads (14 waves) at 72 VGPRs: 2 workgroups, 7 waves a SIMD, the VGPRs bind
+    expect("gfx90a VGPRs bind at a tie", gfx90a_waves(66, 92, 896, 0), (7, "vgprs"))
     # ptxas -v and clang remark parsing, and --check's verdicts
     log = ("ptxas info    : Compiling entry function '_Z4kernPfi' for 'sm_90'\n"
            "ptxas info    : Function properties for _Z4kernPfi\n"
@@ -521,12 +542,13 @@ def self_test():
            "k.cpp:2:1: remark:     VGPRs: 6 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     AGPRs: 0 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     ScratchSize [bytes/lane]: 0 [-Rpass-analysis=kernel-resource-usage]\n"
+           "k.cpp:2:1: remark:     Occupancy [waves/SIMD]: 8 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     SGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]\n"
            "k.cpp:2:1: remark:     LDS Size [bytes/block]: 256 [-Rpass-analysis=kernel-resource-usage]\n")
     expect("remark parse", parse_amdgpu_remarks(hip).get("_Z4kernPfi"),
-           dict(vgprs=6, agprs=0, sgprs=12, scratch=0, sgpr_spill=0, vgpr_spill=3, lds=256, mangled="_Z4kernPfi",
-                unit=None))
+           dict(vgprs=6, agprs=0, sgprs=12, scratch=0, sgpr_spill=0, vgpr_spill=3, lds=256, cc_waves=8,
+                mangled="_Z4kernPfi", unit=None))
     # one anonymous-namespace name in two units: two kernels, each with its unit
     two = ("device_budgets unit: layernorm.cpp\n" + log.replace("_Z4kernPfi", "_ZN12_GLOBAL__N_14kernEv") +
            "device_budgets unit: cross_entropy.cpp\n" + log.replace("_Z4kernPfi", "_ZN12_GLOBAL__N_14kernEv"))
@@ -544,6 +566,13 @@ def self_test():
         LAUNCH_SHAPES = []
         _, problems = rows_cuda(k)
         expect("an unmapped kernel is a problem", any("no launch shape" in p for p in problems), True)
+        # HIP: scratch without a spill is the kernel's stack, not a spill; a VGPR spill is one
+        LAUNCH_SHAPES = [(r"^kern$", 256, lambda t, hs: 0, HOT)]
+        stack = parse_amdgpu_remarks(hip.replace("VGPRs Spill: 3", "VGPRs Spill: 0").replace(
+            "ScratchSize [bytes/lane]: 0", "ScratchSize [bytes/lane]: 24"))
+        expect("HIP scratch alone is no spill", rows_hip(stack)[1], [])
+        expect("a HIP VGPR spill is a problem", any("spills" in p for p in rows_hip(parse_amdgpu_remarks(hip))[1]),
+               True)
     finally:
         LAUNCH_SHAPES = saved
     demangled = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::"
