@@ -826,7 +826,8 @@ template <class T>
 std::size_t device_scratch_bytes(int team) {
   using D = DeviceTile<T>;
   const TeamGrid g(team);
-  return 2 * team::scratch_bytes<T>(static_cast<std::size_t>(D::KT) * (g.ty * D::RM + g.tx * D::RN));
+  // the one carve of gemm_team: two k-blocks of A and B side by side
+  return team::scratch_bytes<T>(2 * static_cast<std::size_t>(D::KT) * (g.ty * D::RM + g.tx * D::RN));
 }
 
 template <class T>
