@@ -86,8 +86,8 @@ Schedule read_csv(std::istream& in, int p_hint, Placement placement, const std::
                             e.what());
       }
       for (const Action& x : a.op == Op::OVERLAP_F_B ? a.sub : std::vector<Action>{a}) {
-        const auto where = source + ": row " + std::to_string(r + 1) + ", column " + std::to_string(c + 1) + ": cell '" +
-                           rows[r][c] + "' has ";
+        const auto where = source + ": row " + std::to_string(r + 1) + ", column " + std::to_string(c + 1) +
+                           ": cell '" + rows[r][c] + "' has ";
         if (x.stage >= kMaxStages)
           throw ScheduleError(where + "stage index " + std::to_string(x.stage) + "; allowed: 0 .. " +
                               std::to_string(kMaxStages - 1));

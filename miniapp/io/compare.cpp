@@ -78,7 +78,8 @@ std::string value_text(T v) {
 std::string ulp_text(const DatasetDiff& d) {
   if (d.first_nan) return "ULP n/a (NaN)";
   std::string t = std::to_string(d.first_ulp) + " ULP";
-  if (d.first_ulp == 0 && (d.first_a == "-0" || d.first_b == "-0")) t += " (+0 vs -0: equal values, the sign bit differs)";
+  if (d.first_ulp == 0 && (d.first_a == "-0" || d.first_b == "-0"))
+    t += " (+0 vs -0: equal values, the sign bit differs)";
   return t;
 }
 

@@ -22,7 +22,8 @@ std::string os_reason(const std::string& desc) {
   const auto at = desc.find(key);
   if (at == std::string::npos) return desc;
   const auto end = desc.find('\'', at + key.size());
-  const std::string reason = desc.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+  const std::string reason =
+      desc.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
   const auto colon = desc.find(':');
   return (colon == std::string::npos || colon > at ? std::string("system call failed") : desc.substr(0, colon)) + ": " +
          reason;

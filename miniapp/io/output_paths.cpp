@@ -138,15 +138,14 @@ void check_output(const OutputSpec& o) {
     const ssize_t n = ::readlink(path.c_str(), target, PATH_MAX);
     throw PathError(named(o.key, path) + ", which is a symbolic link to " +
                     (n > 0 ? quoted_text(std::string(target, static_cast<std::size_t>(n))) : std::string("?")) +
-                    " that cannot be followed (" + std::strerror(stat_errno) +
-                    "); refusing to overwrite it " + force_hint(o.key) + "; allowed: a new file name");
+                    " that cannot be followed (" + std::strerror(stat_errno) + "); refusing to overwrite it " +
+                    force_hint(o.key) + "; allowed: a new file name");
   }
   if (exists) {
     if (!S_ISREG(st.st_mode))
       throw PathError(named(o.key, path) + ", which is " + kind_of(st.st_mode) + "; allowed: a regular file");
     if (!o.force)
-      throw PathError(named(o.key, path) +
-                      ": the file exists; refusing to overwrite it " + force_hint(o.key));
+      throw PathError(named(o.key, path) + ": the file exists; refusing to overwrite it " + force_hint(o.key));
   }
 }
 

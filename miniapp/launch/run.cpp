@@ -331,10 +331,9 @@ void choose_splits(RunSetup& su, MPI_Comm* comm) {
       counts = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
     }
     if (comm) MPI_Bcast(counts.data(), S, MPI_INT, 0, *comm);
-    pl.layout =
-        model_copies(make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end()),
-                                       pl.lowered.chains),
-                     pl.lowered.chains);
+    pl.layout = model_copies(
+        make_stage_layout(su.shape.n_layer, S, std::vector<long long>(counts.begin(), counts.end()), pl.lowered.chains),
+        pl.lowered.chains);
     if (rank == 0) {
       std::ostringstream os;
       os << "auto split for " << pl.schedule << " m = " << pl.m << ": ";

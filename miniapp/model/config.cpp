@@ -318,9 +318,9 @@ long long parse_int(const std::string& key, const std::string& text) {
     std::string rule;
     for (const auto& k : deck_keys())
       if (k.name == key) rule = k.allowed.text();
-    const std::string bits = key == "train.seed" ? "an integer in [" + std::to_string(LLONG_MIN) + ", " +
-                                                       std::to_string(LLONG_MAX) + "]"
-                                                 : "at most 2147483647 in magnitude";
+    const std::string bits =
+        key == "train.seed" ? "an integer in [" + std::to_string(LLONG_MIN) + ", " + std::to_string(LLONG_MAX) + "]"
+                            : "at most 2147483647 in magnitude";
     throw InputError("command line: key '" + key + "' has value " + quoted_text(text) +
                      ", which is out of range; allowed: " + (rule.empty() ? "" : rule + ", ") + bits);
   }

@@ -136,10 +136,10 @@ StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<lon
   StageLayout lay;
   // "N stages (p*v)" counts every stage; with several model copies (DualPipe) the limit and the
   // split are per part of one copy, and the message says both numbers.
-  const std::string stages = std::to_string(num_stages * copies) + " stages (p*v)" +
-                             (copies > 1 ? ", " + std::to_string(copies) + " model copies of " +
-                                               std::to_string(num_stages) + " parts each,"
-                                         : std::string());
+  const std::string stages =
+      std::to_string(num_stages * copies) + " stages (p*v)" +
+      (copies > 1 ? ", " + std::to_string(copies) + " model copies of " + std::to_string(num_stages) + " parts each,"
+                  : std::string());
   if (num_stages > n_layer)
     throw InputError("pipeline: " + stages + " but model.n_layer = " + std::to_string(n_layer) +
                      "; allowed: at most one stage per transformer block (dualpipe: its stages are the p parts of "

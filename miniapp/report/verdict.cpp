@@ -125,7 +125,8 @@ Verdict verify_runs(const std::vector<RunReport>& runs, const std::string& refer
 std::string fom_line(const FigureOfMerit& fom, const std::string& hooks) {
   char text[128];
   std::snprintf(text, sizeof(text), "FOM: %.6g tokens/s (model %.4g TFLOP/s)", fom.tokens_per_second, fom.model_tflops);
-  return hooks.empty() ? std::string(text) : std::string(text) + " (not a measurement: test hooks active: " + hooks + ")";
+  return hooks.empty() ? std::string(text)
+                       : std::string(text) + " (not a measurement: test hooks active: " + hooks + ")";
 }
 
 std::string verdict_text(const Verdict& v, const std::string& test_hooks) {

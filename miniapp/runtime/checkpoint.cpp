@@ -58,8 +58,8 @@ std::string all_text(MPI_Comm comm, const std::string& mine) {
 // The restart's metadata as the manifest records it: one "key value" line per /meta attribute a
 // restart reads, in this order. Integers as decimal, first_loss as its exact bits (%a), texts
 // (format, optimizer, deck, data) by their FNV-1a checksum.
-const char* const kMetaInts[] = {"step", "data_cursor", "seed", "vocab", "seq_len", "block_size", "channels",
-                                 "n_head", "n_layer"};
+const char* const kMetaInts[] = {"step",       "data_cursor", "seed",   "vocab",  "seq_len",
+                                 "block_size", "channels",    "n_head", "n_layer"};
 const char* const kMetaTexts[] = {"format", "optimizer", "deck", "data"};
 
 std::string exact_text(double x) {

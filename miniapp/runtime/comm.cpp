@@ -86,7 +86,8 @@ bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err)
   const int first = e.root;
   const std::string& text = e.text;
   if (rank == 0)
-    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": " << escaped_controls(text) << "\n";
+    err << "minipipe: error" << (first != 0 ? " (rank " + std::to_string(first) + ")" : "") << ": "
+        << escaped_controls(text) << "\n";
   return true;
 }
 

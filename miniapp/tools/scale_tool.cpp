@@ -553,7 +553,8 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
           return false;
         }
       }();
-      throw InputError("command line: --schedules has entry " + quoted_text(n) + (two_copies ? " (two model copies: scale does not sweep it; `minipipe tune` predicts it)" : "") +
+      throw InputError("command line: --schedules has entry " + quoted_text(n) +
+                       (two_copies ? " (two model copies: scale does not sweep it; `minipipe tune` predicts it)" : "") +
                        "; allowed: a comma list of " + t);
     }
     opt.schedules.push_back(n);

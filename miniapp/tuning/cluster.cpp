@@ -21,10 +21,10 @@ namespace {
 // The documented ranges (docs/cluster.md): wide enough for any machine, narrow enough that every
 // derived time stays finite and printable.
 constexpr long long kMaxDevices = 1LL << 24;
-constexpr double kMinRate = 1e-6;        // TFLOP/s, GiB, GB/s, speedup
-constexpr double kMaxTflops = 1e6;       // also the largest speedup
-constexpr double kMaxBandwidth = 1e9;    // GB/s; also the largest memory_gib
-constexpr double kMaxLatencyUs = 1e9;    // 1000 s
+constexpr double kMinRate = 1e-6;      // TFLOP/s, GiB, GB/s, speedup
+constexpr double kMaxTflops = 1e6;     // also the largest speedup
+constexpr double kMaxBandwidth = 1e9;  // GB/s; also the largest memory_gib
+constexpr double kMaxLatencyUs = 1e9;  // 1000 s
 
 // The allowed keys of each section and what each holds (for the error text).
 const std::map<std::string, std::map<std::string, std::string>>& schema() {
@@ -41,9 +41,13 @@ const std::map<std::string, std::map<std::string, std::string>>& schema() {
         {"memory_bandwidth_gbs", "a number 1e-06 .. 1e+09"},
         {"speedup", "a number 1e-06 .. 1e+06"}}},
       {"link.intra",
-       {{"latency_us", "a number 0 .. 1e+09"}, {"bandwidth_gbs", "a number 1e-06 .. 1e+09"}, {"from_costs", "a boolean"}}},
+       {{"latency_us", "a number 0 .. 1e+09"},
+        {"bandwidth_gbs", "a number 1e-06 .. 1e+09"},
+        {"from_costs", "a boolean"}}},
       {"link.inter",
-       {{"latency_us", "a number 0 .. 1e+09"}, {"bandwidth_gbs", "a number 1e-06 .. 1e+09"}, {"from_costs", "a boolean"}}},
+       {{"latency_us", "a number 0 .. 1e+09"},
+        {"bandwidth_gbs", "a number 1e-06 .. 1e+09"},
+        {"from_costs", "a boolean"}}},
   };
   return s;
 }
@@ -170,7 +174,8 @@ Link read_link(const Reader& r, const std::string& sec, bool needed, bool& from_
   }
   if (!needed && !r.has(sec + ".latency_us") && !r.has(sec + ".bandwidth_gbs")) return l;
   l.latency_ms = r.number(sec + ".latency_us", 0, kMaxLatencyUs, true) / 1e3;
-  l.ms_per_byte = 1 / (r.number(sec + ".bandwidth_gbs", kMinRate, kMaxBandwidth, true) * 1e6);  // GB/s = 1e9 B/s = 1e6 B/ms
+  l.ms_per_byte =
+      1 / (r.number(sec + ".bandwidth_gbs", kMinRate, kMaxBandwidth, true) * 1e6);  // GB/s = 1e9 B/s = 1e6 B/ms
   return l;
 }
 

@@ -310,11 +310,14 @@ TEST(CompareTest, NanAndSignedZeroSemantics) {
       {"nan_number", qnan, 42.0f, "nan vs 42, ULP n/a (NaN); 0 later datasets differ"},
       {"number_nan", 42.0f, qnan, "42 vs nan, ULP n/a (NaN); 0 later datasets differ"},
       {"nan_payloads", qnan, qnan2, "nan vs nan, ULP n/a (NaN); 0 later datasets differ"},
-      {"signed_zeros", 0.0f, -0.0f, "0 vs -0, 0 ULP (+0 vs -0: equal values, the sign bit differs); 0 later datasets differ"},
+      {"signed_zeros", 0.0f, -0.0f,
+       "0 vs -0, 0 ULP (+0 vs -0: equal values, the sign bit differs); 0 later datasets differ"},
   };
   for (const auto& c : cases) {
-    const auto fa = write_dump("nz_" + c.name + "_a.h5", {{"/x", {2}, DType::f32, bytes_of(std::vector<float>{1.0f, c.a})}});
-    const auto fb = write_dump("nz_" + c.name + "_b.h5", {{"/x", {2}, DType::f32, bytes_of(std::vector<float>{1.0f, c.b})}});
+    const auto fa =
+        write_dump("nz_" + c.name + "_a.h5", {{"/x", {2}, DType::f32, bytes_of(std::vector<float>{1.0f, c.a})}});
+    const auto fb =
+        write_dump("nz_" + c.name + "_b.h5", {{"/x", {2}, DType::f32, bytes_of(std::vector<float>{1.0f, c.b})}});
     const CompareReport r = minipipe::io::compare_dumps(fa, fb, {});
     EXPECT_EQ(r.exit_code, 1) << c.name;
     const auto& d = find(r, "/x");

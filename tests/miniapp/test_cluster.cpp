@@ -179,11 +179,13 @@ TEST(Cluster, WideIntegersAreRefusedBeforeNarrowing) {
   const std::string links =
       "[link.intra]\nlatency_us = 1\nbandwidth_gbs = 10\n[link.inter]\nlatency_us = 1\nbandwidth_gbs = 10\n";
   for (const char* v : {"4294967298", "1000000000000", "9223372036854775807", "16777217"}) {
-    const std::string msg = refused("[cluster]\nnodes = 1\ndevices_per_node = " + std::string(v) + "\n" + device + links);
+    const std::string msg =
+        refused("[cluster]\nnodes = 1\ndevices_per_node = " + std::string(v) + "\n" + device + links);
     EXPECT_NE(msg.find("bad.toml"), std::string::npos) << msg;
     EXPECT_NE(msg.find("'cluster.devices_per_node' has value " + std::string(v)), std::string::npos) << msg;
     EXPECT_NE(msg.find("allowed: an integer 1 .. 16777216"), std::string::npos) << msg;
-    const std::string msg2 = refused("[cluster]\nnodes = " + std::string(v) + "\ndevices_per_node = 1\n" + device + links);
+    const std::string msg2 =
+        refused("[cluster]\nnodes = " + std::string(v) + "\ndevices_per_node = 1\n" + device + links);
     EXPECT_NE(msg2.find("'cluster.nodes' has value " + std::string(v)), std::string::npos) << msg2;
   }
   EXPECT_NE(refused("[cluster]\nnodes = 4096\ndevices_per_node = 8192\n" + device + links)
@@ -200,16 +202,19 @@ TEST(Cluster, NumbersOutsideTheirRangeAreRefused) {
   struct Case {
     const char *key, *value, *allowed;
   };
-  for (const Case& c : {Case{"tflops", "4.9e-324", "1e-06 .. 1e+06"}, Case{"tflops", "1e-300", "1e-06 .. 1e+06"},
-                        Case{"tflops", "1e300", "1e-06 .. 1e+06"}, Case{"tflops", "inf", "1e-06 .. 1e+06"},
-                        Case{"tflops", "nan", "1e-06 .. 1e+06"}, Case{"memory_bandwidth_gbs", "1e-30", "1e-06 .. 1e+09"},
-                        Case{"speedup", "1e-30", "1e-06 .. 1e+06"}, Case{"memory_gib", "1e300", "1e-06 .. 1e+09"}}) {
+  for (const Case& c :
+       {Case{"tflops", "4.9e-324", "1e-06 .. 1e+06"}, Case{"tflops", "1e-300", "1e-06 .. 1e+06"},
+        Case{"tflops", "1e300", "1e-06 .. 1e+06"}, Case{"tflops", "inf", "1e-06 .. 1e+06"},
+        Case{"tflops", "nan", "1e-06 .. 1e+06"}, Case{"memory_bandwidth_gbs", "1e-30", "1e-06 .. 1e+09"},
+        Case{"speedup", "1e-30", "1e-06 .. 1e+06"}, Case{"memory_gib", "1e300", "1e-06 .. 1e+09"}}) {
     const std::string extra = std::string(c.key) == "memory_gib" ? "" : "memory_gib = 8\n";
     const std::string msg = refused(head + "[device]\n" + extra + c.key + " = " + c.value + "\n" + links);
-    EXPECT_NE(msg.find("'device." + std::string(c.key) + "'"), std::string::npos) << c.key << "=" << c.value << ": " << msg;
+    EXPECT_NE(msg.find("'device." + std::string(c.key) + "'"), std::string::npos)
+        << c.key << "=" << c.value << ": " << msg;
     EXPECT_NE(msg.find("allowed: a number " + std::string(c.allowed)), std::string::npos) << msg;
   }
-  const std::string msg = refused(head + "[device]\nmemory_gib = 8\n[link.intra]\nlatency_us = 1e300\n"
+  const std::string msg = refused(head +
+                                  "[device]\nmemory_gib = 8\n[link.intra]\nlatency_us = 1e300\n"
                                   "bandwidth_gbs = 10\n[link.inter]\nlatency_us = 1\nbandwidth_gbs = 10\n");
   EXPECT_NE(msg.find("'link.intra.latency_us'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("allowed: a number 0 .. 1e+09"), std::string::npos) << msg;

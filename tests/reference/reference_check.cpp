@@ -202,8 +202,8 @@ int main(int argc, char** argv) {
     const auto problems = ref::check_schema(r, info);
     for (const auto& p : problems) std::cout << "SCHEMA " << p << "\n";
     failures += static_cast<int>(problems.size());
-    std::cout << "schema (docs/design.md §5, level " << info.level << "): " << (problems.empty() ? "complete" : "FAILED")
-              << "\n";
+    std::cout << "schema (docs/design.md §5, level " << info.level
+              << "): " << (problems.empty() ? "complete" : "FAILED") << "\n";
     if (!problems.empty()) return 1;
 
     // Coverage the calling test claims.

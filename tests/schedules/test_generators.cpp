@@ -43,9 +43,9 @@ int count_op(const ms::Schedule& s, ms::Op op) {
 }  // namespace
 
 TEST(Generators, NamesAreTheDocumentedOnes) {
-  const std::vector<std::string> expected = {"sequential", "gpipe",  "1f1b",    "interleaved-1f1b", "looped-bfs",
-                                             "zb-h1",      "zb-h2",  "zb-v",    "dualpipev",        "v-half",
-                                             "v-min",      "v-mem",  "zb-mem",           "dualpipe"};
+  const std::vector<std::string> expected = {"sequential", "gpipe", "1f1b",   "interleaved-1f1b", "looped-bfs",
+                                             "zb-h1",      "zb-h2", "zb-v",   "dualpipev",        "v-half",
+                                             "v-min",      "v-mem", "zb-mem", "dualpipe"};
   EXPECT_EQ(ms::schedule_names(), expected);
   for (const auto& n : expected) EXPECT_FALSE(ms::constraints(n).empty()) << n;
 }

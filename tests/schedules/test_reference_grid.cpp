@@ -100,9 +100,9 @@ TEST(ReferenceGrid, NoScheduleSlowerThanItsAuthorsGeneratorAtEqualOrLowerMemory)
       }
       if (t.makespan > r.makespan + 1e-9 || mem > r.memory + 1e-9) {
         ++slower;
-        report << name << " p=" << r.p << " m=" << r.m << " F=" << r.F << " I=" << r.I << " W=" << r.W
-               << " cap=" << cap << ": " << t.makespan << " at memory " << mem << " against " << r.generator
-               << "'s " << r.makespan << " at " << r.memory << "\n";
+        report << name << " p=" << r.p << " m=" << r.m << " F=" << r.F << " I=" << r.I << " W=" << r.W << " cap=" << cap
+               << ": " << t.makespan << " at memory " << mem << " against " << r.generator << "'s " << r.makespan
+               << " at " << r.memory << "\n";
       }
     }
   EXPECT_EQ(slower, 0) << slower << " of " << cases << " cases slower or holding more:\n" << report.str();

@@ -266,8 +266,8 @@ TEST_F(ScheduleToolTest, DualPipeTwoCopiesAndItsCsv) {
 // forward first), not an int overflow; a p whose schedule could not be held is refused before
 // anything is sized by it (the cost tables once grew without bound, zb-v's overflowed a vector).
 TEST_F(ScheduleToolTest, ExtremeKnobsAreRefusedOrRunNeverOverflow) {
-  const auto g = run_tool({"schedule", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "--group", "2147483647",
-                           "--grid", "none"});
+  const auto g =
+      run_tool({"schedule", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "--group", "2147483647", "--grid", "none"});
   ASSERT_EQ(g.rc, 0) << g.err;
   ms::ScheduleOptions huge, all;
   huge.group = 2147483647;
@@ -292,8 +292,7 @@ TEST_F(ScheduleToolTest, ExtremeKnobsAreRefusedOrRunNeverOverflow) {
 TEST_F(ScheduleToolTest, ListScheduledSizesAreBoundedAndFast) {
   const auto o = run_tool({"schedule", "-s", "zb-mem", "-p", "512", "-m", "8192", "--grid", "none"});
   EXPECT_EQ(o.rc, 2);
-  EXPECT_NE(o.err.find("p*p*v*m = 2147483648 is not allowed; need p*p*v*m <= 8388608"), std::string::npos)
-      << o.err;
+  EXPECT_NE(o.err.find("p*p*v*m = 2147483648 is not allowed; need p*p*v*m <= 8388608"), std::string::npos) << o.err;
   const std::clock_t t0 = std::clock();
   const ms::Schedule s = ms::make_schedule("zb-mem", 512, 32);
   const double seconds = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
