@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "miniapp/io/dump_reader.hpp"
 #include "miniapp/io/dump_writer.hpp"
@@ -77,6 +79,13 @@ std::string manifest_checksum(long long step, const std::string& meta, const std
   return text_checksum("step " + std::to_string(step) + "\n" + meta + tensors);
 }
 
+// The seed and model shape a checkpoint records in /meta: written from the run, checked on restart
+// against the recorded deck. One list, so the writer and the reader cannot drift apart.
+std::vector<std::pair<const char*, long long>> recorded_shape(long long seed, const ModelShape& s) {
+  return {{"seed", seed},           {"vocab", s.vocab},   {"seq_len", s.seq_len}, {"block_size", s.block_size},
+          {"channels", s.channels}, {"n_head", s.n_head}, {"n_layer", s.n_layer}};
+}
+
 }  // namespace
 
 std::string tensor_checksum(const void* data, std::size_t bytes) {
@@ -119,15 +128,8 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
     }
   maybe_die_in_checkpoint();
   const ModelShape& s = shape;
-  const std::pair<const char*, long long> ints[] = {{"step", completed_steps},
-                                                    {"data_cursor", completed_steps},
-                                                    {"seed", deck.get_int("train.seed")},
-                                                    {"vocab", s.vocab},
-                                                    {"seq_len", s.seq_len},
-                                                    {"block_size", s.block_size},
-                                                    {"channels", s.channels},
-                                                    {"n_head", s.n_head},
-                                                    {"n_layer", s.n_layer}};
+  auto ints = recorded_shape(deck.get_int("train.seed"), s);
+  ints.insert(ints.begin(), {{"step", completed_steps}, {"data_cursor", completed_steps}});
   for (const auto& [name, value] : ints) w.set_attribute("/meta", name, value);
   const std::pair<const char*, std::string> texts[] = {{"format", kFormat},
                                                        {"optimizer", deck.get_string("train.optimizer")},
@@ -257,14 +259,7 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
   }
   // The recorded shape and seed are the deck's (a restart builds the model from the deck).
   const ModelShape s = model_shape_from_deck(deck_);
-  const std::pair<const char*, long long> same[] = {{"seed", deck_.get_int("train.seed")},
-                                                    {"vocab", s.vocab},
-                                                    {"seq_len", s.seq_len},
-                                                    {"block_size", s.block_size},
-                                                    {"channels", s.channels},
-                                                    {"n_head", s.n_head},
-                                                    {"n_layer", s.n_layer}};
-  for (const auto& [key, value] : same)
+  for (const auto& [key, value] : recorded_shape(deck_.get_int("train.seed"), s))
     if (r->int_attribute("/meta", key) != value)
       bad(std::string("has /meta ") + key + " = " + std::to_string(r->int_attribute("/meta", key)) +
           " but its deck gives " + std::to_string(value));
