@@ -1,8 +1,9 @@
 // SVG and Chrome-trace writers for per-rank action timelines.
-// Both are plain text built by hand so the library needs nothing beyond the standard library.
+// The SVG goes through util's writer; the trace is JSON text built here.
 #include "schedules/timeline.hpp"
 
 #include "schedules/text.hpp"
+#include "util/svg.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,39 +15,9 @@ namespace minipipe::sched {
 
 namespace {
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        // XML 1.0 allows no control character but tab, newline and return, not even as a
-        // reference: a file name holding one would make the SVG unreadable.
-        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
-          out += "\xEF\xBF\xBD";  // U+FFFD, the replacement character
-        else
-          out += c;
-    }
-  }
-  return out;
-}
-
-std::string num(double x, int decimals = 2) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
+using util::Attrs;
+using util::fixed;
+using util::SvgWriter;
 
 struct Rgb {
   int r, g, b;
@@ -110,68 +81,107 @@ void write_svg(const Timeline& tl, std::ostream& out) {
     return set.size() > 1 ? 0.5 * idx / static_cast<double>(set.size() - 1) : 0.0;
   };
 
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width, 0) << "\" height=\"" << num(height, 0)
-      << "\" font-family=\"sans-serif\">\n";
-  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << num(left) << "\" y=\"22\" font-size=\"14\">" << xml_escape(tl.title) << "</text>\n";
+  SvgWriter svg(out, {"width", fixed(width, 0)}, {"height", fixed(height, 0)}, {{"font-family", "sans-serif"}});
+  svg.element("text", {{"x", fixed(left)}, {"y", "22"}, {"font-size", "14"}}, tl.title).newline();
   for (int r = 0; r < p; ++r) {
     const double y = top + r * (row_h + gap);
-    out << "<text x=\"" << num(left - 8) << "\" y=\"" << num(y + row_h * 0.7)
-        << "\" font-size=\"12\" text-anchor=\"end\">rank " << r << "</text>\n";
+    svg.element("text",
+                {{"x", fixed(left - 8)}, {"y", fixed(y + row_h * 0.7)}, {"font-size", "12"}, {"text-anchor", "end"}},
+                "rank " + std::to_string(r))
+        .newline();
     // Grey background: whatever it shows through is idle time.
-    out << "<rect x=\"" << num(left) << "\" y=\"" << num(y) << "\" width=\"" << num(plot_w) << "\" height=\""
-        << num(row_h) << "\" fill=\"#e6e6e6\"/>\n";
+    svg.element("rect", {{"x", fixed(left)},
+                         {"y", fixed(y)},
+                         {"width", fixed(plot_w)},
+                         {"height", fixed(row_h)},
+                         {"fill", "#e6e6e6"}})
+        .newline();
   }
   for (const auto& e : tl.events) {
     const double x = left + (e.start - t0) * scale, y = top + e.rank * (row_h + gap);
     const double w = std::max((e.end - e.start) * scale, 0.5);
     const bool compute = e.label.empty();
     const double light = compute ? chunk_shade(e) : 0.0;
-    out << "<g><title>rank " << e.rank << " "
-        << (compute ? std::to_string(e.stage) + op_name(e.op) + std::to_string(e.microbatch) : xml_escape(e.label))
-        << (e.overlapped ? " (OVERLAP_F_B)" : "") << " [" << num(e.start, 3) << ", " << num(e.end, 3) << "] "
-        << xml_escape(tl.unit) << "</title>";
-    out << "<rect x=\"" << num(x) << "\" y=\"" << num(y) << "\" width=\"" << num(w) << "\" height=\"" << num(row_h)
-        << "\" fill=\"" << (compute ? shade(base_colour(e.op), light) : std::string("#555555")) << "\""
-        << (e.overlapped ? " stroke=\"#6a3d9a\" stroke-width=\"1.5\"" : " stroke=\"white\" stroke-width=\"0.5\"")
-        << "/>";
-    const std::string label = compute ? std::to_string(e.microbatch) : xml_escape(e.label);
-    const double font = std::min(12.0, 1.6 * w / static_cast<double>(label.size()));
+    svg.open("g").element(
+        "title", {},
+        "rank " + std::to_string(e.rank) + " " +
+            (compute ? std::to_string(e.stage) + op_name(e.op) + std::to_string(e.microbatch) : e.label) +
+            (e.overlapped ? " (OVERLAP_F_B)" : "") + " [" + fixed(e.start, 3) + ", " + fixed(e.end, 3) + "] " +
+            tl.unit);
+    const std::string fill = compute ? shade(base_colour(e.op), light) : std::string("#555555");
+    if (e.overlapped)
+      svg.element("rect", {{"x", fixed(x)},
+                           {"y", fixed(y)},
+                           {"width", fixed(w)},
+                           {"height", fixed(row_h)},
+                           {"fill", fill},
+                           {"stroke", "#6a3d9a"},
+                           {"stroke-width", "1.5"}});
+    else
+      svg.element("rect", {{"x", fixed(x)},
+                           {"y", fixed(y)},
+                           {"width", fixed(w)},
+                           {"height", fixed(row_h)},
+                           {"fill", fill},
+                           {"stroke", "white"},
+                           {"stroke-width", "0.5"}});
+    const std::string label = compute ? std::to_string(e.microbatch) : e.label;
+    const double font = std::min(12.0, 1.6 * w / static_cast<double>(util::xml_escape(label).size()));
     if (font >= 5.0)
-      out << "<text x=\"" << num(x + w / 2) << "\" y=\"" << num(y + row_h / 2 + font * 0.35) << "\" font-size=\""
-          << num(font, 1) << "\" text-anchor=\"middle\" fill=\"" << (light > 0.2 ? "#222222" : "white") << "\">"
-          << label << "</text>";
-    out << "</g>\n";
+      svg.element("text",
+                  {{"x", fixed(x + w / 2)},
+                   {"y", fixed(y + row_h / 2 + font * 0.35)},
+                   {"font-size", fixed(font, 1)},
+                   {"text-anchor", "middle"},
+                   {"fill", light > 0.2 ? "#222222" : "white"}},
+                  label);
+    svg.close("g").newline();
   }
   // Time axis.
   const double axis_y = top + plot_h + 4, step = nice_step(span);
-  out << "<line x1=\"" << num(left) << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(left + plot_w) << "\" y2=\""
-      << num(axis_y) << "\" stroke=\"black\"/>\n";
+  svg.element("line", {{"x1", fixed(left)},
+                       {"y1", fixed(axis_y)},
+                       {"x2", fixed(left + plot_w)},
+                       {"y2", fixed(axis_y)},
+                       {"stroke", "black"}})
+      .newline();
   for (double t = 0; t <= span * (1 + 1e-9); t += step) {
     const double x = left + t * scale;
-    out << "<line x1=\"" << num(x) << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(x) << "\" y2=\"" << num(axis_y + 5)
-        << "\" stroke=\"black\"/><text x=\"" << num(x) << "\" y=\"" << num(axis_y + 18)
-        << "\" font-size=\"10\" text-anchor=\"middle\">" << num(t0 + t, step < 1 ? 2 : 0) << "</text>\n";
+    svg.element(
+           "line",
+           {{"x1", fixed(x)}, {"y1", fixed(axis_y)}, {"x2", fixed(x)}, {"y2", fixed(axis_y + 5)}, {"stroke", "black"}})
+        .element("text", {{"x", fixed(x)}, {"y", fixed(axis_y + 18)}, {"font-size", "10"}, {"text-anchor", "middle"}},
+                 fixed(t0 + t, step < 1 ? 2 : 0))
+        .newline();
   }
-  out << "<text x=\"" << num(left + plot_w) << "\" y=\"" << num(axis_y + 32)
-      << "\" font-size=\"11\" text-anchor=\"end\">time (" << xml_escape(tl.unit) << ")</text>\n";
+  svg.element("text",
+              {{"x", fixed(left + plot_w)}, {"y", fixed(axis_y + 32)}, {"font-size", "11"}, {"text-anchor", "end"}},
+              "time (" + tl.unit + ")")
+      .newline();
   // Legend.
   double lx = left;
   const double ly = axis_y + 40;
+  auto key = [&](std::string_view text, Attrs box) {
+    svg.element("rect", box)
+        .element("text", {{"x", fixed(lx + 18)}, {"y", fixed(ly + 11)}, {"font-size", "11"}}, text)
+        .newline();
+  };
   for (Op op : {Op::F, Op::B, Op::I, Op::W}) {
-    out << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"14\" height=\"14\" fill=\""
-        << shade(base_colour(op), 0) << "\"/><text x=\"" << num(lx + 18) << "\" y=\"" << num(ly + 11)
-        << "\" font-size=\"11\">" << op_name(op) << "</text>\n";
+    key(op_name(op),
+        {{"x", fixed(lx)}, {"y", fixed(ly)}, {"width", "14"}, {"height", "14"}, {"fill", shade(base_colour(op), 0)}});
     lx += 50;
   }
-  out << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"14\" height=\"14\" fill=\"white\" "
-      << "stroke=\"#6a3d9a\" stroke-width=\"1.5\"/><text x=\"" << num(lx + 18) << "\" y=\"" << num(ly + 11)
-      << "\" font-size=\"11\">OVERLAP_F_B half</text>\n";
+  key("OVERLAP_F_B half", {{"x", fixed(lx)},
+                           {"y", fixed(ly)},
+                           {"width", "14"},
+                           {"height", "14"},
+                           {"fill", "white"},
+                           {"stroke", "#6a3d9a"},
+                           {"stroke-width", "1.5"}});
   lx += 130;
-  out << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"14\" height=\"14\" fill=\"#e6e6e6\"/>"
-      << "<text x=\"" << num(lx + 18) << "\" y=\"" << num(ly + 11)
-      << "\" font-size=\"11\">idle (lighter boxes: later chunks; numbers: micro-batch)</text>\n";
-  out << "</svg>\n";
+  key("idle (lighter boxes: later chunks; numbers: micro-batch)",
+      {{"x", fixed(lx)}, {"y", fixed(ly)}, {"width", "14"}, {"height", "14"}, {"fill", "#e6e6e6"}});
+  svg.finish();
 }
 
 void write_chrome_trace(const Timeline& tl, std::ostream& out) {

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "miniapp/io/dump_reader.hpp"
 #include "miniapp/io/h5_handle.hpp"
 #include "miniapp/io/output_file.hpp"
+#include "util/agree.hpp"
 
 namespace minipipe::io {
 
@@ -204,16 +204,9 @@ std::string failure_reason(const std::string& file, int saved_errno) {
 
 // Every rank's view of the first failure: the lowest failing rank's text ("" = none failed).
 std::string first_error(MPI_Comm comm, const std::string& local) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  int first = local.empty() ? INT_MAX : rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == INT_MAX) return {};
-  unsigned long long n = rank == first ? local.size() : 0;
-  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, first, comm);
-  std::string text = rank == first ? local : std::string(n, '\0');
-  if (n > 0) MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, first, comm);
-  return first == 0 ? text : text + " (on rank " + std::to_string(first) + ")";
+  const util::EarliestText e = util::first_failure(comm, local.empty() ? nullptr : &local);
+  if (e.root < 0) return {};
+  return e.root == 0 ? e.text : e.text + " (on rank " + std::to_string(e.root) + ")";
 }
 
 // Files whose H5Fclose failed: HDF5 keeps them open and closes them again at MPI_Finalize.

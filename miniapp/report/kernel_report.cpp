@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "schedules/text.hpp"
+#include "util/svg.hpp"
 
 namespace minipipe {
 
@@ -147,37 +148,44 @@ void write_roofline_svg(const KernelCounterReport& r, std::ostream& out) {
     return y0 + ph * (rmax - l) / (rmax - rmin);
   };
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << x0 << "\" y=\"22\" font-size=\"14\">miniPipe kernel roofline (" << r.peaks.backend
-    << ", same-run sgemm and triad)</text>\n";
-  o << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << pw << "\" height=\"" << ph
-    << "\" fill=\"none\" stroke=\"black\"/>\n";
+  util::SvgWriter svg(o, {"width", W}, {"height", H}, {{"font-family", "sans-serif"}, {"font-size", "11"}});
+  svg.element("text", {{"x", x0}, {"y", "22"}, {"font-size", "14"}},
+              "miniPipe kernel roofline (" + r.peaks.backend + ", same-run sgemm and triad)")
+      .newline();
+  svg.element("rect", {{"x", x0}, {"y", y0}, {"width", pw}, {"height", ph}, {"fill", "none"}, {"stroke", "black"}})
+      .newline();
   for (int e = static_cast<int>(imin); e <= static_cast<int>(imax); ++e) {
     const double x = X(std::pow(10.0, e));
     if (x < x0 - 0.5) continue;
-    o << "<line x1=\"" << x << "\" y1=\"" << y0 << "\" x2=\"" << x << "\" y2=\"" << y0 + ph
-      << "\" stroke=\"#ddd\"/><text x=\"" << x - 10 << "\" y=\"" << y0 + ph + 16 << "\">1e" << e << "</text>\n";
+    svg.element("line", {{"x1", x}, {"y1", y0}, {"x2", x}, {"y2", y0 + ph}, {"stroke", "#ddd"}})
+        .element("text", {{"x", x - 10}, {"y", y0 + ph + 16}}, "1e" + std::to_string(e))
+        .newline();
   }
   for (int e = static_cast<int>(rmin); e <= static_cast<int>(rmax); ++e) {
     const double y = Y(std::pow(10.0, e));
-    o << "<line x1=\"" << x0 << "\" y1=\"" << y << "\" x2=\"" << x0 + pw << "\" y2=\"" << y
-      << "\" stroke=\"#ddd\"/><text x=\"" << x0 - 40 << "\" y=\"" << y + 4 << "\">1e" << e << "</text>\n";
+    svg.element("line", {{"x1", x0}, {"y1", y}, {"x2", x0 + pw}, {"y2", y}, {"stroke", "#ddd"}})
+        .element("text", {{"x", x0 - 40}, {"y", y + 4}}, "1e" + std::to_string(e))
+        .newline();
   }
-  o << "<text x=\"" << x0 + pw / 2 - 80 << "\" y=\"" << H - 40 << "\">intensity (FLOP / byte moved)</text>\n";
-  o << "<text x=\"18\" y=\"" << y0 + ph / 2 + 40 << "\" transform=\"rotate(-90 18 " << y0 + ph / 2 + 40
-    << ")\">GFLOP/s</text>\n";
+  svg.element("text", {{"x", x0 + pw / 2 - 80}, {"y", H - 40}}, "intensity (FLOP / byte moved)").newline();
+  const double mid = y0 + ph / 2 + 40;
+  svg.element("text", {{"x", "18"}, {"y", mid}, {"transform", "rotate(-90 18 " + util::number(mid) + ")"}}, "GFLOP/s")
+      .newline();
   // The roof: min(sgemm, triad x intensity), sampled along the intensity axis.
   if (r.peaks.sgemm_gflops > 0 && r.peaks.triad_gbs > 0) {
-    o << "<polyline fill=\"none\" stroke=\"#c00\" stroke-width=\"2\" points=\"";
+    std::ostringstream points;
     for (int i = 0; i <= 200; ++i) {
       const double ai = std::pow(10.0, imin + (imax - imin) * i / 200.0);
-      o << X(ai) << "," << Y(std::min(r.peaks.sgemm_gflops, r.peaks.triad_gbs * ai)) << " ";
+      points << X(ai) << "," << Y(std::min(r.peaks.sgemm_gflops, r.peaks.triad_gbs * ai)) << " ";
     }
-    o << "\"/>\n<text x=\"" << x0 + pw - 200 << "\" y=\"" << Y(r.peaks.sgemm_gflops) - 6 << "\" fill=\"#c00\">sgemm "
-      << json_number(r.peaks.sgemm_gflops) << " GFLOP/s</text>\n";
-    o << "<text x=\"" << x0 + 6 << "\" y=\"" << Y(r.peaks.triad_gbs / 64) - 8 << "\" fill=\"#c00\">triad "
-      << json_number(r.peaks.triad_gbs) << " GB/s</text>\n";
+    svg.element("polyline", {{"fill", "none"}, {"stroke", "#c00"}, {"stroke-width", "2"}, {"points", points.str()}})
+        .newline();
+    svg.element("text", {{"x", x0 + pw - 200}, {"y", Y(r.peaks.sgemm_gflops) - 6}, {"fill", "#c00"}},
+                "sgemm " + json_number(r.peaks.sgemm_gflops) + " GFLOP/s")
+        .newline();
+    svg.element("text", {{"x", x0 + 6}, {"y", Y(r.peaks.triad_gbs / 64) - 8}, {"fill", "#c00"}},
+                "triad " + json_number(r.peaks.triad_gbs) + " GB/s")
+        .newline();
   }
   // Kernel points, numbered; the legend on the right names them.
   int n = 0;
@@ -186,13 +194,17 @@ void write_roofline_svg(const KernelCounterReport& r, std::ostream& out) {
     ++n;
     const double x = X(std::clamp(w.flops / w.bytes, std::pow(10.0, imin), std::pow(10.0, imax)));
     const double y = Y(gflops(w));
-    o << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"4\" fill=\"#06c\"><title>" << label << ": "
-      << json_number(gflops(w)) << " GFLOP/s, " << json_number(w.flops / w.bytes) << " FLOP/B</title></circle>"
-      << "<text x=\"" << x + 5 << "\" y=\"" << y - 4 << "\" fill=\"#06c\">" << n << "</text>\n";
-    o << "<text x=\"" << x0 + pw + 14 << "\" y=\"" << y0 + 12 + 14 * (n - 1) << "\">" << n << " " << label << " ("
-      << json_number(std::round(gflops(w) * 100) / 100) << ")</text>\n";
+    svg.open("circle", {{"cx", x}, {"cy", y}, {"r", "4"}, {"fill", "#06c"}})
+        .element("title", {},
+                 label + ": " + json_number(gflops(w)) + " GFLOP/s, " + json_number(w.flops / w.bytes) + " FLOP/B")
+        .close("circle")
+        .element("text", {{"x", x + 5}, {"y", y - 4}, {"fill", "#06c"}}, std::to_string(n))
+        .newline();
+    svg.element("text", {{"x", x0 + pw + 14}, {"y", y0 + 12 + 14 * (n - 1)}},
+                std::to_string(n) + " " + label + " (" + json_number(std::round(gflops(w) * 100) / 100) + ")")
+        .newline();
   }
-  o << "</svg>\n";
+  svg.finish();
   out << o.str();
 }
 

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "miniapp/report/report.hpp"
+#include "util/svg.hpp"
 
 namespace minipipe {
 
@@ -168,27 +169,27 @@ void print_budget_table(const std::vector<RunReport>& runs, std::ostream& out) {
 }
 
 void write_budget_svg(const TimeBudget& b, const std::string& title, std::ostream& out) {
+  using util::fixed;
   const int bar_w = 520, left = 105, row_h = 26, top = 40;  // left: room for "p x makespan"
   const int rows = static_cast<int>(b.ranks.size()) + 1;
   const int height = top + rows * row_h + 60;
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + bar_w + 20 << "\" height=\"" << height
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"10\" y=\"20\" font-size=\"14\">time budget: " << title << " (last step)</text>\n";
+  util::SvgWriter svg(out, {"width", left + bar_w + 20}, {"height", height},
+                      {{"font-family", "sans-serif"}, {"font-size", "12"}});
+  svg.element("text", {{"x", "10"}, {"y", "20"}, {"font-size", "14"}}, "time budget: " + title + " (last step)")
+      .newline();
   auto bar = [&](int row, const std::string& label, const BudgetLine& l) {
     const double all = static_cast<double>(l.total());
     const int y = top + row * row_h;
-    out << "<text x=\"10\" y=\"" << y + 14 << "\">" << label << "</text>\n";
+    svg.element("text", {{"x", "10"}, {"y", y + 14}}, label).newline();
     double x = left;
     for (const Kind& k : kKinds) {
       const double w = all > 0 ? bar_w * static_cast<double>(l.*k.field) / all : 0.0;
-      char buf[256];
-      std::snprintf(buf, sizeof(buf),
-                    "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"18\" fill=\"%s\"><title>%s %.3f ms "
-                    "(%.1f%%)</title></rect>\n",
-                    x, y, w, k.colour, k.name, ms_of(l.*k.field),
-                    all > 0 ? 100.0 * static_cast<double>(l.*k.field) / all : 0.0);
-      out << buf;
+      const double pct = all > 0 ? 100.0 * static_cast<double>(l.*k.field) / all : 0.0;
+      svg.open("rect", {{"x", fixed(x)}, {"y", y}, {"width", fixed(w)}, {"height", "18"}, {"fill", k.colour}})
+          .element("title", {},
+                   std::string(k.name) + " " + fixed(ms_of(l.*k.field), 3) + " ms (" + fixed(pct, 1) + "%)")
+          .close("rect")
+          .newline();
       x += w;
     }
   };
@@ -197,14 +198,15 @@ void write_budget_svg(const TimeBudget& b, const std::string& title, std::ostrea
   int x = 10;
   const int y = top + rows * row_h + 14;
   for (const Kind& k : kKinds) {
-    out << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"12\" height=\"12\" fill=\"" << k.colour << "\"/>"
-        << "<text x=\"" << x + 16 << "\" y=\"" << y + 11 << "\">" << k.name << "</text>\n";
+    svg.element("rect", {{"x", x}, {"y", y}, {"width", "12"}, {"height", "12"}, {"fill", k.colour}})
+        .element("text", {{"x", x + 16}, {"y", y + 11}}, k.name)
+        .newline();
     x += 16 + 8 * static_cast<int>(std::string(k.name).size()) + 14;
   }
-  char note[200];
-  std::snprintf(note, sizeof(note), "each bar: the makespan %.2f ms of one rank (last: all ranks); hover for ms",
-                ms_of(b.makespan));
-  out << "<text x=\"10\" y=\"" << y + 34 << "\" fill=\"#555\">" << note << "</text>\n</svg>\n";
+  svg.element("text", {{"x", "10"}, {"y", y + 34}, {"fill", "#555"}},
+              "each bar: the makespan " + fixed(ms_of(b.makespan)) + " ms of one rank (last: all ranks); hover for ms")
+      .newline();
+  svg.finish();
 }
 
 }  // namespace minipipe

@@ -2,8 +2,6 @@
 // MPI_TAG_UB query, each in one place.
 #include "miniapp/runtime/comm.hpp"
 
-#include <climits>
-#include <cmath>
 #include <ostream>
 #include <sstream>
 
@@ -14,6 +12,7 @@
 #include "kernels/types.hpp"
 #include "miniapp/io/message_text.hpp"
 #include "miniapp/model/config.hpp"
+#include "util/agree.hpp"
 
 namespace minipipe {
 
@@ -54,34 +53,11 @@ CommPath choose_comm_path(const std::string& cuda_aware, std::string& why) {
   return runtime ? CommPath::device_buffers : CommPath::host_staging;
 }
 
-std::string broadcast_text(MPI_Comm comm, int root, const std::string& text) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  std::string out = rank == root ? text : std::string();
-  int len = static_cast<int>(out.size());
-  MPI_Bcast(&len, 1, MPI_INT, root, comm);
-  out.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(out.data(), len, MPI_CHAR, root, comm);
-  return out;
-}
-
-EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::string& text) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  struct {
-    double key;
-    int rank;
-  } mine{has ? key : HUGE_VAL, has ? rank : INT_MAX}, first{};
-  MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE_INT, MPI_MINLOC, comm);
-  if (first.rank == INT_MAX) return {};
-  return {first.rank, broadcast_text(comm, first.rank, text)};
-}
-
 bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // The lowest failing rank's message is the one reported, by rank 0, whichever rank it was.
-  const EarliestText e = earliest_text(comm, error != nullptr, 0.0, error ? *error : std::string());
+  const util::EarliestText e = util::first_failure(comm, error);
   if (e.root < 0) return false;
   const int first = e.root;
   const std::string& text = e.text;

@@ -20,17 +20,6 @@ CommPath choose_comm_path(const std::string& cuda_aware, std::string& why);
 // MPI_TAG_UB of `comm` (32767, the least the standard allows, if the attribute is missing).
 int mpi_tag_ub(MPI_Comm comm);
 
-// Collective: `text` of rank `root`, on every rank.
-std::string broadcast_text(MPI_Comm comm, int root, const std::string& text);
-
-// Collective: the rank with the smallest `key` among those that pass `has` (ties: the lowest
-// rank), and its `text`; root = -1 when no rank has one.
-struct EarliestText {
-  int root = -1;
-  std::string text;
-};
-EarliestText earliest_text(MPI_Comm comm, bool has, double key, const std::string& text);
-
 // Collective: true when any rank passes an error. The lowest failing rank's message is printed
 // once, by rank 0, so a problem seen on one rank only (a node-local file) is still named.
 bool any_rank_failed(MPI_Comm comm, const std::string* error, std::ostream& err);

@@ -11,6 +11,7 @@
 #include "kernels/cross_entropy.hpp"
 #include "kernels/finite_check.hpp"
 #include "miniapp/mpi/peer_wait.hpp"
+#include "util/agree.hpp"
 
 namespace minipipe {
 
@@ -253,7 +254,8 @@ void Trainer<T>::finalize(int step, RankStepStats& st) {
 template <class T>
 void Trainer<T>::agree_finite(int step, const RankStepStats& st) const {
   CollectiveGuard guard(timeout_, "every rank's finiteness check of step " + std::to_string(step));
-  const EarliestText first = earliest_text(job_, st.non_finite.found, st.non_finite.time, st.non_finite.where);
+  const util::EarliestText first =
+      util::earliest_text(job_, st.non_finite.found, st.non_finite.time, st.non_finite.where);
   if (first.root >= 0)
     throw Diverged(step,
                    "the run diverged: " + first.text + " (seen first on rank " + std::to_string(first.root) + ")");

@@ -21,6 +21,7 @@
 #include "miniapp/model/model.hpp"
 #include "schedules/schedules.hpp"
 #include "schedules/split.hpp"
+#include "util/svg.hpp"
 
 namespace minipipe {
 
@@ -427,13 +428,6 @@ std::string num(double x, int digits) {
   return t;
 }
 
-// Text for an SVG text node: a cluster's name may hold '&' or '<'.
-std::string xml_text(const std::string& t) {
-  std::string o;
-  for (char ch : t) o += ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : std::string(1, ch);
-  return o;
-}
-
 struct Series {
   std::string name, colour;
   std::vector<std::pair<double, double>> points;  // (devices, value)
@@ -455,44 +449,66 @@ void write_curves_svg(const std::string& title, const std::string& y_label, cons
   const double pw = W - left - right, ph = Hh - top - bottom;
   auto X = [&](double x) { return left + pw * (std::log2(x) - lx0) / (lx1 - lx0); };
   auto Y = [&](double y) { return top + ph * (1 - (std::log10(y) - ly0) / (ly1 - ly0)); };
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << Hh
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << left << "\" y=\"22\" font-size=\"13\">" << xml_text(title) << "</text>\n";
+  util::SvgWriter svg(out, {"width", W}, {"height", Hh}, {{"font-family", "sans-serif"}, {"font-size", "12"}});
+  svg.element("text", {{"x", left}, {"y", "22"}, {"font-size", "13"}}, title).newline();
   for (double e = lx0; e <= lx1; ++e) {
     const double x = X(std::pow(2.0, e));
-    out << "<line x1=\"" << num(x, 1) << "\" y1=\"" << top << "\" x2=\"" << num(x, 1) << "\" y2=\"" << top + ph
-        << "\" stroke=\"#ddd\"/>\n<text x=\"" << num(x, 1) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
-        << num(std::pow(2.0, e), 0) << "</text>\n";
+    svg.element("line", {{"x1", num(x, 1)}, {"y1", top}, {"x2", num(x, 1)}, {"y2", top + ph}, {"stroke", "#ddd"}})
+        .newline()
+        .element("text", {{"x", num(x, 1)}, {"y", top + ph + 16}, {"text-anchor", "middle"}}, num(std::pow(2.0, e), 0))
+        .newline();
   }
   for (double e = ly0; e <= ly1; ++e) {
     const double y = Y(std::pow(10.0, e));
-    out << "<line x1=\"" << left << "\" y1=\"" << num(y, 1) << "\" x2=\"" << left + pw << "\" y2=\"" << num(y, 1)
-        << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << num(y + 4, 1) << "\" text-anchor=\"end\">1e"
-        << num(e, 0) << "</text>\n";
+    svg.element("line", {{"x1", left}, {"y1", num(y, 1)}, {"x2", left + pw}, {"y2", num(y, 1)}, {"stroke", "#ddd"}})
+        .newline()
+        .element("text", {{"x", left - 6}, {"y", num(y + 4, 1)}, {"text-anchor", "end"}}, "1e" + num(e, 0))
+        .newline();
   }
-  out << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
-      << "\" fill=\"none\" stroke=\"black\"/>\n";
-  out << "<text x=\"" << left + pw / 2 << "\" y=\"" << Hh - 10 << "\" text-anchor=\"middle\">devices</text>\n";
-  out << "<text transform=\"translate(18," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">" << y_label
-      << "</text>\n";
+  svg.element("rect", {{"x", left}, {"y", top}, {"width", pw}, {"height", ph}, {"fill", "none"}, {"stroke", "black"}})
+      .newline();
+  svg.element("text", {{"x", left + pw / 2}, {"y", Hh - 10}, {"text-anchor", "middle"}}, "devices").newline();
+  svg.element(
+         "text",
+         {{"transform", "translate(18," + util::number(top + ph / 2) + ") rotate(-90)"}, {"text-anchor", "middle"}},
+         y_label)
+      .newline();
   for (std::size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];
     std::string pts;
     for (const auto& [x, y] : s.points)
       if (y > 0) pts += num(X(x), 1) + "," + num(Y(y), 1) + " ";
-    out << "<polyline fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"2\""
-        << (s.dashed ? " stroke-dasharray=\"6,4\"" : "") << " points=\"" << pts << "\"/>\n";
-    for (const auto& [x, y] : s.points)
-      if (y > 0 && !s.dashed)
-        out << "<circle cx=\"" << num(X(x), 1) << "\" cy=\"" << num(Y(y), 1) << "\" r=\"3\" fill=\"" << s.colour
-            << "\"/>\n";
     const double ly = top + 14 + 18 * static_cast<double>(k);
-    out << "<line x1=\"" << left + pw + 12 << "\" y1=\"" << ly << "\" x2=\"" << left + pw + 36 << "\" y2=\"" << ly
-        << "\" stroke=\"" << s.colour << "\" stroke-width=\"2\"" << (s.dashed ? " stroke-dasharray=\"6,4\"" : "")
-        << "/>\n<text x=\"" << left + pw + 42 << "\" y=\"" << ly + 4 << "\">" << s.name << "</text>\n";
+    if (s.dashed) {
+      svg.element("polyline", {{"fill", "none"},
+                               {"stroke", s.colour},
+                               {"stroke-width", "2"},
+                               {"stroke-dasharray", "6,4"},
+                               {"points", pts}})
+          .newline();
+      svg.element("line", {{"x1", left + pw + 12},
+                           {"y1", ly},
+                           {"x2", left + pw + 36},
+                           {"y2", ly},
+                           {"stroke", s.colour},
+                           {"stroke-width", "2"},
+                           {"stroke-dasharray", "6,4"}});
+    } else {
+      svg.element("polyline", {{"fill", "none"}, {"stroke", s.colour}, {"stroke-width", "2"}, {"points", pts}})
+          .newline();
+      for (const auto& [x, y] : s.points)
+        if (y > 0)
+          svg.element("circle", {{"cx", num(X(x), 1)}, {"cy", num(Y(y), 1)}, {"r", "3"}, {"fill", s.colour}}).newline();
+      svg.element("line", {{"x1", left + pw + 12},
+                           {"y1", ly},
+                           {"x2", left + pw + 36},
+                           {"y2", ly},
+                           {"stroke", s.colour},
+                           {"stroke-width", "2"}});
+    }
+    svg.newline().element("text", {{"x", left + pw + 42}, {"y", ly + 4}}, s.name).newline();
   }
-  out << "</svg>\n";
+  svg.finish();
 }
 
 // ScaleTool::run's inputs: the deck with the command line's overrides, the cluster, the costs

@@ -2,8 +2,8 @@
 """check_layers.py SOURCE_DIR [--self-test]: the include arrows of miniPipe's code run only downward.
 
 The layer order is written here once (docs/architecture.md draws it); a file may include a file of
-its own layer or of a layer below. Also checked, for every C++ file of miniapp/, kernels/ and
-schedules/:
+its own layer or of a layer below. Also checked, for every C++ file of miniapp/, kernels/, schedules/ and
+util/:
   - one include root: every project include is spelled from the repository root
     ("miniapp/runtime/stage.hpp"), or names a file of the including file's own folder;
   - host-only layers never see Kokkos: no file they include, directly or through project
@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 # Top to bottom. "miniapp/<folder>" for the application's layers; kernels and schedules are the
-# two libraries under it (neither includes the other).
+# two libraries under it (neither includes the other); util is the bottom, under both.
 LAYERS = [
     "miniapp/driver",    # main.cpp: parse, initialize, dispatch to a tool
     "miniapp/tools",     # the command line of each subcommand
@@ -32,10 +32,11 @@ LAYERS = [
     "miniapp/io",        # HDF5 dumps, compare, output files and paths
     "schedules",         # schedules as data (no Kokkos, no MPI)
     "kernels",           # the Kokkos kernels (no MPI, no HDF5)
+    "util",              # SVG writing, the ranks' agreement on a message (no Kokkos)
 ]
 # Compiled by the host compiler in every build: nothing they include may bring Kokkos in.
 HOST_ONLY = {"miniapp/driver", "miniapp/tools", "miniapp/tuning", "miniapp/report", "miniapp/model",
-             "miniapp/mpi", "miniapp/io", "schedules"}
+             "miniapp/mpi", "miniapp/io", "schedules", "util"}
 CLI_LAYERS = {"miniapp/driver", "miniapp/tools"}
 # Pairs at the bottom that may not include each other although the order would allow one way.
 FORBIDDEN = {("schedules", "kernels")}
@@ -53,7 +54,7 @@ def layer_of(rel):
 
 def sources(root):
     out = []
-    for top in ("miniapp", "kernels", "schedules"):
+    for top in ("miniapp", "kernels", "schedules", "util"):
         for d, _, files in os.walk(os.path.join(root, top)):
             out += [os.path.relpath(os.path.join(d, f), root) for f in files if f.endswith(SOURCE_EXT)]
     return sorted(out)
