@@ -18,23 +18,11 @@ using ExecSpace = Kokkos::DefaultExecutionSpace;
 using MemSpace = ExecSpace::memory_space;
 using HostSpace = Kokkos::HostSpace;
 
-// Row-major (LayoutRight) everywhere so a [B,T,C] tensor is also a [B*T, C] matrix.
+// Row-major (LayoutRight) everywhere, so a [B,T,C] tensor is stored as a [B*T, C] matrix.
 template <class T>
 using View1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
 template <class T>
 using View2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
-template <class T>
-using View3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
-template <class T>
-using View4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace>;
-
-// Unmanaged 2-D view of a [B,T,C] tensor as [B*T, C] (no copy).
-template <class T>
-using View2U = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-template <class T>
-View2U<T> as_rows(const View3<T>& x) {
-  return View2U<T>(x.data(), x.extent(0) * x.extent(1), x.extent(2));
-}
 
 // Unmanaged views: the argument types of every kernel. Managed views convert to these, and
 // parameter tensors stored flat are viewed with their shape without a copy.
@@ -47,7 +35,6 @@ using Mat = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTrait
 template <class T>
 using CMat = Kokkos::View<const T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 using CIdx = Kokkos::View<const int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-using Idx = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 // Argument check of a kernel's host-side entry: throws std::invalid_argument "where: what".
 inline void require(bool ok, const char* where, const std::string& what) {

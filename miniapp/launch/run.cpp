@@ -35,6 +35,7 @@
 #include "miniapp/runtime/checkpoint.hpp"
 #include "miniapp/runtime/dump_observer.hpp"
 #include "miniapp/runtime/profile.hpp"
+#include "miniapp/runtime/real.hpp"
 #include "miniapp/runtime/test_delays.hpp"
 #include "miniapp/runtime/trainer.hpp"
 #include "miniapp/runtime/version.hpp"
@@ -44,12 +45,6 @@
 #include "schedules/validator.hpp"
 
 namespace minipipe {
-
-#ifdef MINIPIPE_DOUBLE
-using Real = double;
-#else
-using Real = float;
-#endif
 
 namespace {
 

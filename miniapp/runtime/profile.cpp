@@ -9,15 +9,10 @@
 
 #include "miniapp/model/data.hpp"
 #include "miniapp/runtime/comm.hpp"
+#include "miniapp/runtime/real.hpp"
 #include "miniapp/runtime/stage.hpp"
 
 namespace minipipe {
-
-#ifdef MINIPIPE_DOUBLE
-using Real = double;
-#else
-using Real = float;
-#endif
 
 namespace {
 
