@@ -8,8 +8,8 @@
 
 #include "kernels/exact_limbs.hpp"
 #include "miniapp/model/model.hpp"
-#include "miniapp/tools/scale_tool.hpp"
 #include "miniapp/tuning/cluster.hpp"
+#include "miniapp/tuning/scale_model.hpp"
 #include "schedules/schedules.hpp"
 
 namespace mp = minipipe;
