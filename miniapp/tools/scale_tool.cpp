@@ -141,7 +141,8 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
   }
   opt.global_batch = tool.global_batch > 0 ? tool.global_batch : batch;
   opt.memory_cap = tool.memory_cap_gib > 0 ? tool.memory_cap_gib * 1073741824.0 : cl.memory_bytes;
-  opt.overlap_allreduce = tool.overlap_allreduce;
+  opt.timing = tool.allreduce_after ? AllReduceTiming::after : AllReduceTiming::overlapped;
+  opt.exact_bytes = tool.exact_bytes;
   opt.max_m = tool.max_m;
   opt.prune = !tool.no_prune;
   // scale sweeps the one-copy schedules only (its per-rank state and bounds count one model copy).
@@ -186,14 +187,26 @@ void print_scale_header(const ScaleTool& tool, const Cluster& cl, const CostFile
                 costs.mode.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node,
                 tool.costs_path.empty() ? "from FLOPs (device.tflops)" : tool.costs_path.c_str());
   out << line;
+  char bytes[160];
+  if (costs.mode == "fast")
+    std::snprintf(bytes, sizeof(bytes), "4 B per parameter: float");
+  else
+    std::snprintf(bytes, sizeof(bytes), "%g B per parameter: %s, --exact-bytes", tool.exact_bytes,
+                  tool.exact_bytes == 32 ? "the full 4 int64 limbs" : "compact exact form");
   std::snprintf(line, sizeof(line),
                 "links: inside a node %.4f ms + bytes / %.3g GB/s, between nodes %.4f ms + bytes / %.3g GB/s; "
-                "all-reduce %s (%s), %s the pipeline\n",
+                "all-reduce %s (%s), %s\n",
                 cl.intra.latency_ms, cl.intra.gb_per_s(), cl.inter.latency_ms, cl.inter.gb_per_s(),
-                to_string(cl.allreduce),
-                costs.mode == "fast" ? "4 B per parameter" : "32 B per parameter: 4 int64 limbs",
-                tool.overlap_allreduce ? "overlapped with the end of" : "after (as the trainer runs it)");
+                to_string(cl.allreduce), bytes,
+                tool.allreduce_after ? "after the pipeline (--allreduce-after)"
+                                     : "overlapped: each stage's from its last B/W (--allreduce-after: after the "
+                                       "pipeline)");
   out << line;
+}
+
+// Where the strong-scaling global batch came from, for the text of an empty sweep.
+std::string batch_key(const ScaleTool& tool) {
+  return tool.global_batch > 0 ? "--global-batch" : "train.batch";
 }
 
 // The sweep on tool.devices and the table of its best configurations.
@@ -223,10 +236,14 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
         << " (schedule, p, m, v) instances with p x m > " << opt.list_scheduled_max_pm
         << ": they are list-scheduled over all ranks, seconds per instance at that size; name them in --schedules "
            "to try them everywhere)\n";
-  if (best.empty()) out << "(no configuration: " << no_configuration_reason(count, opt.global_batch) << ")\n";
-  out << "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; exp comm: what "
-         "transfers and all-reduces add to the step; mem: model state + peak stored activations of the fullest "
-         "device)\n";
+  if (best.empty())
+    out << "(no configuration: " << no_configuration_reason(count, opt.global_batch, batch_key(tool)) << ")\n";
+  out << (opt.timing == AllReduceTiming::after
+              ? "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; "
+              : "(step = slowest replica's makespan + the part of the overlapped all-reduces that ends after it + "
+                "loss agreement + fixed update cost; ")
+      << "exp comm: what transfers and all-reduces add to the step; allreduce: the slowest rank's; mem: model state + "
+         "peak stored activations of the fullest device; order: `minipipe run --pipeline.rank_order`)\n";
 }
 
 // One scaling curve over device counts: strong at opt's global batch, or weak at
@@ -249,7 +266,7 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
       out << "  " << n << " devices: no configuration ("
           << (weak ? (count.over_cap > 0 ? "over the memory cap: raise --memory-cap"
                                          : std::string("no schedule instance at these p, v and m"))
-                   : no_configuration_reason(count, o.global_batch))
+                   : no_configuration_reason(count, o.global_batch, batch_key(tool)))
           << ")\n";
       continue;
     }
@@ -317,9 +334,16 @@ void ScaleTool::attach(CLI::App& parent) {
   sub->add_option("--max-m", max_m, "largest m tried")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--top", top, "configurations printed")->check(CLI::Range(1, 100000));
   sub->add_option("--schedules", schedules, "comma list of schedules to try (empty = all)");
-  sub->add_flag("--overlap-allreduce", overlap_allreduce,
-                "model each rank's all-reduce starting at its last action (the runtime starts it after the "
-                "pipeline; this shows what overlapping would gain)");
+  auto* overlap = sub->add_flag("--overlap-allreduce", overlap_allreduce,
+                                "model each stage's all-reduce starting when its last B or W ends, overlapping the "
+                                "rest of the pipeline (the default, as the runtime runs it)");
+  sub->add_flag("--allreduce-after", allreduce_after,
+                "model one all-reduce per rank after the whole pipeline (the older runtime; to compare)")
+      ->excludes(overlap);
+  sub->add_option("--exact-bytes", exact_bytes,
+                  "deterministic mode: bytes per parameter the exact all-reduce moves (16: the compact form; 32: "
+                  "the full 4 int64 limbs)")
+      ->check(CLI::Range(1.0, 64.0));
   sub->add_flag("--no-prune", no_prune,
                 "simulate every configuration, also those whose lower bound cannot enter the best (to measure)");
   sub->add_option("--strong-svg", strong_svg, "SVG of samples/s over device counts at the fixed global batch");

@@ -19,8 +19,8 @@ struct ScaleTool {
   CLI::App* sub = nullptr;
   std::string deck_path, cluster_path, costs_path, schedules, strong_svg, weak_svg;
   int devices = 0, top = 10, global_batch = 0, batch_per_replica = 0, max_m = 1024;
-  double memory_cap_gib = 0;
-  bool overlap_allreduce = false, force = false, no_prune = false;
+  double memory_cap_gib = 0, exact_bytes = kCompactExactBytes;
+  bool overlap_allreduce = false, allreduce_after = false, force = false, no_prune = false;
   void attach(CLI::App& parent);
   // Rank 0 only: reads the deck with the command line's deck-key `overrides`, prints the table
   // and writes the SVGs. 0 ok, 2 bad input, 3 an output failed.

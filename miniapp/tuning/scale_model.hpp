@@ -9,6 +9,8 @@
 #include "miniapp/model/config.hpp"
 #include "miniapp/model/cost_file.hpp"
 #include "miniapp/tuning/cluster.hpp"
+#include "schedules/program.hpp"
+#include "schedules/simulator.hpp"
 
 namespace minipipe {
 
@@ -30,9 +32,29 @@ CostFile analytic_costs(const ModelShape& shape, int batch, bool deterministic, 
 std::vector<double> boundary_ms(const Cluster& cluster, const std::vector<int>& stage_to_rank, int p, int dp,
                                 int replica, double bytes);
 
-// Bytes the gradient all-reduce moves per parameter element: deterministic mode sends each
-// exact accumulator as ExactLimbs::kLimbs int64 limbs (trainer.cpp), fast mode one float.
-double allreduce_bytes_per_element(bool deterministic);
+// Bytes the gradient all-reduce moves per parameter element in deterministic mode by default: the
+// compact exact form (a shared exponent per bucket and fewer fixed-point limbs than the full
+// accumulator's ExactLimbs::kLimbs int64 = 32 bytes). ScaleOptions::exact_bytes sets it.
+constexpr double kCompactExactBytes = 16;
+
+// Bytes the gradient all-reduce moves per parameter element: `exact_bytes` in deterministic mode
+// (32 = the full int64 limbs; kCompactExactBytes the compact form), one float in fast mode.
+double allreduce_bytes_per_element(bool deterministic, double exact_bytes);
+
+// When the data-parallel all-reduce runs. overlapped: each stage's (model chunk's) reduction
+// starts when its last B or W ends, overlapping the rest of the pipeline, the reductions of one
+// rank one after another in the order they become ready (the runtime's default). after: one
+// reduction per rank once the whole pipeline is done.
+enum class AllReduceTiming { overlapped, after };
+
+// Per stage of one simulated step (programs s at costs cm): when its weight gradients are
+// complete, the end of its last B or W (the full simulation's timeline).
+std::vector<double> stage_gradients_ready(const sched::RankPrograms& s, const sched::CostModel& cm);
+
+// Per rank: when its overlapped reductions end, stage st's taking stage_ar[st] and starting at
+// ready[st] or when the rank's previous one ends, whichever is later.
+std::vector<double> overlapped_allreduce_end(const std::vector<double>& ready, const std::vector<double>& stage_ar,
+                                             const std::vector<int>& stage_to_rank, int p);
 
 // One configuration on p x dp devices and what the model predicts for it.
 struct ScalePoint {
@@ -43,10 +65,10 @@ struct ScalePoint {
   Recompute recompute = Recompute::none;
   bool auto_split = false;
   std::vector<int> split;
-  double step_ms = 0;          // makespan (+ all-reduce after it, or overlapped) + loss agreement + fixed
+  double step_ms = 0;          // makespan (+ what the all-reduce adds) + loss agreement + fixed
   double makespan_ms = 0;      // the slowest replica's pipeline, links charged
   double bubble = 0;           // its bubble fraction
-  double allreduce_ms = 0;     // the slowest rank's gradient all-reduce
+  double allreduce_ms = 0;     // the slowest rank's gradient all-reduce (overlapped: its stages' summed)
   double exposed_comm_ms = 0;  // step time that communication adds (filled for printed points)
   double memory_bytes = 0;     // the fullest device: model state + peak stored activations
   double samples_per_s = 0;
@@ -56,7 +78,8 @@ struct ScaleOptions {
   int global_batch = 0;       // strong scaling: the same global batch at every device count
   int batch_per_replica = 0;  // > 0: weak scaling, global batch = this x dp
   double memory_cap = 0;      // bytes per device
-  bool overlap_allreduce = false;
+  AllReduceTiming timing = AllReduceTiming::overlapped;
+  double exact_bytes = kCompactExactBytes;  // deterministic mode's all-reduce bytes per parameter
   int max_m = 1024;
   std::vector<std::string> schedules;  // empty = all
   bool prune = true;                   // false: simulate every configuration (to measure the pruning)
@@ -74,6 +97,7 @@ struct SweepCount {
   // dp = devices / p whose replicas cannot share the global batch evenly, and the configurations
   // over the memory cap (model state, or state and stored activations).
   std::vector<int> uneven_dp;
+  std::vector<int> batch_below_dp;  // the widths dp larger than the global batch: a replica would get none
   long long over_cap = 0;
   long long list_scheduled_skipped = 0;  // (schedule, p, m, v) instances over list_scheduled_max_pm
 };
@@ -81,9 +105,10 @@ struct SweepCount {
 // The schedules built over all ranks at once (greedy.cpp): a sweep's slow part.
 bool list_scheduled(const std::string& name);
 
-// Why a sweep of `devices` devices at global batch `global_batch` found no configuration, from
-// its count: the batch that no dp divides, or the memory cap, or no schedule instance.
-std::string no_configuration_reason(const SweepCount& count, int global_batch);
+// Why a sweep of `devices` devices at global batch `global_batch` (read from `batch_key`: a deck
+// key or a flag) found no configuration, from its count: a global batch smaller than every dp,
+// the batch that no dp divides, or the memory cap, or no schedule instance.
+std::string no_configuration_reason(const SweepCount& count, int global_batch, const std::string& batch_key);
 
 // The `keep` best configurations on `devices` devices (p | devices, p*v <= n_layer), least time
 // per sample first; those over the memory cap are left out. With opt.prune a configuration whose
