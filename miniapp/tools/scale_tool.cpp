@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "miniapp/io/message_text.hpp"
@@ -110,6 +112,7 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
   io::check_input_file("--deck", tool.deck_path);
   io::check_input_file("--cluster", tool.cluster_path);
   if (!tool.costs_path.empty()) io::check_input_file("--costs", tool.costs_path);
+  if (!tool.compare_run.empty()) io::check_input_file("--compare-run", tool.compare_run);
   io::check_outputs(
       {{"--strong-svg", tool.strong_svg, tool.force, false}, {"--weak-svg", tool.weak_svg, tool.force, false}},
       {{"--deck", tool.deck_path}, {"--cluster", tool.cluster_path}, {"--costs", tool.costs_path}});
@@ -287,6 +290,75 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
   return svg.str();
 }
 
+// --compare-run: what a `minipipe run` on this machine measured (its JSON report's first run) and
+// the model's prediction for the same configuration (schedule, p, dp, v, m, the deck's recompute,
+// an even split, dp-major as run places ranks), one row each. Throws InputError when the report
+// is unreadable or the sweep has no such configuration.
+void print_compare_run(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
+                       std::ostream& out) {
+  const std::string& path = tool.compare_run;
+  nlohmann::json j;
+  try {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw InputError("command line: key '--compare-run' has value " + quoted_text(path) +
+                     ", not a readable JSON report (" + e.what() + "); allowed: the --json of `minipipe run`");
+  }
+  const auto bad = [&](const std::string& why) {
+    return InputError("command line: key '--compare-run' has value " + quoted_text(path) + ": " + why +
+                      "; allowed: the --json of `minipipe run` with one run of a layout scale sweeps");
+  };
+  if (!j.contains("runs") || !j["runs"].is_array() || j["runs"].empty() || !j.contains("deck")) throw bad("no runs");
+  const nlohmann::json& r = j["runs"][0];
+  std::string schedule;
+  int p = 0, dp = 0, v = 0, m = 0;
+  std::vector<double> steps;
+  try {
+    schedule = r.at("schedule").get<std::string>();
+    p = r.at("p").get<int>(), dp = r.at("dp").get<int>(), v = r.at("v").get<int>(), m = r.at("m").get<int>();
+    steps = r.at("step_seconds").get<std::vector<double>>();
+  } catch (const std::exception& e) {
+    throw bad(std::string("its first run lacks a field (") + e.what() + ")");
+  }
+  if (steps.size() < 2) throw bad("fewer than 2 steps (the first is warm-up)");
+  const Deck deck = Deck::from_string(j["deck"].get<std::string>(), path);
+  const Recompute rc = parse_recompute(deck.get_string("train.recompute"));
+  if (!deck.get_int_list("pipeline.layers_per_stage").empty()) throw bad("an explicit split (the model uses even)");
+  ScaleOptions o = opt;
+  o.schedules = {schedule};
+  o.prune = false;
+  o.global_batch = static_cast<int>(deck.get_int("train.batch"));
+  o.batch_per_replica = 0;
+  o.list_scheduled_max_pm = 0;
+  Cluster placed = cl;
+  placed.order = RankOrder::dp_major, placed.any_order = false;
+  const ScalePoint* got = nullptr;
+  const std::vector<ScalePoint> all = best_layouts(costs, placed, p * dp, o, 1 << 20);
+  for (const auto& x : all)
+    if (x.p == p && x.dp == dp && x.v == v && x.m == m && x.recompute == rc && !x.auto_split) got = &x;
+  if (!got)
+    throw bad("the model has no " + schedule + " " + std::to_string(p) + "x" + std::to_string(dp) +
+              " v=" + std::to_string(v) + " m=" + std::to_string(m) + " at this deck's batch");
+  std::vector<double> after_first(steps.begin() + 1, steps.end());
+  std::sort(after_first.begin(), after_first.end());
+  const std::size_t n = after_first.size();
+  const double measured = 1e3 * (n % 2 ? after_first[n / 2] : (after_first[n / 2 - 1] + after_first[n / 2]) / 2);
+  double measured_ar = -1;
+  if (r.contains("time_budget") && r["time_budget"].is_object() && r["time_budget"].contains("allreduce"))
+    for (const auto& x : r["time_budget"]["allreduce"]) measured_ar = std::max(measured_ar, x.get<double>());
+  char line[400];
+  std::snprintf(
+      line, sizeof(line),
+      "this machine (%s): %s\n  predicted step %.2f ms (makespan %.2f, all-reduce %.2f, %s)\n  measured  step "
+      "%.2f ms (median of steps 1..%zu; all-reduce %s ms, the slowest rank's last step)\n  measured / "
+      "predicted %.3f\n",
+      path.c_str(), layout_text(*got).c_str(), got->step_ms, got->makespan_ms, got->allreduce_ms,
+      opt.timing == AllReduceTiming::after ? "after the pipeline" : "overlapped", measured, n,
+      measured_ar >= 0 ? num(measured_ar, 2).c_str() : "not reported", measured / got->step_ms);
+  out << line;
+}
+
 // The SVGs all or nothing: every temporary is written whole before any is renamed, a failure
 // removes every temporary, and a rename that fails after another succeeded removes the file
 // that one made (a rerun must not find half of the outputs and refuse without --force).
@@ -344,6 +416,9 @@ void ScaleTool::attach(CLI::App& parent) {
                   "deterministic mode: bytes per parameter the exact all-reduce moves (16: the compact form; 32: "
                   "the full 4 int64 limbs)")
       ->check(CLI::Range(1.0, 64.0));
+  sub->add_option("--compare-run", compare_run,
+                  "JSON report of `minipipe run` on this machine: print the model's step for its configuration "
+                  "beside the measured one");
   sub->add_flag("--no-prune", no_prune,
                 "simulate every configuration, also those whose lower bound cannot enter the best (to measure)");
   sub->add_option("--strong-svg", strong_svg, "SVG of samples/s over device counts at the fixed global batch");
@@ -365,6 +440,15 @@ int ScaleTool::run(const std::map<std::string, std::string>& overrides, std::ost
   // uncaught exception.
   try {
     print_scale_header(*this, cl, costs, out);
+    if (!compare_run.empty()) {
+      try {
+        print_compare_run(*this, cl, costs, opt, out);
+      } catch (const InputError& e) {
+        out << std::flush;
+        err << "minipipe: error: " << e.what() << "\n";
+        return 2;
+      }
+    }
     print_best_table(*this, cl, costs, opt, out);
     if (strong_svg.empty() && weak_svg.empty()) return 0;
     std::vector<int> counts;

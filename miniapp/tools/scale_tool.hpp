@@ -17,7 +17,7 @@ namespace minipipe {
 
 struct ScaleTool {
   CLI::App* sub = nullptr;
-  std::string deck_path, cluster_path, costs_path, schedules, strong_svg, weak_svg;
+  std::string deck_path, cluster_path, costs_path, schedules, strong_svg, weak_svg, compare_run;
   int devices = 0, top = 10, global_batch = 0, batch_per_replica = 0, max_m = 1024;
   double memory_cap_gib = 0, exact_bytes = kCompactExactBytes;
   bool overlap_allreduce = false, allreduce_after = false, force = false, no_prune = false;
