@@ -223,13 +223,13 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
   out << tool.devices << " devices, global batch " << opt.global_batch << ", memory cap "
       << num(opt.memory_cap / 1073741824.0, 1) << " GiB: " << count.configurations << " configurations, "
       << count.simulations << " pipeline simulations, " << num(cpu, 2) << " s of CPU\n";
-  std::snprintf(line, sizeof(line), "%3s  %-44s %10s %10s %7s %9s %9s %9s %11s", "#",
+  std::snprintf(line, sizeof(line), "%3s  %-50s %10s %10s %7s %9s %9s %9s %11s", "#",
                 "p x dp order schedule v m split recompute", "step ms", "makespan", "bubble", "exp comm", "allreduce",
                 "mem GiB", "samples/s");
   out << line << "\n";
   for (std::size_t k = 0; k < best.size(); ++k) {
     const ScalePoint& x = best[k];
-    std::snprintf(line, sizeof(line), "%3zu  %-44s %10.2f %10.2f %7.3f %9.2f %9.2f %9.2f %11.1f", k + 1,
+    std::snprintf(line, sizeof(line), "%3zu  %-50s %10.2f %10.2f %7.3f %9.2f %9.2f %9.2f %11.1f", k + 1,
                   layout_text(x).c_str(), x.step_ms, x.makespan_ms, x.bubble, x.exposed_comm_ms, x.allreduce_ms,
                   x.memory_bytes / 1073741824.0, x.samples_per_s);
     out << line << "\n";
@@ -277,7 +277,7 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
     if (first_n == 0) first = x.samples_per_s, first_n = n;
     const double eff = x.samples_per_s / (first * n / first_n);
     std::snprintf(line, sizeof(line),
-                  "  %6d devices: %-44s step %10.2f ms  bubble %.3f  exp comm %8.2f ms  %10.1f samples/s  "
+                  "  %6d devices: %-50s step %10.2f ms  bubble %.3f  exp comm %8.2f ms  %10.1f samples/s  "
                   "efficiency %.2f",
                   n, layout_text(x).c_str(), x.step_ms, x.bubble, x.exposed_comm_ms, x.samples_per_s, eff);
     out << line << "\n";
@@ -292,7 +292,7 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
 
 // --compare-run: what a `minipipe run` on this machine measured (its JSON report's first run) and
 // the model's prediction for the same configuration (schedule, p, dp, v, m, the deck's recompute,
-// an even split, dp-major as run places ranks), one row each. Throws InputError when the report
+// an even split, the rank order it ran), one row each. Throws InputError when the report
 // is unreadable or the sweep has no such configuration.
 void print_compare_run(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
                        std::ostream& out) {
@@ -331,8 +331,15 @@ void print_compare_run(const ScaleTool& tool, const Cluster& cl, const CostFile&
   o.global_batch = static_cast<int>(deck.get_int("train.batch"));
   o.batch_per_replica = 0;
   o.list_scheduled_max_pm = 0;
+  // Ranks as the run placed them: dp-major unless its deck names another order (a runtime that
+  // reads pipeline.rank_order).
+  RankOrder order = RankOrder::dp_major;
+  try {
+    if (deck.get_string("pipeline.rank_order") == "pp-major") order = RankOrder::pp_major;
+  } catch (const std::exception&) {
+  }
   Cluster placed = cl;
-  placed.order = RankOrder::dp_major, placed.any_order = false;
+  placed.order = order, placed.any_order = false;
   const ScalePoint* got = nullptr;
   const std::vector<ScalePoint> all = best_layouts(costs, placed, p * dp, o, 1 << 20);
   for (const auto& x : all)
