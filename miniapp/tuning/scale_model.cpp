@@ -1,6 +1,6 @@
 // The scaling model: costs (measured, or from FLOPs and bytes), placement of p x dp ranks on a
-// cluster's nodes, each boundary charged to the link it crosses, the gradient all-reduce after the
-// pipeline as the trainer runs it, and a pruned sweep over the layouts.
+// cluster's nodes, each boundary charged to the link it crosses, the gradient all-reduce (each
+// stage's overlapping the pipeline, or after it), and a pruned sweep over the layouts.
 #include "miniapp/tuning/scale_model.hpp"
 
 #include <algorithm>
