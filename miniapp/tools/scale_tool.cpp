@@ -1,417 +1,26 @@
-// The scaling model: costs (measured, or from FLOPs and bytes), placement of p x dp ranks on a
-// cluster's nodes, each boundary charged to the link it crosses, the gradient all-reduce after the
-// pipeline as the trainer runs it, a pruned sweep, and the strong/weak curves as hand-written SVG.
+// `minipipe scale`'s command line: reads the deck, the cluster file and the costs, runs the
+// scaling model (miniapp/tuning/scale_model.hpp), prints its table and writes the curves as SVG.
 #include "miniapp/tools/scale_tool.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
+#include <ctime>
+#include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
-#include <set>
+#include <nlohmann/json.hpp>
 #include <sstream>
-#include <tuple>
 
 #include "miniapp/io/message_text.hpp"
 #include "miniapp/io/output_file.hpp"
 #include "miniapp/io/output_paths.hpp"
 #include "miniapp/model/model.hpp"
 #include "schedules/schedules.hpp"
-#include "schedules/split.hpp"
 #include "util/svg.hpp"
 
 namespace minipipe {
-
-namespace {
-
-std::size_t numel(const std::vector<ParamSpec>& ps) {
-  std::size_t n = 0;
-  for (const auto& p : ps) n += p.numel();
-  return n;
-}
-
-// Elements of each part: embedding, blocks 0..L-1, head.
-std::vector<double> part_elements(const ModelShape& s) {
-  std::vector<double> out{static_cast<double>(numel(embedding_params(s)))};
-  for (int l = 0; l < s.n_layer; ++l) out.push_back(static_cast<double>(numel(block_params(s, l))));
-  out.push_back(static_cast<double>(numel(head_params(s))));
-  return out;
-}
-
-// Bytes a device holds per parameter element besides activations: the value, AdamW's m and v,
-// and the gradient (deterministic: the 128-bit exact accumulator and the float gradient; fast: the
-// float sum and the gradient).
-double state_bytes_per_element(bool deterministic) {
-  return 4 + 8 + (deterministic ? 16 + 4 : 4 + 4);
-}
-
-CostFile scaled(CostFile c, double speedup) {
-  if (speedup == 1) return c;
-  for (auto& sc : c.sizes)
-    for (auto& part : sc.parts)
-      for (auto& pc : part) pc.F /= speedup, pc.I /= speedup, pc.W /= speedup, pc.W_tail /= speedup;
-  for (double& x : c.step_fixed_ms) x /= speedup;
-  c.calibration.action_overhead_ms /= speedup;
-  return c;
-}
-
-StageLayout layout_of(int n_layer, const std::vector<int>& split) {
-  return make_stage_layout(n_layer, static_cast<int>(split.size()), std::vector<long long>(split.begin(), split.end()));
-}
-
-// Link kind of each boundary of replica d: 0 same rank, 1 inside a node, 2 between nodes.
-std::vector<int> boundary_kinds(const Cluster& cl, const std::vector<int>& stage_to_rank, int p, int dp, int d) {
-  const std::size_t S = stage_to_rank.size();
-  std::vector<int> kind(S > 0 ? S - 1 : 0);
-  for (std::size_t b = 0; b + 1 < S; ++b) {
-    const int ra = cl.rank_of(d, stage_to_rank[b], p, dp), rb = cl.rank_of(d, stage_to_rank[b + 1], p, dp);
-    kind[b] = ra == rb ? 0 : cl.node_of_rank(ra) == cl.node_of_rank(rb) ? 1 : 2;
-  }
-  return kind;
-}
-
-// The distinct patterns over the replicas: replicas with one pattern run the same pipeline.
-std::vector<std::vector<int>> boundary_patterns(const Cluster& cl, const std::vector<int>& stage_to_rank, int p,
-                                                int dp) {
-  std::set<std::vector<int>> seen;
-  for (int d = 0; d < dp; ++d) seen.insert(boundary_kinds(cl, stage_to_rank, p, dp, d));
-  return {seen.begin(), seen.end()};
-}
-
-// Whether the dp replicas of pipeline rank pp span more than one node (then the all-reduce's
-// slowest link is the inter-node one).
-bool group_spans_nodes(const Cluster& cl, int pp, int p, int dp) {
-  const int node0 = cl.node_of_rank(cl.rank_of(0, pp, p, dp));
-  for (int d = 1; d < dp; ++d)
-    if (cl.node_of_rank(cl.rank_of(d, pp, p, dp)) != node0) return true;
-  return false;
-}
-
-double allreduce_ms(const Cluster& cl, int n, double bytes, const Link& link) {
-  return cl.allreduce == AllReduceAlgo::ring ? ring_allreduce_ms(n, bytes, link) : tree_allreduce_ms(n, bytes, link);
-}
-
-constexpr int kJitterSamples = 16;  // as the tuner: the mean of this many jittered simulations
-// Default bound of the list-scheduled variants in a sweep (ScaleOptions::list_scheduled_max_pm).
-constexpr long long kListScheduledMaxPm = 1024;
-
-struct Evaluated {
-  double makespan = 0, bubble = 0, step = 0, allreduce = 0, memory = 0;
-  bool fits = false;
-};
-
-// The model of one configuration. `kinds` are its replicas' boundary patterns; zero_links
-// charges no transfer (for the exposed-communication figure).
-Evaluated evaluate(const sched::RankPrograms& s, const sched::CostModel& base,
-                   const std::vector<std::vector<int>>& kinds, const Cluster& cl, double boundary_bytes,
-                   const std::vector<double>& rank_state, const std::vector<double>& rank_ar, double fixed_ms,
-                   double loss_ms, bool overlap, double cap, bool zero_links) {
-  Evaluated e;
-  sched::CostModel cm = base;
-  const Link* by_kind[3] = {nullptr, &cl.intra, &cl.inter};
-  std::vector<double> end;
-  for (const auto& kind : kinds) {
-    cm.boundary.assign(kind.size(), 0.0);
-    for (std::size_t b = 0; b < kind.size(); ++b)
-      if (kind[b] && !zero_links) cm.boundary[b] = by_kind[kind[b]]->transfer_ms(boundary_bytes);
-    if (cm.boundary.empty()) cm.comm = 0;
-    sched::StepTotals t = sched::simulate_totals(s, cm);
-    if (cm.jitter_cv > 0) {  // the mean of jittered makespans, as mean_makespan does
-      double sum = 0;
-      for (int k = 1; k <= kJitterSamples; ++k) {
-        cm.jitter_seed = static_cast<unsigned long long>(k);
-        sum += sched::simulate_totals(s, cm).makespan;
-      }
-      t.makespan = sum / kJitterSamples;
-    }
-    for (std::size_t r = 0; r < t.activation_mem.size(); ++r)
-      e.memory = std::max(e.memory, rank_state[r] + t.activation_mem[r]);
-    if (t.makespan >= e.makespan) e.makespan = t.makespan, e.bubble = t.bubble_fraction, end = t.end;
-  }
-  e.allreduce = *std::max_element(rank_ar.begin(), rank_ar.end());
-  double pipeline_and_reduce = e.makespan + e.allreduce;
-  if (overlap) {  // each rank's all-reduce starts when its own last action ends
-    pipeline_and_reduce = e.makespan;
-    for (std::size_t r = 0; r < end.size(); ++r)
-      pipeline_and_reduce = std::max(pipeline_and_reduce, end[r] + rank_ar[r]);
-  }
-  e.step = pipeline_and_reduce + loss_ms + fixed_ms;
-  e.fits = cap <= 0 || e.memory <= cap;
-  return e;
-}
-
-// A schedule generator's (p, m, v) instance as rank programs (the simulation then holds about
-// one rank's actions, not the whole schedule), or nullopt where it has none.
-std::optional<sched::RankPrograms> try_schedule(const std::string& name, int p, int m, int v) {
-  try {
-    return sched::make_rank_programs(name, p, m, v);
-  } catch (const sched::ScheduleError&) {
-    return std::nullopt;
-  }
-}
-
-// The splits tried for S stages: the even one, and the balanced one of the measured per-layer
-// times where it differs (flagged auto).
-std::vector<std::pair<std::vector<int>, bool>> candidate_splits(const CostFile& costs, int n, Recompute r, int L,
-                                                                int S) {
-  const LayerTimes lt = layer_times(costs, n, r);
-  const std::vector<int> even = make_stage_layout(L, S, {}).count;
-  const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
-  std::vector<std::pair<std::vector<int>, bool>> splits{{even, false}};
-  if (balanced != even) splits.push_back({balanced, true});
-  return splits;
-}
-
-// Per pipeline rank of a layout: the model state it holds, its gradient all-reduce, and the
-// fullest rank's state.
-struct RankShares {
-  std::vector<double> state, ar;
-  double worst_state = 0;
-};
-
-RankShares rank_shares(const Cluster& cl, const StageLayout& layout, const std::vector<int>& stage_to_rank,
-                       const std::vector<double>& elements, int p, int dp, bool det) {
-  const int S = static_cast<int>(layout.count.size());
-  // Per pipeline rank: parameter elements, the state they need, their all-reduce.
-  std::vector<double> rank_el(static_cast<std::size_t>(p), 0.0);
-  for (int st = 0; st < S; ++st) {
-    double e = st == 0 ? elements.front() : 0.0;
-    for (int l = layout.first[st]; l < layout.first[st] + layout.count[st]; ++l) e += elements[1 + l];
-    if (st == S - 1) e += elements.back();
-    rank_el[static_cast<std::size_t>(stage_to_rank[st])] += e;
-  }
-  RankShares out;
-  out.state.resize(rank_el.size()), out.ar.resize(rank_el.size());
-  for (int q = 0; q < p; ++q) {
-    const double el = rank_el[static_cast<std::size_t>(q)];
-    out.state[q] =
-        el * state_bytes_per_element(det) + (det && dp > 1 ? std::min(el, 1048576.0) * 32 : 0.0);  // the limb buffer
-    out.worst_state = std::max(out.worst_state, out.state[q]);
-    const Link& link = group_spans_nodes(cl, q, p, dp) ? cl.inter : cl.intra;
-    out.ar[q] = allreduce_ms(cl, dp, el * allreduce_bytes_per_element(det), link);
-  }
-  return out;
-}
-
-// The busiest rank's compute: m forwards and backwards of each of its stages, and the W tail.
-double busiest_rank_ms(const sched::CostModel& cm, const sched::RankPrograms& s, int p, int S, int m) {
-  const sched::CostModel rc = cm.resolved(S, s.v);
-  std::vector<double> busy(static_cast<std::size_t>(p), 0.0);
-  for (int st = 0; st < S; ++st)
-    busy[static_cast<std::size_t>(s.stage_to_rank[st])] += m * (rc.F[st] + rc.B[st]) + rc.W_tail[st];
-  return *std::max_element(busy.begin(), busy.end());
-}
-
-// The loss sums of every sample, agreed over the replicas (trainer.cpp gather_loss).
-double loss_agreement_ms(const Cluster& cl, int p, int dp, int G) {
-  return dp > 1 ? tree_allreduce_ms(dp, 12.0 * G, group_spans_nodes(cl, 0, p, dp) ? cl.inter : cl.intra) : 0.0;
-}
-
-// A configuration and what evaluate() predicts for it (exposed_comm_ms left to the caller).
-ScalePoint point_of(const Evaluated& e, const std::string& name, int p, int dp, int v, int m, Recompute r, bool is_auto,
-                    const std::vector<int>& split, int G, RankOrder order) {
-  ScalePoint pt;
-  pt.schedule = name, pt.p = p, pt.dp = dp, pt.v = v, pt.m = m, pt.recompute = r;
-  pt.auto_split = is_auto, pt.split = split;
-  pt.step_ms = e.step, pt.makespan_ms = e.makespan, pt.bubble = e.bubble;
-  pt.allreduce_ms = e.allreduce, pt.memory_bytes = e.memory;
-  pt.samples_per_s = G / (e.step / 1e3), pt.global_batch = G;
-  pt.order = order;
-  return pt;
-}
-
-// Adds pt to the best, sorted by time per sample (the step over its global batch: strong and weak
-// points compare), and keeps the first `keep`.
-void keep_best(std::vector<ScalePoint>& best, const ScalePoint& pt, int keep) {
-  auto per_sample = [](const ScalePoint& x) { return x.step_ms / x.global_batch; };
-  best.push_back(pt);
-  // Ties (a bubble-free p = 1 at any m, say) go to the smaller memory.
-  std::stable_sort(best.begin(), best.end(), [&](const ScalePoint& a, const ScalePoint& b) {
-    return per_sample(a) != per_sample(b) ? per_sample(a) < per_sample(b) : a.memory_bytes < b.memory_bytes;
-  });
-  if (static_cast<int>(best.size()) > keep) best.pop_back();
-}
-
-}  // namespace
-
-double allreduce_bytes_per_element(bool deterministic) {
-  return deterministic ? 32 : 4;
-}
-
-std::vector<double> boundary_ms(const Cluster& cl, const std::vector<int>& stage_to_rank, int p, int dp, int replica,
-                                double bytes) {
-  std::vector<double> t;
-  for (int k : boundary_kinds(cl, stage_to_rank, p, dp, replica))
-    t.push_back(k == 0 ? 0.0 : (k == 1 ? cl.intra : cl.inter).transfer_ms(bytes));
-  return t;
-}
-
-CostFile analytic_costs(const ModelShape& shape, int batch, bool deterministic, const Cluster& cl) {
-  if (!(cl.tflops > 0))
-    throw InputError("cluster file " + cl.origin +
-                     ": key 'device.tflops' is missing; allowed: a number > 0 (needed without --costs)");
-  if (!(cl.memory_bytes_per_ms > 0))
-    throw InputError("cluster file " + cl.origin +
-                     ": key 'device.memory_bandwidth_gbs' is missing; allowed: a number > 0 (needed without --costs)");
-  CostFile c;
-  c.shape = shape;
-  c.batch = batch;
-  c.backend = "analytic";
-  c.mode = deterministic ? "deterministic" : "fast";
-  c.comm_path = "model";
-  const double T = shape.seq_len, C = shape.channels, V = shape.vocab, H = shape.n_head, L = shape.n_layer;
-  const double flops_per_ms = cl.tflops * 1e9, f = 4;  // float32 values
-  // A block: its four linears 2T(3C^2 + C^2 + 4C^2 + 4C^2) = 24TC^2, attention's two products 4T^2C.
-  const double lin = 24 * T * C * C, att = 4 * T * T * C;
-  const double bF = (lin + att) / flops_per_ms, bW = lin / flops_per_ms, bI = (lin + 2 * att) / flops_per_ms;
-  // The head: the LM head's 2TCV each way.
-  const double head = 2 * T * C * V / flops_per_ms;
-  SizeCosts sc;
-  sc.samples = 1;
-  sc.parts.resize(static_cast<std::size_t>(L + 2));
-  for (int l = 1; l <= L; ++l) {
-    auto& b = sc.parts[static_cast<std::size_t>(l)];
-    // none keeps every forward value (16 TC floats and the H T^2 probabilities); attention all but
-    // the probabilities and their output; block only the block's input. I's work until W: the
-    // linears' output gradients (9TC), and what recompute remade.
-    b[0] = {bF, bI, bW, f * (16 * T * C + H * T * T), f * 9 * T * C, 0};
-    b[1] = {bF, bI + att / flops_per_ms, bW, f * 15 * T * C, f * (10 * T * C + H * T * T), 0};
-    b[2] = {bF, bI + bF, bW, f * T * C, f * (24 * T * C + H * T * T), 0};
-  }
-  auto& h = sc.parts.back();
-  h[0] = h[1] = {head, head, head, f * (2 * T * C + V * T), f * V * T, 0};
-  h[2] = {head, 2 * head, head, f * T * C, f * (V * T + 2 * T * C), 0};
-  // The embedding is a gather and a scatter-add: bandwidth, not FLOPs.
-  const double emb = f * T * C / cl.memory_bytes_per_ms;
-  for (auto& e : sc.parts.front()) e = {emb, 0, emb, 0, 0, 0};
-  c.sizes.push_back(std::move(sc));
-  // Per step: zeroing, finalize and the AdamW update read and write each element's state once.
-  const double per_element = deterministic ? 68 : 36;
-  for (double n : part_elements(shape)) c.step_fixed_ms.push_back(n * per_element / cl.memory_bytes_per_ms);
-  return c;
-}
-
-std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cluster_in, int devices,
-                                     const ScaleOptions& opt, int keep, SweepCount* count) {
-  const CostFile costs = scaled(costs_in, cluster_in.speedup);
-  const ModelShape& shape = costs.shape;
-  const int L = shape.n_layer;
-  const bool det = costs.mode != "fast";
-  const std::vector<double> elements = part_elements(shape);
-  const std::vector<std::string> names = opt.schedules.empty() ? sched::schedule_names() : opt.schedules;
-  std::vector<RankOrder> orders{cluster_in.order};
-  if (cluster_in.any_order) orders = {RankOrder::dp_major, RankOrder::pp_major};
-  std::vector<ScalePoint> best;
-  auto bound = [&] {
-    return static_cast<int>(best.size()) < keep ? std::numeric_limits<double>::infinity()
-                                                : best.back().step_ms / best.back().global_batch;
-  };
-  SweepCount n_run;
-  long long& sims = n_run.simulations;
-  for (int p = 1; p <= std::min(devices, L); ++p) {
-    if (devices % p) continue;
-    const int dp = devices / p;
-    const int G = opt.batch_per_replica > 0 ? opt.batch_per_replica * dp : opt.global_batch;
-    if (G % dp) {
-      n_run.uneven_dp.push_back(dp);
-      continue;
-    }
-    // Each (schedule, m, v) instance is built once for both rank orders: the list-scheduled
-    // variants (v-half, v-min, zb-mem) cost most of a sweep's time to build.
-    std::map<std::tuple<std::string, int, int>, std::optional<sched::RankPrograms>> made_at_p;
-    const int Br = G / dp;
-    for (RankOrder order : orders) {
-      if (dp == 1 && order == RankOrder::pp_major && orders.size() > 1) continue;  // the same placement
-      Cluster cl = cluster_in;
-      cl.order = order;
-      for (const auto& name : names)
-        for (int v = 1; v <= 4; ++v) {
-          // The per-rank state and busiest-rank bounds below count one model copy: DualPipe's two
-          // copies (model_copies 2) are left to `minipipe tune`.
-          if (sched::model_copies(name) != 1) continue;
-          const int S = p * v;
-          if (S > L) continue;
-          for (int m = 1; m <= std::min(Br, opt.max_m); ++m) {
-            if (Br % m) continue;
-            if (opt.list_scheduled_max_pm > 0 && list_scheduled(name) &&
-                static_cast<long long>(p) * m > opt.list_scheduled_max_pm) {
-              ++n_run.list_scheduled_skipped;
-              continue;
-            }
-            const auto key = std::make_tuple(name, m, v);
-            auto at = made_at_p.find(key);
-            if (at == made_at_p.end()) at = made_at_p.emplace(key, try_schedule(name, p, m, v)).first;
-            const std::optional<sched::RankPrograms>& made = at->second;
-            if (!made) continue;
-            const sched::RankPrograms& s = *made;
-            if (s.v != v) continue;
-            const std::vector<std::vector<int>> kinds = boundary_patterns(cl, s.stage_to_rank, p, dp);
-            const int n = Br / m;
-            const double boundary_bytes = static_cast<double>(n) * shape.seq_len * shape.channels * costs.real_bytes;
-            for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
-              for (const auto& [split, is_auto] : candidate_splits(costs, n, r, L, S)) {
-                const StageLayout layout = layout_of(L, split);
-                sched::CostModel cm = stage_costs(costs, layout, n, r);
-                const RankShares shares = rank_shares(cl, layout, s.stage_to_rank, elements, p, dp, det);
-                const std::vector<double>&state = shares.state, &ar = shares.ar;
-                if (opt.memory_cap > 0 && shares.worst_state > opt.memory_cap) {
-                  ++n_run.over_cap;
-                  continue;
-                }
-                ++n_run.configurations;
-                const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
-                const double fixed_ms = *std::max_element(fixed.begin(), fixed.end());
-                const double loss_ms = loss_agreement_ms(cl, p, dp, G);
-                // Lower bound: the busiest rank's compute, then the all-reduce and the fixed cost.
-                const double lower = busiest_rank_ms(cm, s, p, S, m) +
-                                     (opt.overlap_allreduce ? 0.0 : *std::max_element(ar.begin(), ar.end())) + loss_ms +
-                                     fixed_ms;
-                if (opt.prune && lower / G >= bound()) continue;
-                const Evaluated e = evaluate(s, cm, kinds, cl, boundary_bytes, state, ar, fixed_ms, loss_ms,
-                                             opt.overlap_allreduce, opt.memory_cap, false);
-                sims += static_cast<long long>(kinds.size()) * (cm.jitter_cv > 0 ? kJitterSamples + 1 : 1);
-                if (!e.fits) {
-                  ++n_run.over_cap;
-                  continue;
-                }
-                ScalePoint pt = point_of(e, name, p, dp, s.v, m, r, is_auto, split, G, order);
-                // Exposed communication: what the step loses to transfers and all-reduces.
-                const Evaluated bare = evaluate(s, cm, kinds, cl, boundary_bytes, state,
-                                                std::vector<double>(ar.size(), 0.0), fixed_ms, 0.0, false, 0, true);
-                pt.exposed_comm_ms = e.step - bare.step;
-                sims += static_cast<long long>(kinds.size());
-                keep_best(best, pt, keep);
-              }
-            }
-          }
-        }
-    }
-  }
-  if (count) *count = n_run;
-  return best;
-}
-
-bool list_scheduled(const std::string& name) {
-  return name == "v-half" || name == "v-min" || name == "zb-mem";
-}
-
-std::string no_configuration_reason(const SweepCount& count, int global_batch) {
-  std::string why;
-  if (!count.uneven_dp.empty()) {
-    std::string dps;
-    for (int dp : count.uneven_dp) dps += (dps.empty() ? "" : ", ") + std::to_string(dp);
-    why = "the global batch " + std::to_string(global_batch) + " does not split evenly over dp = " + dps +
-          " replicas (devices / p); use a global batch that is a multiple of one of them";
-  }
-  if (count.over_cap > 0)
-    why += std::string(why.empty() ? "" : "; ") + std::to_string(count.over_cap) +
-           " configuration(s) over the memory cap: raise --memory-cap or the devices";
-  if (why.empty()) why = "no schedule of --schedules has an instance at these p, v and m (p*v <= n_layer)";
-  return why;
-}
 
 namespace {
 
@@ -519,6 +128,7 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
   io::check_input_file("--deck", tool.deck_path);
   io::check_input_file("--cluster", tool.cluster_path);
   if (!tool.costs_path.empty()) io::check_input_file("--costs", tool.costs_path);
+  if (!tool.compare_run.empty()) io::check_input_file("--compare-run", tool.compare_run);
   io::check_outputs(
       {{"--strong-svg", tool.strong_svg, tool.force, false}, {"--weak-svg", tool.weak_svg, tool.force, false}},
       {{"--deck", tool.deck_path}, {"--cluster", tool.cluster_path}, {"--costs", tool.costs_path}});
@@ -550,7 +160,8 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
   }
   opt.global_batch = tool.global_batch > 0 ? tool.global_batch : batch;
   opt.memory_cap = tool.memory_cap_gib > 0 ? tool.memory_cap_gib * 1073741824.0 : cl.memory_bytes;
-  opt.overlap_allreduce = tool.overlap_allreduce;
+  opt.timing = tool.allreduce_after ? AllReduceTiming::after : AllReduceTiming::overlapped;
+  opt.exact_bytes = tool.exact_bytes;
   opt.max_m = tool.max_m;
   opt.prune = !tool.no_prune;
   // scale sweeps the one-copy schedules only (its per-rank state and bounds count one model copy).
@@ -595,14 +206,26 @@ void print_scale_header(const ScaleTool& tool, const Cluster& cl, const CostFile
                 costs.mode.c_str(), cl.name.c_str(), cl.nodes, cl.devices_per_node,
                 tool.costs_path.empty() ? "from FLOPs (device.tflops)" : tool.costs_path.c_str());
   out << line;
+  char bytes[160];
+  if (costs.mode == "fast")
+    std::snprintf(bytes, sizeof(bytes), "4 B per parameter: float");
+  else
+    std::snprintf(bytes, sizeof(bytes), "%g B per parameter: %s, --exact-bytes", tool.exact_bytes,
+                  tool.exact_bytes == 32 ? "the full 4 int64 limbs" : "compact exact form");
   std::snprintf(line, sizeof(line),
                 "links: inside a node %.4f ms + bytes / %.3g GB/s, between nodes %.4f ms + bytes / %.3g GB/s; "
-                "all-reduce %s (%s), %s the pipeline\n",
+                "all-reduce %s (%s), %s\n",
                 cl.intra.latency_ms, cl.intra.gb_per_s(), cl.inter.latency_ms, cl.inter.gb_per_s(),
-                to_string(cl.allreduce),
-                costs.mode == "fast" ? "4 B per parameter" : "32 B per parameter: 4 int64 limbs",
-                tool.overlap_allreduce ? "overlapped with the end of" : "after (as the trainer runs it)");
+                to_string(cl.allreduce), bytes,
+                tool.allreduce_after ? "after the pipeline (--allreduce-after)"
+                                     : "overlapped: each stage's from its last B/W (--allreduce-after: after the "
+                                       "pipeline)");
   out << line;
+}
+
+// Where the strong-scaling global batch came from, for the text of an empty sweep.
+std::string batch_key(const ScaleTool& tool) {
+  return tool.global_batch > 0 ? "--global-batch" : "train.batch";
 }
 
 // The sweep on tool.devices and the table of its best configurations.
@@ -616,13 +239,13 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
   out << tool.devices << " devices, global batch " << opt.global_batch << ", memory cap "
       << num(opt.memory_cap / 1073741824.0, 1) << " GiB: " << count.configurations << " configurations, "
       << count.simulations << " pipeline simulations, " << num(cpu, 2) << " s of CPU\n";
-  std::snprintf(line, sizeof(line), "%3s  %-44s %10s %10s %7s %9s %9s %9s %11s", "#",
+  std::snprintf(line, sizeof(line), "%3s  %-50s %10s %10s %7s %9s %9s %9s %11s", "#",
                 "p x dp order schedule v m split recompute", "step ms", "makespan", "bubble", "exp comm", "allreduce",
                 "mem GiB", "samples/s");
   out << line << "\n";
   for (std::size_t k = 0; k < best.size(); ++k) {
     const ScalePoint& x = best[k];
-    std::snprintf(line, sizeof(line), "%3zu  %-44s %10.2f %10.2f %7.3f %9.2f %9.2f %9.2f %11.1f", k + 1,
+    std::snprintf(line, sizeof(line), "%3zu  %-50s %10.2f %10.2f %7.3f %9.2f %9.2f %9.2f %11.1f", k + 1,
                   layout_text(x).c_str(), x.step_ms, x.makespan_ms, x.bubble, x.exposed_comm_ms, x.allreduce_ms,
                   x.memory_bytes / 1073741824.0, x.samples_per_s);
     out << line << "\n";
@@ -632,10 +255,14 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
         << " (schedule, p, m, v) instances with p x m > " << opt.list_scheduled_max_pm
         << ": they are list-scheduled over all ranks, seconds per instance at that size; name them in --schedules "
            "to try them everywhere)\n";
-  if (best.empty()) out << "(no configuration: " << no_configuration_reason(count, opt.global_batch) << ")\n";
-  out << "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; exp comm: what "
-         "transfers and all-reduces add to the step; mem: model state + peak stored activations of the fullest "
-         "device)\n";
+  if (best.empty())
+    out << "(no configuration: " << no_configuration_reason(count, opt.global_batch, batch_key(tool)) << ")\n";
+  out << (opt.timing == AllReduceTiming::after
+              ? "(step = slowest replica's makespan + all-reduce + loss agreement + fixed update cost; "
+              : "(step = slowest replica's makespan + the part of the overlapped all-reduces that ends after it + "
+                "loss agreement + fixed update cost; ")
+      << "exp comm: what transfers and all-reduces add to the step; allreduce: the slowest rank's; mem: model state + "
+         "peak stored activations of the fullest device; order: `minipipe run --pipeline.rank_order`)\n";
 }
 
 // One scaling curve over device counts: strong at opt's global batch, or weak at
@@ -658,7 +285,7 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
       out << "  " << n << " devices: no configuration ("
           << (weak ? (count.over_cap > 0 ? "over the memory cap: raise --memory-cap"
                                          : std::string("no schedule instance at these p, v and m"))
-                   : no_configuration_reason(count, o.global_batch))
+                   : no_configuration_reason(count, o.global_batch, batch_key(tool)))
           << ")\n";
       continue;
     }
@@ -666,7 +293,7 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
     if (first_n == 0) first = x.samples_per_s, first_n = n;
     const double eff = x.samples_per_s / (first * n / first_n);
     std::snprintf(line, sizeof(line),
-                  "  %6d devices: %-44s step %10.2f ms  bubble %.3f  exp comm %8.2f ms  %10.1f samples/s  "
+                  "  %6d devices: %-50s step %10.2f ms  bubble %.3f  exp comm %8.2f ms  %10.1f samples/s  "
                   "efficiency %.2f",
                   n, layout_text(x).c_str(), x.step_ms, x.bubble, x.exposed_comm_ms, x.samples_per_s, eff);
     out << line << "\n";
@@ -677,6 +304,82 @@ std::string scaling_curve(const ScaleTool& tool, const Cluster& cl, const CostFi
   std::ostringstream svg;
   write_curves_svg(title, "samples/s", {got, ideal}, svg);
   return svg.str();
+}
+
+// --compare-run: what a `minipipe run` on this machine measured (its JSON report's first run) and
+// the model's prediction for the same configuration (schedule, p, dp, v, m, the deck's recompute,
+// an even split, the rank order it ran), one row each. Throws InputError when the report
+// is unreadable or the sweep has no such configuration.
+void print_compare_run(const ScaleTool& tool, const Cluster& cl, const CostFile& costs, const ScaleOptions& opt,
+                       std::ostream& out) {
+  const std::string& path = tool.compare_run;
+  nlohmann::json j;
+  try {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw InputError("command line: key '--compare-run' has value " + quoted_text(path) +
+                     ", not a readable JSON report (" + e.what() + "); allowed: the --json of `minipipe run`");
+  }
+  const auto bad = [&](const std::string& why) {
+    return InputError("command line: key '--compare-run' has value " + quoted_text(path) + ": " + why +
+                      "; allowed: the --json of `minipipe run` with one run of a layout scale sweeps");
+  };
+  if (!j.contains("runs") || !j["runs"].is_array() || j["runs"].empty() || !j.contains("deck")) throw bad("no runs");
+  const nlohmann::json& r = j["runs"][0];
+  std::string schedule;
+  int p = 0, dp = 0, v = 0, m = 0;
+  std::vector<double> steps;
+  try {
+    schedule = r.at("schedule").get<std::string>();
+    p = r.at("p").get<int>(), dp = r.at("dp").get<int>(), v = r.at("v").get<int>(), m = r.at("m").get<int>();
+    steps = r.at("step_seconds").get<std::vector<double>>();
+  } catch (const std::exception& e) {
+    throw bad(std::string("its first run lacks a field (") + e.what() + ")");
+  }
+  if (steps.size() < 2) throw bad("fewer than 2 steps (the first is warm-up)");
+  const Deck deck = Deck::from_string(j["deck"].get<std::string>(), path);
+  const Recompute rc = parse_recompute(deck.get_string("train.recompute"));
+  if (!deck.get_int_list("pipeline.layers_per_stage").empty()) throw bad("an explicit split (the model uses even)");
+  ScaleOptions o = opt;
+  o.schedules = {schedule};
+  o.prune = false;
+  o.global_batch = static_cast<int>(deck.get_int("train.batch"));
+  o.batch_per_replica = 0;
+  o.list_scheduled_max_pm = 0;
+  // Ranks as the run placed them: dp-major unless its deck names another order (a runtime that
+  // reads pipeline.rank_order).
+  RankOrder order = RankOrder::dp_major;
+  try {
+    if (deck.get_string("pipeline.rank_order") == "pp-major") order = RankOrder::pp_major;
+  } catch (const std::exception&) {
+  }
+  Cluster placed = cl;
+  placed.order = order, placed.any_order = false;
+  const ScalePoint* got = nullptr;
+  const std::vector<ScalePoint> all = best_layouts(costs, placed, p * dp, o, 1 << 20);
+  for (const auto& x : all)
+    if (x.p == p && x.dp == dp && x.v == v && x.m == m && x.recompute == rc && !x.auto_split) got = &x;
+  if (!got)
+    throw bad("the model has no " + schedule + " " + std::to_string(p) + "x" + std::to_string(dp) +
+              " v=" + std::to_string(v) + " m=" + std::to_string(m) + " at this deck's batch");
+  std::vector<double> after_first(steps.begin() + 1, steps.end());
+  std::sort(after_first.begin(), after_first.end());
+  const std::size_t n = after_first.size();
+  const double measured = 1e3 * (n % 2 ? after_first[n / 2] : (after_first[n / 2 - 1] + after_first[n / 2]) / 2);
+  double measured_ar = -1;
+  if (r.contains("time_budget") && r["time_budget"].is_object() && r["time_budget"].contains("allreduce"))
+    for (const auto& x : r["time_budget"]["allreduce"]) measured_ar = std::max(measured_ar, x.get<double>());
+  char line[400];
+  std::snprintf(
+      line, sizeof(line),
+      "this machine (%s): %s\n  predicted step %.2f ms (makespan %.2f, all-reduce %.2f, %s)\n  measured  step "
+      "%.2f ms (median of steps 1..%zu; all-reduce %s ms, the slowest rank's last step)\n  measured / "
+      "predicted %.3f\n",
+      path.c_str(), layout_text(*got).c_str(), got->step_ms, got->makespan_ms, got->allreduce_ms,
+      opt.timing == AllReduceTiming::after ? "after the pipeline" : "overlapped", measured, n,
+      measured_ar >= 0 ? num(measured_ar, 2).c_str() : "not reported", measured / got->step_ms);
+  out << line;
 }
 
 // The SVGs all or nothing: every temporary is written whole before any is renamed, a failure
@@ -726,9 +429,19 @@ void ScaleTool::attach(CLI::App& parent) {
   sub->add_option("--max-m", max_m, "largest m tried")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--top", top, "configurations printed")->check(CLI::Range(1, 100000));
   sub->add_option("--schedules", schedules, "comma list of schedules to try (empty = all)");
-  sub->add_flag("--overlap-allreduce", overlap_allreduce,
-                "model each rank's all-reduce starting at its last action (the runtime starts it after the "
-                "pipeline; this shows what overlapping would gain)");
+  auto* overlap = sub->add_flag("--overlap-allreduce", overlap_allreduce,
+                                "model each stage's all-reduce starting when its last B or W ends, overlapping the "
+                                "rest of the pipeline (the default, as the runtime runs it)");
+  sub->add_flag("--allreduce-after", allreduce_after,
+                "model one all-reduce per rank after the whole pipeline (the older runtime; to compare)")
+      ->excludes(overlap);
+  sub->add_option("--exact-bytes", exact_bytes,
+                  "deterministic mode: bytes per parameter the exact all-reduce moves (16: the compact form; 32: "
+                  "the full 4 int64 limbs)")
+      ->check(CLI::Range(1.0, 64.0));
+  sub->add_option("--compare-run", compare_run,
+                  "JSON report of `minipipe run` on this machine: print the model's step for its configuration "
+                  "beside the measured one");
   sub->add_flag("--no-prune", no_prune,
                 "simulate every configuration, also those whose lower bound cannot enter the best (to measure)");
   sub->add_option("--strong-svg", strong_svg, "SVG of samples/s over device counts at the fixed global batch");
@@ -750,6 +463,15 @@ int ScaleTool::run(const std::map<std::string, std::string>& overrides, std::ost
   // uncaught exception.
   try {
     print_scale_header(*this, cl, costs, out);
+    if (!compare_run.empty()) {
+      try {
+        print_compare_run(*this, cl, costs, opt, out);
+      } catch (const InputError& e) {
+        out << std::flush;
+        err << "minipipe: error: " << e.what() << "\n";
+        return 2;
+      }
+    }
     print_best_table(*this, cl, costs, opt, out);
     if (strong_svg.empty() && weak_svg.empty()) return 0;
     std::vector<int> counts;

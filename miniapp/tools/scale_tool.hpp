@@ -1,17 +1,13 @@
-// `minipipe scale`: past one machine, by simulation. Every p x dp x schedule x m x v x split x
-// recompute of a deck's model on N devices of a cluster file, predicted with the links each
-// boundary crosses and the data-parallel all-reduce; the best under a memory cap, and strong- and
-// weak-scaling curves over device counts (SVG).
+// `minipipe scale`: past one machine, by simulation. The command line of the scaling model
+// (miniapp/tuning/scale_model.hpp): the best layouts on N devices of a cluster file, and strong-
+// and weak-scaling curves over device counts (SVG).
 #pragma once
 
 #include <map>
 #include <ostream>
 #include <string>
-#include <vector>
 
-#include "miniapp/model/config.hpp"
-#include "miniapp/model/cost_file.hpp"
-#include "miniapp/tuning/cluster.hpp"
+#include "miniapp/tuning/scale_model.hpp"
 
 namespace CLI {
 class App;
@@ -19,86 +15,12 @@ class App;
 
 namespace minipipe {
 
-// Per-part costs from the model's FLOPs and bytes on a device of `cluster` (no measurement): F,
-// I, W of one sample in ms at cluster.tflops, kept/work bytes from the tensors each recompute
-// mode keeps, per-step fixed cost from the parameter bytes the update and finalize touch.
-// One size (1 sample): CostFile::at scales it linearly. docs/cluster.md lists the formulas.
-CostFile analytic_costs(const ModelShape& shape, int batch, bool deterministic, const Cluster& cluster);
-
-// Time of one transfer of `bytes` across each stage boundary of replica `replica` of a p x dp
-// layout on `cluster` (its rank order): the intra- or inter-node link the boundary crosses; 0
-// where both stages sit on one rank.
-std::vector<double> boundary_ms(const Cluster& cluster, const std::vector<int>& stage_to_rank, int p, int dp,
-                                int replica, double bytes);
-
-// Bytes the gradient all-reduce moves per parameter element: deterministic mode sends each
-// exact accumulator as ExactLimbs::kLimbs int64 limbs (trainer.cpp), fast mode one float.
-double allreduce_bytes_per_element(bool deterministic);
-
-// One configuration on p x dp devices and what the model predicts for it.
-struct ScalePoint {
-  std::string schedule;
-  int p = 1, dp = 1, v = 1, m = 1;
-  int global_batch = 0;
-  RankOrder order = RankOrder::dp_major;  // how its ranks fill the nodes
-  Recompute recompute = Recompute::none;
-  bool auto_split = false;
-  std::vector<int> split;
-  double step_ms = 0;          // makespan (+ all-reduce after it, or overlapped) + loss agreement + fixed
-  double makespan_ms = 0;      // the slowest replica's pipeline, links charged
-  double bubble = 0;           // its bubble fraction
-  double allreduce_ms = 0;     // the slowest rank's gradient all-reduce
-  double exposed_comm_ms = 0;  // step time that communication adds (filled for printed points)
-  double memory_bytes = 0;     // the fullest device: model state + peak stored activations
-  double samples_per_s = 0;
-};
-
-struct ScaleOptions {
-  int global_batch = 0;       // strong scaling: the same global batch at every device count
-  int batch_per_replica = 0;  // > 0: weak scaling, global batch = this x dp
-  double memory_cap = 0;      // bytes per device
-  bool overlap_allreduce = false;
-  int max_m = 1024;
-  std::vector<std::string> schedules;  // empty = all
-  bool prune = true;                   // false: simulate every configuration (to measure the pruning)
-  // The list-scheduled variants (v-half, v-min, zb-mem: schedules/greedy.cpp, built over all ranks
-  // at once) are tried only where p x m <= this, unless --schedules names them (0 = everywhere):
-  // above it each build takes seconds and they made a 128-device sweep take minutes.
-  long long list_scheduled_max_pm = 0;
-};
-
-// What a sweep did: configurations enumerated (after the model-state memory check) and
-// pipeline simulations run.
-struct SweepCount {
-  long long configurations = 0, simulations = 0;
-  // Why configurations were left out, for the text of an empty result: the data-parallel widths
-  // dp = devices / p whose replicas cannot share the global batch evenly, and the configurations
-  // over the memory cap (model state, or state and stored activations).
-  std::vector<int> uneven_dp;
-  long long over_cap = 0;
-  long long list_scheduled_skipped = 0;  // (schedule, p, m, v) instances over list_scheduled_max_pm
-};
-
-// The schedules built over all ranks at once (greedy.cpp): a sweep's slow part.
-bool list_scheduled(const std::string& name);
-
-// Why a sweep of `devices` devices at global batch `global_batch` found no configuration, from
-// its count: the batch that no dp divides, or the memory cap, or no schedule instance.
-std::string no_configuration_reason(const SweepCount& count, int global_batch);
-
-// The `keep` best configurations on `devices` devices (p | devices, p*v <= n_layer), least time
-// per sample first; those over the memory cap are left out. With opt.prune a configuration whose
-// lower bound (its busiest rank's compute + all-reduce + fixed cost) cannot beat the keep-th best
-// found so far is not simulated.
-std::vector<ScalePoint> best_layouts(const CostFile& costs, const Cluster& cluster, int devices,
-                                     const ScaleOptions& opt, int keep, SweepCount* count = nullptr);
-
 struct ScaleTool {
   CLI::App* sub = nullptr;
-  std::string deck_path, cluster_path, costs_path, schedules, strong_svg, weak_svg;
+  std::string deck_path, cluster_path, costs_path, schedules, strong_svg, weak_svg, compare_run;
   int devices = 0, top = 10, global_batch = 0, batch_per_replica = 0, max_m = 1024;
-  double memory_cap_gib = 0;
-  bool overlap_allreduce = false, force = false, no_prune = false;
+  double memory_cap_gib = 0, exact_bytes = kCompactExactBytes;
+  bool overlap_allreduce = false, allreduce_after = false, force = false, no_prune = false;
   void attach(CLI::App& parent);
   // Rank 0 only: reads the deck with the command line's deck-key `overrides`, prints the table
   // and writes the SVGs. 0 ok, 2 bad input, 3 an output failed.

@@ -34,7 +34,7 @@ const std::map<std::string, std::map<std::string, std::string>>& schema() {
         {"nodes", "an integer 1 .. 16777216"},
         {"devices_per_node", "an integer 1 .. 16777216"},
         {"rank_order", "\"any\" | \"dp-major\" | \"pp-major\""},
-        {"allreduce", "\"ring\" | \"tree\""}}},
+        {"allreduce", "\"ring\" | \"tree\" | \"hierarchical\""}}},
       {"device",
        {{"tflops", "a number 1e-06 .. 1e+06"},
         {"memory_gib", "a number 1e-06 .. 1e+09"},
@@ -185,7 +185,7 @@ const char* to_string(RankOrder o) {
   return o == RankOrder::dp_major ? "dp-major" : "pp-major";
 }
 const char* to_string(AllReduceAlgo a) {
-  return a == AllReduceAlgo::ring ? "ring" : "tree";
+  return a == AllReduceAlgo::ring ? "ring" : a == AllReduceAlgo::tree ? "tree" : "hierarchical";
 }
 
 int Cluster::rank_of(int d, int pp, int p, int dp) const {
@@ -228,8 +228,9 @@ Cluster parse_cluster(const std::string& text, const std::string& origin) {
   c.any_order = order == "any";
   c.order = order == "pp-major" ? RankOrder::pp_major : RankOrder::dp_major;
   const std::string ar = r.text("cluster.allreduce", "ring");
-  if (ar != "ring" && ar != "tree") r.fail("cluster.allreduce", "\"" + ar + "\"", "\"ring\" | \"tree\"");
-  c.allreduce = ar == "ring" ? AllReduceAlgo::ring : AllReduceAlgo::tree;
+  if (ar != "ring" && ar != "tree" && ar != "hierarchical")
+    r.fail("cluster.allreduce", "\"" + ar + "\"", "\"ring\" | \"tree\" | \"hierarchical\"");
+  c.allreduce = ar == "ring" ? AllReduceAlgo::ring : ar == "tree" ? AllReduceAlgo::tree : AllReduceAlgo::hierarchical;
   c.memory_bytes = r.number("device.memory_gib", kMinRate, kMaxBandwidth, true) * 1073741824.0;
   const double tf = r.number("device.tflops", kMinRate, kMaxTflops, false);
   c.tflops = std::isnan(tf) ? 0 : tf;
@@ -261,6 +262,13 @@ double tree_allreduce_ms(int n, double bytes, const Link& link) {
   int depth = 0;
   while ((1 << depth) < n) ++depth;
   return 2.0 * depth * link.transfer_ms(bytes);
+}
+
+AllReduceParts hierarchical_allreduce(int k, int g, double bytes, const Link& intra, const Link& inter) {
+  AllReduceParts t;
+  if (k > 1) t.intra_ms = 2.0 * (k - 1) * intra.transfer_ms(bytes / k);
+  if (g > 1) t.inter_ms = 2.0 * (g - 1) * inter.transfer_ms(bytes / (static_cast<double>(k) * g));
+  return t;
 }
 
 }  // namespace minipipe

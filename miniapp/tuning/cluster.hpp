@@ -19,7 +19,9 @@ struct Link {
 // consecutive (what `minipipe run` does, run.cpp). pp-major: rank = pp * dp + dp_index, the
 // replicas of one stage are consecutive (their all-reduce stays inside a node).
 enum class RankOrder { dp_major, pp_major };
-enum class AllReduceAlgo { ring, tree };
+// ring and tree run flat over the group's slowest link; hierarchical runs a ring inside each
+// node and one across nodes (see hierarchical_allreduce).
+enum class AllReduceAlgo { ring, tree, hierarchical };
 
 const char* to_string(RankOrder o);
 const char* to_string(AllReduceAlgo a);
@@ -57,5 +59,19 @@ Cluster parse_cluster(const std::string& text, const std::string& origin);
 // Tree (binary reduce then broadcast, whole message per hop): 2 ceil(log2 n)(latency + bytes/bw).
 double ring_allreduce_ms(int n, double bytes, const Link& link);
 double tree_allreduce_ms(int n, double bytes, const Link& link);
+
+// A hierarchical all-reduce of `bytes` over k members on each of g nodes (n = k g), the time on each
+// kind of link. Node-local ring reduce-scatter (k-1 steps of bytes/k over `intra`), then each of
+// the k devices all-reduces its shard with its peers on the other nodes (a ring of g over `inter`,
+// the k rings side by side, one NIC per device), then a node-local ring all-gather:
+//   intra = 2 (k-1) (latency_intra + bytes / (k bw_intra)),
+//   inter = 2 (g-1) (latency_inter + bytes / (k g bw_inter)).
+// Against a flat ring over `inter`, 2 (kg-1) (latency + bytes / (kg bw)), the inter-node bytes fall
+// k-fold (every device's NIC carries bytes/k), and the latency terms 2(g-1) instead of 2(kg-1).
+struct AllReduceParts {
+  double intra_ms = 0, inter_ms = 0;
+  double total() const { return intra_ms + inter_ms; }
+};
+AllReduceParts hierarchical_allreduce(int k, int g, double bytes, const Link& intra, const Link& inter);
 
 }  // namespace minipipe

@@ -12,7 +12,7 @@ $mpiexec -n 2 "$bin" profile --deck "$deck" --pipeline.microbatches 4 --repeat 1
 "$bin" tune --deck "$deck" -p 2 --costs "$out/costs.json" --top 10000 > "$out/tune.log"
 "$bin" scale --deck "$deck" --cluster "$cluster" --devices 2 --costs "$out/costs.json" --top 10000 > "$out/scale.log"
 # tune rows: # schedule v m split [auto] recompute pred ...; scale rows: # 2x1 order schedule v=V m=M even|auto recompute step ...
-# scale models one model copy per pipeline and skips dualpipe's two (miniapp/tools/scale_tool.cpp).
+# scale models one model copy per pipeline and skips dualpipe's two (miniapp/tuning/scale_model.cpp).
 awk '$1 ~ /^[0-9]+$/ && $2 != "dualpipe" { if ($6 == "auto") print $2, $3, $4, "auto", $7, $8; else print $2, $3, $4, "even", $6, $7 }' \
   "$out/tune.log" | sort -u > "$out/tune.rows"
 awk '$1 ~ /^[0-9]+$/ && $2 == "2x1" { sub("v=", "", $5); sub("m=", "", $6); print $4, $5, $6, $7, $8, $9 }' \
