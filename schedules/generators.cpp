@@ -88,7 +88,7 @@ void check_arguments(const VariantSpec& spec, int p, int m, int v, const Schedul
   // The list scheduling wakes every waiting rank after each action: its time grows as p*v*m * p
   // (zb-mem at p = 512 ran for minutes at m = 8192, 17 s of CPU at m = 128), so the list-scheduled
   // variants stop at p*p*v*m = 2^23 (p = 512, m = 32; p = 16, v*m = 32768).
-  if (cells * p > (1LL << 23) && spec.list_scheduled)
+  if (cells * p > (1LL << 23) && spec.build == Build::list_scheduled)
     reject(name, "p*p*v*m", cells * p, "need p*p*v*m <= 8388608 for a list-scheduled schedule");
   if (!v_allowed(spec.v_rule, v))
     reject(name, "v", v,
@@ -121,7 +121,7 @@ void check_schedule(const std::string& name, int p, int m, int v, const Schedule
 }
 
 bool built_rank_by_rank(const std::string& name) {
-  return variant_spec(name).rank_by_rank;
+  return variant_spec(name).build == Build::rank_by_rank;
 }
 
 RankPrograms make_rank_programs(const std::string& name, int p, int m, int v, const ScheduleOptions& opt) {

@@ -18,6 +18,13 @@ enum class VRule { one, two, at_least_one, at_least_two };
 // schedule reads it is refused by the deck checks.
 enum Knob : unsigned { kNoKnobs = 0, kGroup = 1u << 0, kMemoryCap = 1u << 1 };
 
+// How a variant is built: rank by rank (make_rank_programs streams it unless it is small enough to
+// be searched), whole, or whole by list scheduling under a memory cap (schedules/greedy.hpp).
+enum class Build { rank_by_rank, whole, list_scheduled };
+
+// Whether its backward passes are full (B), split into I and W, or both (split in the tail only).
+enum class Backward { full, split, mixed };
+
 // What a generator is asked for: the variant's name, p, m, the checked v and the knobs.
 struct VariantCall {
   const std::string& name;
@@ -50,9 +57,8 @@ struct VariantSpec {
   int copies;           // copies of the model the micro-batches flow through (Schedule::chains)
   unsigned knobs;       // Knob bits
   Generator generate;
-  bool rank_by_rank;    // built one rank at a time (make_rank_programs streams it)
-  bool list_scheduled;  // planned by list scheduling under a memory cap (schedules/greedy.hpp)
-  bool split_backward;  // every schedule of it splits backward into I and W
+  Build build;
+  Backward backward;
   // The m from which the warm-up runs in full: warmup_per_p * p + warmup_plus (below it the
   // warm-up is cut short and the closed form does not hold).
   int warmup_per_p, warmup_plus;
@@ -79,5 +85,14 @@ int full_warmup_m(const VariantSpec& spec, int p);
 std::string v_rule_text(VRule rule);
 
 bool v_allowed(VRule rule, int v);
+
+// The text of the table (variant_docs.cpp): what help, `minipipe schedule --list` and the README
+// print. Names in table order, joined by ", ".
+std::string names_reading(Knob knob);
+std::string names_with_default_v(int v);
+// One entry per variant: its name, constraints and closed form (`minipipe schedule --list`).
+std::string variant_list_text();
+// The README's schedule table (Markdown), the CSV import as its last row.
+std::string variant_markdown_table();
 
 }  // namespace minipipe::sched
