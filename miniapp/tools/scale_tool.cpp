@@ -394,7 +394,19 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
 }
 
 bool list_scheduled(const std::string& name) {
-  return name == "v-half" || name == "v-min" || name == "zb-mem";
+  const sched::VariantSpec* spec = sched::find_variant_spec(name);
+  return spec && spec->build == sched::Build::list_scheduled;
+}
+
+// "v-half, v-min and zb-mem": the list-scheduled rows of schedules/variant_table.cpp.
+std::string list_scheduled_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : sched::variant_table())
+    if (spec.build == sched::Build::list_scheduled) names.emplace_back(spec.name);
+  std::string out;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    out += (k == 0 ? "" : k + 1 == names.size() ? " and " : ", ") + names[k];
+  return out;
 }
 
 std::string no_configuration_reason(const SweepCount& count, int global_batch) {
@@ -612,7 +624,7 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
     out << line << "\n";
   }
   if (count.list_scheduled_skipped > 0)
-    out << "(v-half, v-min and zb-mem were left out of " << count.list_scheduled_skipped
+    out << "(" << list_scheduled_names() << " were left out of " << count.list_scheduled_skipped
         << " (schedule, p, m, v) instances with p x m > " << opt.list_scheduled_max_pm
         << ": they are list-scheduled over all ranks, seconds per instance at that size; name them in --schedules "
            "to try them everywhere)\n";
