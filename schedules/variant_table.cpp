@@ -2,10 +2,6 @@
 // the simulator's closed forms, the tests, the README's table and the demo deck read these rows.
 #include "schedules/variant.hpp"
 
-#include <algorithm>
-
-#include "schedules/variants/capped.hpp"
-
 namespace minipipe::sched {
 
 // The generators and closed forms, one file each under schedules/variants/.
@@ -21,6 +17,7 @@ Plan zb_v(const VariantCall&);
 Plan dualpipev(const VariantCall&);
 Plan v_half(const VariantCall&);
 Plan v_min(const VariantCall&);
+Plan v_mem(const VariantCall&);
 Plan zb_mem(const VariantCall&);
 Plan dualpipe(const VariantCall&);
 std::optional<double> sequential_bubble(const BubbleCase&);
@@ -96,12 +93,8 @@ const std::vector<VariantSpec>& variant_table() {
        "", nullptr, "about 2/3 of 1F1B's", "memory-controlled V: (p+4)/3 micro-batches per rank, a third of 1F1B's",
        "v = 2, V placement, split backward; any p, m >= 1; list-scheduled under a cap of (p+4)/3 stored "
        "micro-batches per rank (a third of 1F1B's p)"},
-      {"v-mem", VRule::two, "", 2, Placement::v, 1, kMemoryCap,
-       [](const VariantCall& c) -> Plan {
-         const int cap = std::min(c.opt.memory_cap == 0 ? c.p : c.opt.memory_cap, c.m);
-         return {gen::gen_v_capped(c.name, c.p, c.m, 2 * cap, c.opt), {}};
-       },
-       Build::list_scheduled, Backward::split, 0, 1, "", nullptr, "simulated",
+      {"v-mem", VRule::two, "", 2, Placement::v, 1, kMemoryCap, gen::v_mem, Build::list_scheduled, Backward::split, 0,
+       1, "", nullptr, "simulated",
        "V-shape order planned under `pipeline.memory_cap` stored micro-batches (default p; a chunk counts half)",
        "v = 2, V placement, split backward; any p, m >= 1; at most pipeline.memory_cap stored micro-batches "
        "per rank (default p; a chunk-micro-batch counts half): the fastest list scheduling under the cap, or "
