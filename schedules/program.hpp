@@ -84,9 +84,9 @@ RankPrograms to_programs(const Schedule& s);
 // The rows back: the Schedule that make_schedule returns for the same arguments.
 Schedule to_schedule(const RankPrograms& s);
 
-// make_schedule's schedule as programs. The variants built rank by rank (all but v-half, v-min
-// and zb-mem) never hold more than one rank's actions uncompressed; the list-scheduled ones are
-// built whole by make_schedule and then compressed.
+// make_schedule's schedule as programs. The variants built rank by rank (Build::rank_by_rank in
+// schedules/variant_table.cpp, where not searched) never hold more than one rank's actions
+// uncompressed; the others are built whole by make_schedule and then compressed.
 RankPrograms make_rank_programs(const std::string& name, int p, int m, int v = 0, const ScheduleOptions& opt = {});
 
 // Whether make_rank_programs builds `name` rank by rank (false: whole, then compressed).

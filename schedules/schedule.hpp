@@ -49,9 +49,9 @@ struct Schedule {
   std::size_t num_actions() const;
 };
 
-// Generators of every variant (generators.cpp). Names are the same everywhere (CLI, decks,
-// reports): "sequential gpipe 1f1b interleaved-1f1b looped-bfs zb-h1 zb-h2 zb-v dualpipev v-half
-// v-min zb-mem dualpipe".
+// Every variant's name, in the order of the variant table (schedules/variant_table.cpp, one row a
+// variant, its generator under schedules/variants/). Names are the same everywhere (CLI, decks,
+// reports).
 std::vector<std::string> schedule_names();
 
 // One line per variant: placement, allowed v and m, and why. Throws for an unknown name.

@@ -10,3 +10,4 @@
 #include "schedules/simulator.hpp"
 #include "schedules/timeline.hpp"
 #include "schedules/validator.hpp"
+#include "schedules/variant.hpp"

@@ -10,6 +10,7 @@
 #include "schedules/engine.hpp"
 #include "schedules/execute.hpp"
 #include "schedules/validator.hpp"
+#include "schedules/variant.hpp"
 
 namespace minipipe::sched {
 
@@ -408,80 +409,21 @@ double mean_makespan(const Schedule& s, const CostModel& cost, int samples) {
 }
 
 std::string analytic_formula(const std::string& name) {
-  const std::string base = "  [uniform stage costs, comm = 0";
-  if (name == "sequential") return "(p-1)/p" + base + "]";
-  if (name == "gpipe" || name == "1f1b") return "(p-1)/(m+p-1)" + base + "]";
-  if (name == "interleaved-1f1b") return "(p-1)/(v*m+p-1)" + base + ", group = p, m a multiple of p]";
-  if (name == "looped-bfs") return "(p-1)/(v*m+p-1)" + base + ", m >= p]";
-  if (name == "zb-h1") return "b/(m(F+B)+b), b = (p-1)(F+B-2W), B = I+W" + base + ", W <= F, W <= I, m >= p]";
-  if (name == "zb-h2")
-    return "b/(m(F+B)+b), b = (p-1)F: only the fill of the first forward; interior bubble 0" + base +
-           ", F = I = W, m >= 2p-1]";
-  if (name == "zb-v")
-    return "b/(2m(F+B)+b), b = (p-1)F per chunk: only the fill; interior bubble 0" + base + ", F = I = W, m >= 2p-1]";
-  if (name == "dualpipev")
-    return "b/(2m(F+B)+b), b = (p-1)(F&B+B-3W) with F&B = F+B (DualPipe's claim)" + base +
-           ", F = I = W, overlap = 1, m >= 2p]";
-  if (name == "dualpipe")
-    return "b/(m(F+B)+b), b = (p/2-1)(F&B+B-3W) with F&B = F+B (DualPipe's table)" + base +
-           ", F = I = W, overlap = 1, p even, m even, m >= 2p]";
-  return "";
+  const VariantSpec* spec = find_variant_spec(name);
+  return spec ? spec->formula : "";
 }
 
 std::optional<double> analytic_bubble(const Schedule& s, const CostModel& cost) {
+  const VariantSpec* spec = find_variant_spec(s.name);
+  if (!spec || !spec->bubble) return std::nullopt;
   const int S = s.num_stages();
   const CostModel c = cost.resolved(S, s.v);
   const bool links = std::any_of(c.boundary.begin(), c.boundary.end(), [](double x) { return x != 0; });
   if (c.comm != 0 || links || !all_equal(c.F) || !all_equal(c.B) || !all_equal(c.I) || !all_equal(c.W))
     return std::nullopt;
-  const double p = s.p, m = s.m, v = s.v;
-  const double F = c.F[0], I = c.I[0], W = c.W[0];
-  const double Bfull = c.B[0];  // the B action's cost
-  const double Bsplit = I + W;  // what I + W cost together
-  const std::string& n = s.name;
-  if (n == "sequential") return (p - 1) / p;
-  if (n == "gpipe" || n == "1f1b") return (p - 1) / (m + p - 1);
-  if (n == "interleaved-1f1b") {
-    // Megatron's depth-first order with full groups only.
-    if (s.group != s.p || s.m % s.p != 0) return std::nullopt;
-    return (p - 1) / (v * m + p - 1);
-  }
-  if (n == "looped-bfs") {
-    if (s.m < s.p) return std::nullopt;
-    return (p - 1) / (v * m + p - 1);
-  }
-  // Below these m the warm-up is cut short and the closed forms do not hold.
-  if ((n == "zb-h1" && s.m < s.p) || ((n == "zb-h2" || n == "zb-v") && s.m < 2 * s.p - 1) ||
-      (n == "dualpipev" && s.m < 2 * s.p) || (n == "dualpipe" && (s.m < 2 * s.p || s.m % 2 || s.p % 2)))
-    return std::nullopt;
-  if (n == "zb-h1") {
-    if (W > F || W > I) return std::nullopt;
-    const double b = (p - 1) * (F + Bsplit - 2 * W);
-    return b / (m * (F + Bsplit) + b);
-  }
-  if (F != I || F != W) return std::nullopt;
-  if (n == "zb-h2") {
-    const double b = (p - 1) * F;
-    return b / (m * (F + Bsplit) + b);
-  }
-  if (n == "zb-v") {
-    const double b = (p - 1) * F;
-    return b / (2 * m * (F + Bsplit) + b);
-  }
-  if (n == "dualpipev") {
-    if (c.overlap_fb != 1.0) return std::nullopt;
-    // Full backwards cost Bfull, split ones I + W; the claim is stated for B = I + W.
-    if (Bfull != Bsplit) return std::nullopt;
-    const double b = (p - 1) * ((F + Bfull) + Bfull - 3 * W);
-    return b / (2 * m * (F + Bfull) + b);
-  }
-  if (n == "dualpipe") {
-    if (c.overlap_fb != 1.0 || Bfull != Bsplit) return std::nullopt;
-    // Each micro-batch visits one stage per rank (one part of one copy): m (F + B) of work.
-    const double b = (p / 2 - 1) * ((F + Bfull) + Bfull - 3 * W);
-    return b / (m * (F + Bfull) + b);
-  }
-  return std::nullopt;
+  // Below this m the warm-up is cut short and the closed forms do not hold.
+  if (s.m < full_warmup_m(*spec, s.p)) return std::nullopt;
+  return spec->bubble(BubbleCase{s.p, s.m, s.v, s.group, c.F[0], c.B[0], c.I[0], c.W[0], c.overlap_fb});
 }
 
 std::vector<std::vector<std::optional<Action>>> step_grid(const Schedule& s) {

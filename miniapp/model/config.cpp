@@ -17,6 +17,7 @@
 
 #include "miniapp/io/message_text.hpp"
 #include "schedules/schedule.hpp"
+#include "schedules/variant.hpp"
 
 namespace minipipe {
 
@@ -136,10 +137,11 @@ const std::vector<DeckKey>& deck_keys() {
        A::at_least(0)},
       {"pipeline.chunks", 0LL, "model chunks v per rank", A::range(0, 64, "0 = what the schedule needs")},
       {"pipeline.group", 0LL,
-       "interleaved-1f1b: micro-batches per group through the chunks (p = Megatron's depth-first, >= m = "
-       "breadth-first)",
+       sched::names_reading(sched::kGroup) +
+           ": micro-batches per group through the chunks (p = Megatron's depth-first, >= m = breadth-first)",
        A::at_least(0, "0 = p")},
-      {"pipeline.memory_cap", 0LL, "zb-mem, v-mem: stored micro-batches per rank (the list scheduling keeps under it)",
+      {"pipeline.memory_cap", 0LL,
+       sched::names_reading(sched::kMemoryCap) + ": stored micro-batches per rank (the list scheduling keeps under it)",
        A::at_least(0, "0 = p, 1F1B's")},
       {"pipeline.layers_per_stage", IntList{},
        "explicit layer split over the p*v stages (empty = even; \"auto\" = the split whose slowest stage is "

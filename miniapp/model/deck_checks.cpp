@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "miniapp/io/message_text.hpp"
+#include "schedules/variant.hpp"
 
 namespace minipipe {
 
@@ -60,17 +61,25 @@ void check_effective_keys(const Deck& deck) {
     no_effect("pipeline.placement", quoted_text(placement), "unless pipeline.schedule lists \"csv\"",
               "leave it at \"loop\", or add csv to pipeline.schedule");
 
+  // A knob only some schedules read (their rows in schedules/variant_table.cpp) is refused away
+  // from 0 unless pipeline.schedule lists one of them.
   const auto& names = deck.get_string_list("pipeline.schedule");
-  const bool interleaved = std::find(names.begin(), names.end(), "interleaved-1f1b") != names.end();
-  if (!interleaved && deck.get_int("pipeline.group") != 0)
-    no_effect("pipeline.group", std::to_string(deck.get_int("pipeline.group")),
-              "unless pipeline.schedule lists \"interleaved-1f1b\"", "leave it at 0, or add interleaved-1f1b");
-
-  const bool capped = std::find(names.begin(), names.end(), "zb-mem") != names.end() ||
-                      std::find(names.begin(), names.end(), "v-mem") != names.end();
-  if (!capped && deck.get_int("pipeline.memory_cap") != 0)
-    no_effect("pipeline.memory_cap", std::to_string(deck.get_int("pipeline.memory_cap")),
-              "unless pipeline.schedule lists \"zb-mem\" or \"v-mem\"", "leave it at 0, or add zb-mem or v-mem");
+  for (const auto& [key, knob] :
+       {std::pair{"pipeline.group", sched::kGroup}, {"pipeline.memory_cap", sched::kMemoryCap}}) {
+    const bool read = std::any_of(names.begin(), names.end(), [knob = knob](const std::string& n) {
+      const sched::VariantSpec* spec = sched::find_variant_spec(n);
+      return spec && (spec->knobs & knob);
+    });
+    if (read || deck.get_int(key) == 0) continue;
+    std::string listed, added;
+    for (const auto& spec : sched::variant_table()) {
+      if (!(spec.knobs & knob)) continue;
+      listed += (listed.empty() ? "" : " or ") + quoted_text(spec.name);
+      added += (added.empty() ? "" : " or ") + std::string(spec.name);
+    }
+    no_effect(key, std::to_string(deck.get_int(key)), "unless pipeline.schedule lists " + listed,
+              "leave it at 0, or add " + added);
+  }
 
   const bool auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
   if (!auto_split && !deck.get_string("pipeline.costs").empty())

@@ -251,7 +251,7 @@ void print_best_table(const ScaleTool& tool, const Cluster& cl, const CostFile& 
     out << line << "\n";
   }
   if (count.list_scheduled_skipped > 0)
-    out << "(v-half, v-min and zb-mem were left out of " << count.list_scheduled_skipped
+    out << "(" << list_scheduled_names() << " were left out of " << count.list_scheduled_skipped
         << " (schedule, p, m, v) instances with p x m > " << opt.list_scheduled_max_pm
         << ": they are list-scheduled over all ranks, seconds per instance at that size; name them in --schedules "
            "to try them everywhere)\n";

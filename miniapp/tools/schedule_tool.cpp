@@ -32,16 +32,18 @@ void ScheduleTool::attach(CLI::App& parent) {
   auto* o_p = sub->add_option("-p", p, "pipeline ranks")->check(integer_at_least(1));
   auto* o_m = sub->add_option("-m", m, "micro-batches per optimizer step")->check(integer_at_least(1));
   auto* o_v = sub->add_option("-v", v,
-                              "stages (model chunks) per rank; 0 = the schedule's default (2 for "
-                              "interleaved-1f1b, looped-bfs, zb-v, dualpipev, v-half, v-min, v-mem, dualpipe; else 1)")
+                              "stages (model chunks) per rank; 0 = the schedule's default (2 for " +
+                                  sched::names_with_default_v(2) + "; else 1)")
                   ->check(integer_at_least(0));
   auto* o_group = sub->add_option("--group", group,
-                                  "interleaved-1f1b: micro-batches per group through the chunks; 0 = p "
-                                  "(Megatron's depth-first), >= m = breadth-first")
+                                  sched::names_reading(sched::kGroup) +
+                                      ": micro-batches per group through the chunks; 0 = p "
+                                      "(Megatron's depth-first), >= m = breadth-first")
                       ->check(integer_at_least(0));
   auto* o_cap = sub->add_option("--memory-cap", memory_cap,
-                                "zb-mem, v-mem: stored micro-batches per rank; 0 = p (1F1B's); the list "
-                                "scheduling plans with --cost")
+                                sched::names_reading(sched::kMemoryCap) +
+                                    ": stored micro-batches per rank; 0 = p (1F1B's); the list "
+                                    "scheduling plans with --cost")
                     ->check(integer_at_least(0));
   sub->add_option("--cost", cost,
                   "time per micro-batch in ms of F, B or I/W, e.g. F=1,B=2 or F=1,I=1,W=1; per stage with "
@@ -66,18 +68,15 @@ void ScheduleTool::attach(CLI::App& parent) {
   sub->add_option("--grid", grid, "print the rank-by-step grid: auto (cut long grids), full or none")
       ->check(CLI::IsMember({"auto", "full", "none"}));
   sub->add_flag("--force", force, "overwrite existing output files");
-  sub->add_flag("--list", list, "name every schedule variant with its constraints and exit");
+  auto* o_list = sub->add_flag("--list", list, "name every schedule variant with its constraints and exit");
+  sub->add_flag("--markdown", markdown, "with --list: print the README's schedule table instead")->needs(o_list);
   for (auto* o : {o_sched, o_p, o_m, o_v, o_group, o_cap}) o_load->excludes(o);
 }
 
 int ScheduleTool::run(std::ostream& out) {
   try {
     if (list) {
-      for (const auto& n : sched::schedule_names()) {
-        const std::string formula = sched::analytic_formula(n);
-        out << n << "\n    " << sched::constraints(n) << "\n    bubble: "
-            << (formula.empty() ? "no closed form (list-scheduled; the simulator gives it)" : formula) << "\n";
-      }
+      out << (markdown ? sched::variant_markdown_table() : sched::variant_list_text());
       return 0;
     }
     // Outputs: distinct, not the loaded CSV, not existing unless --force, within length limits.

@@ -29,6 +29,7 @@ struct ScheduleTool {
   std::string load_csv, placement = "auto";
   std::string grid = "auto";
   bool list = false;
+  bool markdown = false;
   bool force = false;  // replace existing output files
 
   std::ostream* err = &std::cerr;  // where error messages go (tests redirect it)

@@ -500,7 +500,18 @@ std::vector<ScalePoint> best_layouts(const CostFile& costs_in, const Cluster& cl
 }
 
 bool list_scheduled(const std::string& name) {
-  return name == "v-half" || name == "v-min" || name == "zb-mem";
+  const sched::VariantSpec* spec = sched::find_variant_spec(name);
+  return spec && spec->build == sched::Build::list_scheduled;
+}
+
+std::string list_scheduled_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : sched::variant_table())
+    if (spec.build == sched::Build::list_scheduled) names.emplace_back(spec.name);
+  std::string out;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    out += (k == 0 ? "" : k + 1 == names.size() ? " and " : ", ") + names[k];
+  return out;
 }
 
 std::string no_configuration_reason(const SweepCount& count, int global_batch, const std::string& batch_key) {

@@ -102,8 +102,11 @@ struct SweepCount {
   long long list_scheduled_skipped = 0;  // (schedule, p, m, v) instances over list_scheduled_max_pm
 };
 
-// The schedules built over all ranks at once (greedy.cpp): a sweep's slow part.
+// The schedules built over all ranks at once (the list-scheduled rows of
+// schedules/variant_table.cpp): a sweep's slow part.
 bool list_scheduled(const std::string& name);
+// Their names for a sentence: "v-half, v-min, v-mem and zb-mem".
+std::string list_scheduled_names();
 
 // Why a sweep of `devices` devices at global batch `global_batch` (read from `batch_key`: a deck
 // key or a flag) found no configuration, from its count: a global batch smaller than every dp,

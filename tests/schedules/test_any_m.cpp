@@ -15,14 +15,10 @@ int max_of(const std::vector<int>& v) {
   return *std::max_element(v.begin(), v.end());
 }
 
-// A variant's own minimum m before this round (the m its warm-up fills): below it the schedule is
-// the full one restricted to fewer micro-batches.
+// A variant's own minimum m before this round (the m its warm-up fills, its table row's): below
+// it the schedule is the full one restricted to fewer micro-batches.
 int full_warmup_m(const std::string& n, int p) {
-  if (n == "zb-h1") return p;
-  if (n == "zb-h2" || n == "zb-v") return 2 * p - 1;
-  if (n == "dualpipev") return 2 * p;
-  if (n == "dualpipe" && p % 2 == 0) return 2 * p;
-  return 1;
+  return ms::full_warmup_m(ms::variant_spec(n), p);
 }
 
 }  // namespace
