@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -124,7 +125,9 @@ const std::vector<DeckKey>& deck_keys() {
       {"data.dataset", std::string("tokens"), "int32 [N, seq_len+1] dataset in data.path", {}},
       {"data.min_len", 0LL, "shortest synthetic sequence (0 = seq_len/2); shorter ones are right-padded",
        A::at_least(0)},
-      {"pipeline.schedule", StrList{"sequential"}, "schedule name(s); a list runs a sweep in one launch",
+      {"pipeline.schedule", StrList{"sequential"},
+       "schedule name(s); a list runs a sweep in one launch; \"all\" = every schedule, in `minipipe schedule --list` "
+       "order",
        [] {
          auto names = sched::schedule_names();
          names.push_back("csv");
@@ -333,6 +336,19 @@ long long parse_int(const std::string& key, const std::string& text) {
 
 }  // namespace
 
+namespace {
+// pipeline.schedule = "all" stands for every named schedule in the variant table's order, so a deck
+// that sweeps them all (the demo's) needs no edit when a schedule is added.
+void expand_all_schedules(DeckValue& v, const std::string& origin) {
+  auto* names = std::get_if<StrList>(&v);
+  if (!names || std::find(names->begin(), names->end(), "all") == names->end()) return;
+  if (names->size() != 1)
+    throw InputError(origin + ": key 'pipeline.schedule' has value " + to_text(v) +
+                     "; allowed: \"all\" alone, or a list of schedule names");
+  *names = sched::schedule_names();
+}
+}  // namespace
+
 Deck::Deck() {
   for (const auto& k : deck_keys()) values_[k.name] = k.def;
 }
@@ -383,6 +399,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
       if (it == d.values_.end())
         throw InputError(origin + ": unknown key " + quoted_text(key) + "; run `minipipe --help` for the list of keys");
       it->second = convert_node(key, value, it->second, origin);
+      if (key == "pipeline.schedule") expand_all_schedules(it->second, origin);
     }
   }
   return d;
@@ -437,6 +454,7 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
     }
     default:
       v = split_list(key, text);
+      if (key == "pipeline.schedule") expand_all_schedules(v, "command line");
       break;
   }
 }

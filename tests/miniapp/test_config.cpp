@@ -46,6 +46,20 @@ TEST(Deck, DefaultsAreValidAndOverridesApply) {
   EXPECT_NO_THROW(model_shape_from_deck(d));
 }
 
+// "all" stands for every schedule, written out here in the variant table's order.
+TEST(Deck, AllSchedulesIsEveryNameInTableOrder) {
+  const std::vector<std::string> every{"sequential", "gpipe", "1f1b",   "interleaved-1f1b", "looped-bfs",
+                                       "zb-h1",      "zb-h2", "zb-v",   "dualpipev",        "v-half",
+                                       "v-min",      "v-mem", "zb-mem", "dualpipe"};
+  const Deck d = Deck::from_string("[pipeline]\nschedule = \"all\"\n", "x");
+  EXPECT_EQ(d.get_string_list("pipeline.schedule"), every);
+  Deck c;
+  c.set_from_text("pipeline.schedule", "all");
+  EXPECT_EQ(c.get_string_list("pipeline.schedule"), every);
+  expect_mentions(error_of("[pipeline]\nschedule = [\"all\", \"1f1b\"]\n"),
+                  {"pipeline.schedule", "\"all\" alone", "allowed"});
+}
+
 TEST(Deck, UnknownKey) {
   expect_mentions(error_of("[model]\nvocabulary = 3\n"), {"model.vocabulary", "unknown"});
 }
