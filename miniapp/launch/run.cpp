@@ -83,6 +83,7 @@ struct RunSetup {
   CommPath path = CommPath::host_memory;
   std::string why;
   bool action_fence = true;               // profile.action_fence: each compute action fenced (per-action times)
+  ReduceConfig reduce;                    // the data-parallel gradient reduction (pipeline.allreduce etc.)
   bool auto_split = false;                // pipeline.layers_per_stage = "auto"
   std::shared_ptr<const CostFile> costs;  // its measured costs (pipeline.costs or profiled)
   std::vector<Plan> plans;
@@ -302,6 +303,11 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   const int smallest_share = plan_ranks(deck, su, world);
   su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
   su.action_fence = deck.get_bool("profile.action_fence");
+  su.reduce.overlap = deck.get_bool("pipeline.overlap_allreduce");
+  su.reduce.compact = deck.get_string("pipeline.allreduce_limbs") == "compact";
+  su.reduce.kind =
+      deck.get_string("pipeline.allreduce") == "hierarchical" ? AllreduceKind::hierarchical : AllreduceKind::flat;
+  su.reduce.ranks_per_node = static_cast<int>(deck.get_int("pipeline.ranks_per_node"));
 
   su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
   if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
@@ -369,6 +375,20 @@ void print_banner(const RunSetup& su, std::ostream& out) {
                estimated_dump_bytes(su.shape, su.B, su.steps - su.first_step, io::to_string(su.level), sizeof(Real)))
         << " bytes per dump file (" << su.steps - su.first_step
         << " steps at output.dump_level = " << io::to_string(su.level) << ")\n";
+  if (su.dp > 1)
+    out << "gradient all-reduce: "
+        << (su.reduce.kind == AllreduceKind::hierarchical
+                ? "hierarchical (node reduce, leaders all-reduce, node broadcast"
+                : "flat (one collective per bucket")
+        << (su.reduce.kind == AllreduceKind::hierarchical && su.reduce.ranks_per_node > 0
+                ? ", " + std::to_string(su.reduce.ranks_per_node) + " ranks per node)"
+                : std::string(")"))
+        << ", "
+        << (su.mode == Mode::fast ? "float partials"
+            : su.reduce.compact   ? "compact exact words"
+                                  : "full exact limbs")
+        << ", overlap "
+        << (su.reduce.overlap ? "on (each stage's buckets start at its last W)" : "off (after the pipeline)") << "\n";
   if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
       const SampleRange r = replica_share(su.B, su.dp, d);
@@ -514,7 +534,8 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
   totals.actions.clear();
   struct Totals {
     double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step, optimizer;
-    long long peak_mb, peak_bytes, workspace_bytes, host_syncs;
+    double allreduce_total, allreduce_bytes, allreduce_elements;
+    long long peak_mb, peak_bytes, workspace_bytes, host_syncs, allreduce_full_pieces;
   } mine{totals.makespan,
          totals.time_F,
          totals.time_I,
@@ -526,10 +547,14 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
          totals.allreduce_start,
          totals.step,
          totals.optimizer,
+         totals.allreduce_total,
+         totals.allreduce_bytes,
+         totals.allreduce_elements,
          totals.peak_stored_mb,
          static_cast<long long>(totals.peak_stored_bytes),
          static_cast<long long>(totals.workspace_bytes),
-         totals.host_syncs};
+         totals.host_syncs,
+         totals.allreduce_full_pieces};
   std::vector<Totals> all(static_cast<std::size_t>(p));
   MPI_Gather(&mine, sizeof(Totals), MPI_BYTE, all.data(), sizeof(Totals), MPI_BYTE, 0, comm);
 
@@ -557,6 +582,8 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
     st.makespan = t.makespan, st.time_F = t.F, st.time_I = t.I, st.time_W = t.W, st.time_B = t.B;
     st.comm_wait = t.comm_wait, st.observer_io = t.observer_io, st.allreduce = t.allreduce, st.step = t.step;
     st.allreduce_start = t.allreduce_start, st.optimizer = t.optimizer;
+    st.allreduce_total = t.allreduce_total, st.allreduce_bytes = t.allreduce_bytes;
+    st.allreduce_elements = t.allreduce_elements, st.allreduce_full_pieces = static_cast<int>(t.allreduce_full_pieces);
     st.peak_stored_mb = static_cast<int>(t.peak_mb);
     st.peak_stored_bytes = static_cast<std::size_t>(t.peak_bytes);
     st.workspace_bytes = static_cast<std::size_t>(t.workspace_bytes);
@@ -678,10 +705,10 @@ void print_run_without_action_times(const RunReport& rep, std::ostream& out) {
   out << line << "\n";
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
-                  "  rank %d: F/I/W/B n/a  comm wait %7.2f  dump %7.2f  all-reduce %7.2f ms | peak %d mb, scratch "
-                  "%.2f MiB | host syncs %lld/step\n",
-                  rr.rank, 1e3 * rr.comm_wait, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
-                  rr.workspace_bytes / 1048576.0, rr.host_syncs);
+                  "  rank %d: F/I/W/B n/a  comm wait %7.2f  dump %7.2f  all-reduce %7.2f exposed of %7.2f ms | peak %d "
+                  "mb, scratch %.2f MiB | host syncs %lld/step\n",
+                  rr.rank, 1e3 * rr.comm_wait, 1e3 * rr.dump_io, 1e3 * rr.allreduce, 1e3 * rr.allreduce_total,
+                  rr.peak_stored_mb, rr.workspace_bytes / 1048576.0, rr.host_syncs);
     out << line;
   }
   out << "  per-action times unavailable (profile.action_fence = false): compute actions were only enqueued\n";
@@ -700,12 +727,15 @@ void print_run(const RunReport& rep, std::ostream& out) {
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
                   "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f"
-                  "  all-reduce %7.2f ms | peak %d mb, scratch %.2f MiB | host syncs %lld/step\n",
+                  "  all-reduce %7.2f exposed of %7.2f ms | peak %d mb, scratch %.2f MiB | host syncs %lld/step\n",
                   rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B, 1e3 * rr.comm_wait,
-                  1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
+                  1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, 1e3 * rr.allreduce_total, rr.peak_stored_mb,
                   rr.workspace_bytes / 1048576.0, rr.host_syncs);
     out << line;
   }
+  if (rep.dp > 1)
+    out << "  gradient all-reduce: " << rep.ranks[0].allreduce_bytes_per_element
+        << " bytes per gradient element sent by rank 0 (last step)\n";
   out << budget_rank_text(rep.budget);
 }
 
@@ -760,7 +790,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
           << " ==\n";
     if (rank == 0 && !pl.split_note.empty()) out << pl.split_note << "\n";
     Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
-                          su.opt, su.timeout, su.recompute, su.action_fence);
+                          su.opt, su.timeout, su.recompute, su.action_fence, su.reduce);
     if (su.restart) trainer.restore(*su.restart);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;
