@@ -84,6 +84,7 @@ struct RunSetup {
   std::string why;
   bool action_fence = true;               // profile.action_fence: each compute action fenced (per-action times)
   ReduceConfig reduce;                    // the data-parallel gradient reduction (pipeline.allreduce etc.)
+  bool pp_major = false;                  // pipeline.rank_order = pp-major: rank = pp * dp + d
   bool auto_split = false;                // pipeline.layers_per_stage = "auto"
   std::shared_ptr<const CostFile> costs;  // its measured costs (pipeline.costs or profiled)
   std::vector<Plan> plans;
@@ -308,6 +309,7 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   su.reduce.kind =
       deck.get_string("pipeline.allreduce") == "hierarchical" ? AllreduceKind::hierarchical : AllreduceKind::flat;
   su.reduce.ranks_per_node = static_cast<int>(deck.get_int("pipeline.ranks_per_node"));
+  su.pp_major = deck.get_string("pipeline.rank_order") == "pp-major";
 
   su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
   if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
@@ -392,19 +394,29 @@ void print_banner(const RunSetup& su, std::ostream& out) {
   if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
       const SampleRange r = replica_share(su.B, su.dp, d);
-      out << "replica " << d << ": ranks " << d * su.p << ".." << (d + 1) * su.p - 1 << " = (dp " << d << ", pp 0.."
-          << su.p - 1 << "), samples [" << r.first << ", " << r.first + r.count << ")\n";
+      out << "replica " << d << ": ranks ";
+      if (su.pp_major)
+        for (int q = 0; q < su.p; ++q) out << (q ? "," : "") << q * su.dp + d;
+      else
+        out << d * su.p << ".." << (d + 1) * su.p - 1;
+      out << " = (dp " << d << ", pp 0.." << su.p - 1 << "), samples [" << r.first << ", " << r.first + r.count
+          << ")\n";
     }
 }
 
-// Where this rank sits: rank = dp * p + pp, so each replica's pipeline is a contiguous block.
+// Where this rank sits (pipeline.rank_order): dp-major, rank = dp * p + pp, so each replica's
+// pipeline is a contiguous block; pp-major, rank = pp * dp + dp, so the replicas of one pipeline
+// rank are (their all-reduce stays inside a node). World rank 0 is (dp 0, pp 0) either way.
 struct Coordinates {
   int dp = 0, pp = 0;
   MPI_Comm pipeline = MPI_COMM_NULL, replicas = MPI_COMM_NULL;  // same dp / same pp
-  Coordinates(MPI_Comm world, int p) {
+  Coordinates(MPI_Comm world, int p, int num_replicas, bool pp_major) {
     int rank = 0;
     MPI_Comm_rank(world, &rank);
-    dp = rank / p, pp = rank % p;
+    if (pp_major)
+      pp = rank / num_replicas, dp = rank % num_replicas;
+    else
+      dp = rank / p, pp = rank % p;
     MPI_Comm_split(world, dp, pp, &pipeline);
     MPI_Comm_split(world, pp, dp, &replicas);
   }
@@ -780,7 +792,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
   if (rank == 0) print_banner(su, out);
   std::vector<RunReport> reports;
   std::string reference_dump;
-  const Coordinates at(comm, su.p);
+  const Coordinates at(comm, su.p, su.dp, su.pp_major);
   std::unique_ptr<Verdict> stopped;  // a run diverged: the launch stops, its report says why
   KernelCountersOn counters_on(deck.get_bool("profile.kernels"));
   for (const auto& pl : su.plans) {

@@ -169,6 +169,10 @@ const std::vector<DeckKey>& deck_keys() {
       {"pipeline.ranks_per_node", 0LL,
        "hierarchical all-reduce: consecutive ranks per node (lets one machine stand for several nodes)",
        A::at_least(0, "0 = the nodes MPI reports (shared memory)")},
+      {"pipeline.rank_order", std::string("dp-major"),
+       "placement of the p x dp ranks: dp-major (rank = dp * p + pp, a replica's pipeline on consecutive ranks) or "
+       "pp-major (rank = pp * dp + dp index, one pipeline rank's replicas on consecutive ranks)",
+       A::one_of({"dp-major", "pp-major"})},
       {"pipeline.timeout", 600.0, "seconds any wait for a peer rank may take before the job aborts naming the wait",
        A::at_least(0, "0 = wait forever")},
       {"checkpoint.path", std::string(""), "HDF5 checkpoint written after complete optimizer steps (empty = none)", {}},

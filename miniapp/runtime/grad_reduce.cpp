@@ -494,6 +494,7 @@ void GradReducer<T>::finish(std::vector<Stage<T>>& stages) {
     for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
     blocking_copy(flags, h);
   }
+  stats_.last_done = MPI_Wtime();  // the reduction's end: its flags are merged too
 }
 
 template class GradReducer<float>;

@@ -44,8 +44,9 @@ struct ReduceConfig {
   int ranks_per_node = 0;  // pipeline.ranks_per_node: consecutive job ranks per node; 0 = MPI's shared-memory split
 };
 
-// What one step's reduction did on this rank (seconds on MPI_Wtime's clock; bytes of int64 words
-// or reals this rank contributed, per gradient element reduced).
+// What one step's reduction did on this rank: from its first bucket's start to the end of finish
+// (seconds on MPI_Wtime's clock); bytes of int64 words or reals this rank sent, and the gradient
+// elements they carried.
 struct ReduceStats {
   double first_start = 0, last_done = 0;
   double bytes = 0, elements = 0;
