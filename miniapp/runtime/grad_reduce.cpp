@@ -175,7 +175,9 @@ int lowest_bit(U64 lo, U64 hi) {
 template <class T>
 GradReducer<T>::GradReducer(MPI_Comm job, MPI_Comm replicas, CommPath path, const ReduceConfig& cfg, double timeout_s)
     : replicas_(replicas), path_(path), cfg_(cfg), timeout_(timeout_s), space_(transfer_instance()) {
-  direct_ = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible || path_ == CommPath::device_buffers;
+  // Staged like the boundary transfers (executor.hpp): also on host memory, where the copies are
+  // only a cost, so that CPU runs exercise the path a GPU without GPU-aware MPI takes.
+  direct_ = path_ != CommPath::host_staging;
   MPI_Comm_size(replicas_, &dp_);
   while ((1 << log2dp_) < dp_) ++log2dp_;
   int job_rank = 0, rank = 0;
