@@ -143,20 +143,24 @@ void unpack(const ExecSpace& space, const LimbView& buf, std::size_t offset, int
 // the first element of every other exact accumulator before the reduction. Those sums then span
 // 126 bits, which no compact form holds: the compact form must fall back to full limbs there and
 // give the bits of full limbs with the same hook (int64 words summed past their range wrap, so a
-// missing fallback changes the bits).
-bool wide_gradient_hook() {
-  static const bool on = [] {
+// missing fallback changes the bits). =2: x = 2^100, which those pieces' two-word form holds.
+int wide_gradient_hook() {
+  static const int level = [] {
     const char* v = std::getenv("MINIPIPE_TEST_WIDE_GRADIENT");
-    return v && *v && std::string(v) != "0";
+    if (!v || !*v || std::string(v) == "0") return 0;
+    return std::string(v) == "2" ? 2 : 1;
   }();
-  return on;
+  return level;
 }
 
-void add_wide_value(const ExecSpace& space, const ExactView& acc, const FlagView& overflow) {
+void add_wide_value(const ExecSpace& space, const ExactView& acc, const FlagView& overflow, int level) {
   Kokkos::parallel_for(
       "GradReduce::test_wide_value", Kokkos::RangePolicy<ExecSpace>(space, 0, 1), KOKKOS_LAMBDA(const int) {
         Fixed128 x;
-        x.lo = 1, x.hi = I64(1) << 60;
+        if (level == 2)
+          x.lo = 0, x.hi = I64(1) << 36;
+        else
+          x.lo = 1, x.hi = I64(1) << 60;
         int ov = 0;
         ExactSum::add(acc(0), x, ov);
         if (ov) overflow() = 1;
@@ -275,7 +279,8 @@ void GradReducer<T>::start(Stage<T>& s) {
     if (rank < 2)
       for (std::size_t k = 0; k < s.params().size(); k += 2) {
         const GradAccum<T>& acc = s.params()[k].acc;
-        if (acc.mode == Mode::deterministic && acc.size() > 0) add_wide_value(space_, acc.exact, acc.overflow);
+        if (acc.mode == Mode::deterministic && acc.size() > 0)
+          add_wide_value(space_, acc.exact, acc.overflow, wide_gradient_hook());
       }
   }
   if (order_.empty()) stats_.first_start = MPI_Wtime();
