@@ -78,6 +78,8 @@ struct RunSetup {
   CommPath path = CommPath::host_memory;
   std::string why;
   bool action_fence = true;               // profile.action_fence: each compute action fenced (per-action times)
+  ReduceConfig reduce;                    // the data-parallel gradient reduction (pipeline.allreduce etc.)
+  bool pp_major = false;                  // pipeline.rank_order = pp-major: rank = pp * dp + d
   bool auto_split = false;                // pipeline.layers_per_stage = "auto"
   std::shared_ptr<const CostFile> costs;  // its measured costs (pipeline.costs or profiled)
   std::vector<Plan> plans;
@@ -297,6 +299,12 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   const int smallest_share = plan_ranks(deck, su, world);
   su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
   su.action_fence = deck.get_bool("profile.action_fence");
+  su.reduce.overlap = deck.get_bool("pipeline.overlap_allreduce");
+  su.reduce.compact = deck.get_string("pipeline.allreduce_limbs") == "compact";
+  su.reduce.kind =
+      deck.get_string("pipeline.allreduce") == "hierarchical" ? AllreduceKind::hierarchical : AllreduceKind::flat;
+  su.reduce.ranks_per_node = static_cast<int>(deck.get_int("pipeline.ranks_per_node"));
+  su.pp_major = deck.get_string("pipeline.rank_order") == "pp-major";
 
   su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
   if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
@@ -365,21 +373,45 @@ void print_banner(const RunSetup& su, std::ostream& out) {
         << " bytes per dump file (" << su.steps - su.first_step
         << " steps at output.dump_level = " << io::to_string(su.level) << ")\n";
   if (su.dp > 1)
+    out << "gradient all-reduce: "
+        << (su.reduce.kind == AllreduceKind::hierarchical
+                ? "hierarchical (node reduce, leaders all-reduce, node broadcast"
+                : "flat (one collective per bucket")
+        << (su.reduce.kind == AllreduceKind::hierarchical && su.reduce.ranks_per_node > 0
+                ? ", " + std::to_string(su.reduce.ranks_per_node) + " ranks per node)"
+                : std::string(")"))
+        << ", "
+        << (su.mode == Mode::fast ? "float partials"
+            : su.reduce.compact   ? "compact exact words"
+                                  : "full exact limbs")
+        << ", overlap "
+        << (su.reduce.overlap ? "on (each stage's buckets start at its last W)" : "off (after the pipeline)") << "\n";
+  if (su.dp > 1)
     for (int d = 0; d < su.dp; ++d) {
       const SampleRange r = replica_share(su.B, su.dp, d);
-      out << "replica " << d << ": ranks " << d * su.p << ".." << (d + 1) * su.p - 1 << " = (dp " << d << ", pp 0.."
-          << su.p - 1 << "), samples [" << r.first << ", " << r.first + r.count << ")\n";
+      out << "replica " << d << ": ranks ";
+      if (su.pp_major)
+        for (int q = 0; q < su.p; ++q) out << (q ? "," : "") << q * su.dp + d;
+      else
+        out << d * su.p << ".." << (d + 1) * su.p - 1;
+      out << " = (dp " << d << ", pp 0.." << su.p - 1 << "), samples [" << r.first << ", " << r.first + r.count
+          << ")\n";
     }
 }
 
-// Where this rank sits: rank = dp * p + pp, so each replica's pipeline is a contiguous block.
+// Where this rank sits (pipeline.rank_order): dp-major, rank = dp * p + pp, so each replica's
+// pipeline is a contiguous block; pp-major, rank = pp * dp + dp, so the replicas of one pipeline
+// rank are (their all-reduce stays inside a node). World rank 0 is (dp 0, pp 0) either way.
 struct Coordinates {
   int dp = 0, pp = 0;
   MPI_Comm pipeline = MPI_COMM_NULL, replicas = MPI_COMM_NULL;  // same dp / same pp
-  Coordinates(MPI_Comm world, int p) {
+  Coordinates(MPI_Comm world, int p, int num_replicas, bool pp_major) {
     int rank = 0;
     MPI_Comm_rank(world, &rank);
-    dp = rank / p, pp = rank % p;
+    if (pp_major)
+      pp = rank / num_replicas, dp = rank % num_replicas;
+    else
+      dp = rank / p, pp = rank % p;
     MPI_Comm_split(world, dp, pp, &pipeline);
     MPI_Comm_split(world, pp, dp, &replicas);
   }
@@ -509,7 +541,8 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
   totals.actions.clear();
   struct Totals {
     double makespan, F, I, W, B, comm_wait, observer_io, allreduce, allreduce_start, step, optimizer;
-    long long peak_mb, peak_bytes, workspace_bytes, host_syncs;
+    double allreduce_total, allreduce_bytes, allreduce_elements;
+    long long peak_mb, peak_bytes, workspace_bytes, host_syncs, allreduce_full_pieces;
   } mine{totals.makespan,
          totals.time_F,
          totals.time_I,
@@ -521,10 +554,14 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
          totals.allreduce_start,
          totals.step,
          totals.optimizer,
+         totals.allreduce_total,
+         totals.allreduce_bytes,
+         totals.allreduce_elements,
          totals.peak_stored_mb,
          static_cast<long long>(totals.peak_stored_bytes),
          static_cast<long long>(totals.workspace_bytes),
-         totals.host_syncs};
+         totals.host_syncs,
+         totals.allreduce_full_pieces};
   std::vector<Totals> all(static_cast<std::size_t>(p));
   MPI_Gather(&mine, sizeof(Totals), MPI_BYTE, all.data(), sizeof(Totals), MPI_BYTE, 0, comm);
 
@@ -552,6 +589,8 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
     st.makespan = t.makespan, st.time_F = t.F, st.time_I = t.I, st.time_W = t.W, st.time_B = t.B;
     st.comm_wait = t.comm_wait, st.observer_io = t.observer_io, st.allreduce = t.allreduce, st.step = t.step;
     st.allreduce_start = t.allreduce_start, st.optimizer = t.optimizer;
+    st.allreduce_total = t.allreduce_total, st.allreduce_bytes = t.allreduce_bytes;
+    st.allreduce_elements = t.allreduce_elements, st.allreduce_full_pieces = static_cast<int>(t.allreduce_full_pieces);
     st.peak_stored_mb = static_cast<int>(t.peak_mb);
     st.peak_stored_bytes = static_cast<std::size_t>(t.peak_bytes);
     st.workspace_bytes = static_cast<std::size_t>(t.workspace_bytes);
@@ -673,10 +712,10 @@ void print_run_without_action_times(const RunReport& rep, std::ostream& out) {
   out << line << "\n";
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
-                  "  rank %d: F/I/W/B n/a  comm wait %7.2f  dump %7.2f  all-reduce %7.2f ms | peak %d mb, scratch "
-                  "%.2f MiB | host syncs %lld/step\n",
-                  rr.rank, 1e3 * rr.comm_wait, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
-                  rr.workspace_bytes / 1048576.0, rr.host_syncs);
+                  "  rank %d: F/I/W/B n/a  comm wait %7.2f  dump %7.2f  all-reduce %7.2f exposed of %7.2f ms | peak %d "
+                  "mb, scratch %.2f MiB | host syncs %lld/step\n",
+                  rr.rank, 1e3 * rr.comm_wait, 1e3 * rr.dump_io, 1e3 * rr.allreduce, 1e3 * rr.allreduce_total,
+                  rr.peak_stored_mb, rr.workspace_bytes / 1048576.0, rr.host_syncs);
     out << line;
   }
   out << "  per-action times unavailable (profile.action_fence = false): compute actions were only enqueued\n";
@@ -695,12 +734,15 @@ void print_run(const RunReport& rep, std::ostream& out) {
   for (const auto& rr : rep.ranks) {
     std::snprintf(line, sizeof(line),
                   "  rank %d: F %7.2f  I %7.2f  W %7.2f  B %7.2f  comm wait %7.2f  idle %7.2f  dump %7.2f"
-                  "  all-reduce %7.2f ms | peak %d mb, scratch %.2f MiB | host syncs %lld/step\n",
+                  "  all-reduce %7.2f exposed of %7.2f ms | peak %d mb, scratch %.2f MiB | host syncs %lld/step\n",
                   rr.rank, 1e3 * rr.time_F, 1e3 * rr.time_I, 1e3 * rr.time_W, 1e3 * rr.time_B, 1e3 * rr.comm_wait,
-                  1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, rr.peak_stored_mb,
+                  1e3 * rr.idle, 1e3 * rr.dump_io, 1e3 * rr.allreduce, 1e3 * rr.allreduce_total, rr.peak_stored_mb,
                   rr.workspace_bytes / 1048576.0, rr.host_syncs);
     out << line;
   }
+  if (rep.dp > 1)
+    out << "  gradient all-reduce: " << rep.ranks[0].allreduce_bytes_per_element
+        << " bytes per gradient element sent by rank 0 (last step)\n";
   out << budget_rank_text(rep.budget);
 }
 
@@ -745,7 +787,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
   if (rank == 0) print_banner(su, out);
   std::vector<RunReport> reports;
   std::string reference_dump;
-  const Coordinates at(comm, su.p);
+  const Coordinates at(comm, su.p, su.dp, su.pp_major);
   std::unique_ptr<Verdict> stopped;  // a run diverged: the launch stops, its report says why
   KernelCountersOn counters_on(deck.get_bool("profile.kernels"));
   for (const auto& pl : su.plans) {
@@ -755,7 +797,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
           << " ==\n";
     if (rank == 0 && !pl.split_note.empty()) out << pl.split_note << "\n";
     Trainer<Real> trainer(comm, at.pipeline, at.replicas, su.shape, pl.layout, pl.lowered, su.mode, su.seed, su.path,
-                          su.opt, su.timeout, su.recompute, su.action_fence);
+                          su.opt, su.timeout, su.recompute, su.action_fence, su.reduce);
     if (su.restart) trainer.restore(*su.restart);
     auto writer = open_dump(deck, su, pl, comm);
     std::unique_ptr<DumpObserver<Real>> dump;

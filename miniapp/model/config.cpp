@@ -157,6 +157,27 @@ const std::vector<DeckKey>& deck_keys() {
       {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")", {}},
       {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules", A::one_of({"loop", "v"})},
       {"pipeline.cuda_aware", std::string("auto"), "device buffers straight to MPI", A::one_of({"auto", "on", "off"})},
+      // The data-parallel gradient reduction (miniapp/runtime/grad_reduce.hpp): bitwise the same
+      // in deterministic mode whatever these say.
+      {"pipeline.overlap_allreduce",
+       true,
+       "start each stage's gradient all-reduce over the replicas when its last W is done (false: after the pipeline)",
+       {}},
+      {"pipeline.allreduce", std::string("flat"),
+       "gradient all-reduce over the replicas: flat (one collective) or hierarchical (reduce inside each node, "
+       "all-reduce among node leaders, broadcast inside the node)",
+       A::one_of({"flat", "hierarchical"})},
+      {"pipeline.allreduce_limbs", std::string("compact"),
+       "deterministic all-reduce words: compact (a shared exponent per tensor piece, 8 or 16 bytes per element where "
+       "the agreed range fits, else full) or full (four 32-bit limbs, 32 bytes per element)",
+       A::one_of({"compact", "full"})},
+      {"pipeline.ranks_per_node", 0LL,
+       "hierarchical all-reduce: consecutive ranks per node (lets one machine stand for several nodes)",
+       A::at_least(0, "0 = the nodes MPI reports (shared memory)")},
+      {"pipeline.rank_order", std::string("dp-major"),
+       "placement of the p x dp ranks: dp-major (rank = dp * p + pp, a replica's pipeline on consecutive ranks) or "
+       "pp-major (rank = pp * dp + dp index, one pipeline rank's replicas on consecutive ranks)",
+       A::one_of({"dp-major", "pp-major"})},
       {"pipeline.timeout", 600.0, "seconds any wait for a peer rank may take before the job aborts naming the wait",
        A::at_least(0, "0 = wait forever")},
       {"checkpoint.path", std::string(""), "HDF5 checkpoint written after complete optimizer steps (empty = none)", {}},

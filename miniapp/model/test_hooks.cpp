@@ -10,10 +10,12 @@ namespace {
 
 // Every hook the code reads: delays (time), the staged-post order (time), the one-ULP
 // perturbation (bits), the kill in a checkpoint write (the run dies), the simulated GPU team
-// executor of the launch-shape tests (same bits, far slower: kernels/team_sim.hpp).
+// executor of the launch-shape tests (same bits, far slower: kernels/team_sim.hpp), the wide
+// gradient range that forces the compact all-reduce's full-limb fallback (same bits).
 const char* const kHooks[] = {"MINIPIPE_TEST_DELAY_FORWARD",       "MINIPIPE_TEST_DELAY_SEND",
                               "MINIPIPE_TEST_DEFER_STAGED_POSTS",  "MINIPIPE_TEST_PERTURB",
-                              "MINIPIPE_FAULT_KILL_IN_CHECKPOINT", "MINIPIPE_TEST_TEAM_SIM"};
+                              "MINIPIPE_FAULT_KILL_IN_CHECKPOINT", "MINIPIPE_TEST_TEAM_SIM",
+                              "MINIPIPE_TEST_WIDE_GRADIENT"};
 
 }  // namespace
 

@@ -59,6 +59,8 @@ Json rank_section(const RankReport& q) {
           {"busy", q.busy},
           {"comm_wait", q.comm_wait},
           {"allreduce", q.allreduce},
+          {"allreduce_total", q.allreduce_total},
+          {"allreduce_bytes_per_element", q.allreduce_bytes_per_element},
           {"idle", q.idle},
           {"dump_io", q.dump_io},
           {"peak_stored_microbatches", q.peak_stored_mb},

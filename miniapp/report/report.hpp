@@ -16,7 +16,9 @@ struct RankReport {
   std::vector<int> stages;
   double time_F = 0, time_I = 0, time_W = 0, time_B = 0;  // seconds, last measured step
   double comm_wait = 0, idle = 0, busy = 0, dump_io = 0;
-  double allreduce = 0;  // exposed data-parallel gradient all-reduce, after the pipeline
+  double allreduce = 0;                    // exposed data-parallel gradient all-reduce, after the pipeline
+  double allreduce_total = 0;              // the whole reduction, first bucket's start to last bucket's end
+  double allreduce_bytes_per_element = 0;  // bytes this rank sent per gradient element (0: dp = 1)
   int peak_stored_mb = 0;
   double peak_stored_bytes = 0;
   double workspace_bytes = 0;  // stage and kernel scratch (GEMM packing, dW buffers), peak

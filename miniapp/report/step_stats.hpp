@@ -34,9 +34,14 @@ struct RankStepStats {
   double observer_io = 0;      // inside actions but spent in observers (dumps): neither compute nor idle
   double allreduce = 0;        // exact gradient all-reduce over the data-parallel replicas (exposed)
   double allreduce_start = 0;  // when it began, on the clock of `actions`
-  double optimizer = 0;        // after the all-reduce: finalize the gradients and update the parameters
-  double step = 0;             // the whole step on this rank: actions, loss, all-reduce, optimizer
-  int peak_stored_mb = 0;      // micro-batches with stored activations, all stages of the rank
+  // The data-parallel gradient reduction as a whole: from its first bucket's start (a stage's last
+  // W with pipeline.overlap_allreduce) to its last bucket's end, of which `allreduce` was exposed;
+  // the bytes this rank contributed per gradient element reduced; exact pieces sent as full limbs.
+  double allreduce_total = 0, allreduce_bytes = 0, allreduce_elements = 0;
+  int allreduce_full_pieces = 0;
+  double optimizer = 0;    // after the all-reduce: finalize the gradients and update the parameters
+  double step = 0;         // the whole step on this rank: actions, loss, all-reduce, optimizer
+  int peak_stored_mb = 0;  // micro-batches with stored activations, all stages of the rank
   std::size_t peak_stored_bytes = 0;
   std::size_t workspace_bytes = 0;  // scratch of the rank's stages and their kernels (peak)
   long long host_syncs = 0;         // host synchronizations in the step (host_sync_count, kernels/types.hpp)

@@ -122,6 +122,8 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
     rr.time_F = st.time_F, rr.time_I = st.time_I, rr.time_W = st.time_W, rr.time_B = st.time_B;
     rr.comm_wait = st.comm_wait;
     rr.allreduce = st.allreduce;
+    rr.allreduce_total = st.allreduce_total;
+    rr.allreduce_bytes_per_element = st.allreduce_elements > 0 ? st.allreduce_bytes / st.allreduce_elements : 0.0;
     rr.busy = st.time_F + st.time_I + st.time_W + st.time_B;
     rr.dump_io = st.observer_io;
     rr.idle = makespan - rr.busy - rr.dump_io;

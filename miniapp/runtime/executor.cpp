@@ -144,10 +144,12 @@ RankStepStats Executor<T>::run(int step, const std::vector<MicroBatch>& mbs, con
   } detach{stages_};
   for (auto& s : stages_) s.observe(&watch);
   mbs_ = &mbs, in_ = &in, stats_ = &stats, watch_ = &watch, step_ = step;
-  for (const auto& a : actions_) {
+  for (std::size_t i = 0; i < actions_.size(); ++i) {
+    const sched::Action& a = actions_[i];
     try {
       dispatch(a);
       reap_sends(false);
+      if (after_action_) after_action_(i);
     } catch (const InputError&) {
       throw;
     } catch (const std::exception& e) {

@@ -20,6 +20,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -59,6 +60,10 @@ class Executor {
   // boundary tensor is checked for NaN/inf on the device; the checks are read once, at the end
   // of the step, and the first non-finite one is in the stats' non_finite.
   RankStepStats run(int step, const std::vector<MicroBatch>& mbs, const StepInputs<T>& in, TensorObserver<T>* observer);
+
+  // Called after each entry of this rank's action list has run, with its index in the list (the
+  // trainer starts a stage's gradient reduction after its last W and advances those in flight).
+  void after_each_action(std::function<void(std::size_t)> f) { after_action_ = std::move(f); }
 
  private:
   enum Dir { kFwd = 0, kBwd = 1 };
@@ -142,6 +147,7 @@ class Executor {
   std::map<std::size_t, std::vector<View2<T>>> retired_;      // given back by unfenced compute: compute only
   std::map<std::size_t, std::vector<Staging>> staging_pool_;  // free staging buffers by row count
   FiniteChecks checks_;
+  std::function<void(std::size_t)> after_action_;
 
   // The step being run.
   const std::vector<MicroBatch>* mbs_ = nullptr;

@@ -91,7 +91,8 @@ SampleRange replica_share(int B, int dp, int d) {
 template <class T>
 Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape,
                     const StageLayout& layout, const sched::Schedule& plan, Mode mode, std::uint64_t seed,
-                    CommPath path, const OptimizerConfig& opt, double timeout_s, Recompute recompute, bool action_fence)
+                    CommPath path, const OptimizerConfig& opt, double timeout_s, Recompute recompute, bool action_fence,
+                    const ReduceConfig& reduce)
     : job_(job),
       comm_(pipeline),
       replicas_(replicas),
@@ -99,7 +100,8 @@ Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const Mo
       path_(path),
       shape_(shape),
       plan_(plan),
-      opt_(opt) {
+      opt_(opt),
+      overlap_(reduce.overlap) {
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
   MPI_Comm_size(replicas_, &num_replicas_);
@@ -108,6 +110,33 @@ Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const Mo
       stages_.emplace_back(shape, layout, s, mode, seed, recompute);
   executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s,
                                             action_fence);
+  if (num_replicas_ > 1) {
+    reducer_ = std::make_unique<GradReducer<T>>(job_, replicas_, path, reduce, timeout_s);
+    // Where each local stage's last weight gradient of the step runs (a W or B, also inside an
+    // OVERLAP_F_B): its reduction can start right after that entry of the action list.
+    std::map<int, std::size_t> last;
+    const auto& actions = plan_.ranks.at(static_cast<std::size_t>(rank));
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      const auto note = [&](const sched::Action& a) {
+        if (a.op == sched::Op::W || a.op == sched::Op::B) last[a.stage] = i;
+      };
+      note(actions[i]);
+      for (const auto& sub : actions[i].sub) note(sub);
+    }
+    for (std::size_t k = 0; k < stages_.size(); ++k)
+      if (auto it = last.find(stages_[k].id()); it != last.end()) last_w_[it->second].push_back(static_cast<int>(k));
+    executor_->after_each_action([this](std::size_t i) { after_action(i); });
+  }
+}
+
+// After entry `index` of the action list: the stages whose last W it was start their reduction
+// (overlap on), and the buckets in flight advance.
+template <class T>
+void Trainer<T>::after_action(std::size_t index) {
+  if (overlap_)
+    if (auto it = last_w_.find(index); it != last_w_.end())
+      for (int k : it->second) reducer_->start(stages_[static_cast<std::size_t>(k)]);
+  reducer_->progress();
 }
 
 template <class T>
@@ -129,10 +158,29 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
     for (int mb = 0; mb < static_cast<int>(mbs.size()); ++mb) runs += plan_.runs(s.id(), mb);
     s.begin_step(runs);
   }
+  if (reducer_) reducer_->begin_step();
   res.stats = executor_->run(step, mbs, in_, observer);
   const double run_end = MPI_Wtime();
   // The step's clock (that of res.stats) starts at run_end - makespan.
   clock0_ = run_end - res.stats.makespan;
+  // What remains of the gradient reduction after the pipeline is exposed (all of it with overlap
+  // off), and DualPipe's sum of the two model copies after it.
+  {
+    const double a0 = MPI_Wtime();
+    if (reducer_) {
+      ProfileRegion region("Trainer::allreduce");
+      reducer_->finish(stages_);
+    }
+    sum_model_copies();
+    res.stats.allreduce = MPI_Wtime() - a0;
+    res.stats.allreduce_start = a0 - clock0_;
+    if (reducer_) {
+      const ReduceStats& r = reducer_->stats();
+      res.stats.allreduce_total = r.last_done - r.first_start;
+      res.stats.allreduce_bytes = r.bytes, res.stats.allreduce_elements = r.elements;
+      res.stats.allreduce_full_pieces = r.full_pieces;
+    }
+  }
   // The last stage left each sample's loss on the device: one copy per step.
   blocking_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(res.sample_loss.data(),
                                                                                           res.sample_loss.size()),
@@ -144,13 +192,6 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
   if (!std::isfinite(res.loss))
     note_non_finite(res.stats, "step " + std::to_string(step) + " / loss: " +
                                    (std::isnan(res.loss) ? "NaN" : "inf or out of the exact accumulator's range"));
-  {
-    const double a0 = MPI_Wtime();
-    reduce_over_replicas();
-    sum_model_copies();
-    res.stats.allreduce = MPI_Wtime() - a0;
-    res.stats.allreduce_start = a0 - clock0_;
-  }
   const double o0 = MPI_Wtime();
   finalize(step, res.stats);
   agree_finite(step, res.stats);
@@ -259,80 +300,6 @@ void Trainer<T>::agree_finite(int step, const RankStepStats& st) const {
   if (first.root >= 0)
     throw Diverged(step,
                    "the run diverged: " + first.text + " (seen first on rank " + std::to_string(first.root) + ")");
-}
-
-// Every replica's gradient partials summed over the replicas of each stage. Deterministic
-// mode adds the exact accumulators as int64 limbs (MPI_SUM on integers is exact, so any
-// replica count and any reduction tree give the same bits); fast mode sums the float partials.
-template <class T>
-void Trainer<T>::reduce_over_replicas() {
-  if (num_replicas_ == 1) return;
-  ProfileRegion region("Trainer::allreduce");
-  CollectiveGuard guard(timeout_, "the gradient all-reduce over the data-parallel replicas");
-  const bool host_readable = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
-  const bool direct = host_readable || path_ == CommPath::device_buffers;
-  std::vector<GradAccum<T>*> exact;
-  for (auto& s : stages_)
-    for (auto& p : s.params())
-      if (p.acc.mode == Mode::deterministic) exact.push_back(&p.acc);
-  for (const auto& batch : limb_batches(exact)) {
-    const std::size_t words = batch_limbs(batch);
-    if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
-    for (const auto& pc : batch)
-      ExactLimbs::pack(pc.acc->exact, pc.first, pc.len, limb_range(limbs_, pc.offset, pc.limbs()));
-    fence_space(ExecSpace(), "Trainer::allreduce::fence");
-    std::int64_t* buf = limbs_.data();
-    if (!direct) {
-      if (host_limbs_.extent(0) < words)
-        host_limbs_ = Kokkos::View<std::int64_t*, HostSpace>("Trainer::host_limbs", words);
-      blocking_copy(Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)), limb_range(limbs_, 0, words));
-      buf = host_limbs_.data();
-    }
-    MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(words), MPI_INT64_T, MPI_SUM, replicas_);
-    if (!direct)
-      blocking_copy(limb_range(limbs_, 0, words), Kokkos::subview(host_limbs_, std::make_pair(std::size_t(0), words)));
-    for (const auto& pc : batch) {
-      ExactLimbs::unpack(limb_range(limbs_, pc.offset, pc.limbs()), pc.first, pc.len, pc.acc->exact, pc.acc->overflow);
-      pc.acc->mark_written();
-    }
-  }
-  // Fast mode: the float partials, one all-reduce per parameter (kChunk elements at most).
-  constexpr std::size_t kChunk = std::size_t(1) << 20;
-  for (auto& s : stages_)
-    for (auto& p : s.params()) {
-      GradAccum<T>& acc = p.acc;
-      if (acc.mode == Mode::deterministic) continue;
-      const std::size_t n = acc.size();
-      for (std::size_t first = 0; first < n; first += kChunk) {
-        const std::size_t len = std::min(kChunk, n - first);
-        fence_space(ExecSpace(), "Trainer::allreduce::fence");
-        auto part = Kokkos::subview(acc.sum, std::make_pair(first, first + len));
-        if (direct) {
-          MPI_Allreduce(MPI_IN_PLACE, part.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
-        } else {
-          auto h = Kokkos::create_mirror_view(HostSpace(), part);
-          blocking_copy(h, part);
-          MPI_Allreduce(MPI_IN_PLACE, h.data(), static_cast<int>(len), mpi_type<T>(), MPI_SUM, replicas_);
-          blocking_copy(part, h);
-        }
-      }
-    }
-  // An overflow on any replica is an overflow of the sum; finalize_grads names the parameter.
-  // Each stage's flags are one array: one copy each way and one all-reduce for all of them.
-  std::vector<int> overflow;
-  for (auto& s : stages_) {
-    auto h = Kokkos::create_mirror_view(HostSpace(), s.overflow_flags());
-    blocking_copy(h, s.overflow_flags());
-    overflow.insert(overflow.end(), h.data(), h.data() + h.extent(0));
-  }
-  MPI_Allreduce(MPI_IN_PLACE, overflow.data(), static_cast<int>(overflow.size()), MPI_INT, MPI_MAX, replicas_);
-  std::size_t k = 0;
-  for (auto& s : stages_) {
-    auto flags = s.overflow_flags();
-    auto h = Kokkos::create_mirror_view(flags);
-    for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = overflow[k++];
-    blocking_copy(flags, h);
-  }
 }
 
 // One MPI_Sendrecv of `count` elements with the rank holding the other model copy of a part,

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "miniapp/runtime/checkpoint.hpp"
 #include "miniapp/runtime/comm.hpp"
 #include "miniapp/runtime/executor.hpp"
+#include "miniapp/runtime/grad_reduce.hpp"
 #include "miniapp/runtime/stage.hpp"
 #include "schedules/schedule.hpp"
 
@@ -61,10 +63,12 @@ class Trainer {
   // Builds this rank's stages (stage s lives on rank plan.stage_to_rank[s] of `pipeline`);
   // `plan` is what the executor runs (lowered, receives posted early). `replicas` joins the
   // ranks that hold the same stages in every data-parallel replica (size 1: no data
-  // parallelism); `job` holds every rank. `timeout_s` bounds each wait for a peer.
+  // parallelism); `job` holds every rank. `timeout_s` bounds each wait for a peer. `reduce`: how
+  // the gradients are reduced over the replicas (grad_reduce.hpp).
   Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const ModelShape& shape, const StageLayout& layout,
           const sched::Schedule& plan, Mode mode, std::uint64_t seed, CommPath path, const OptimizerConfig& opt,
-          double timeout_s, Recompute recompute = Recompute::none, bool action_fence = true);
+          double timeout_s, Recompute recompute = Recompute::none, bool action_fence = true,
+          const ReduceConfig& reduce = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -82,7 +86,7 @@ class Trainer {
  private:
   void upload(int step, const Batch& batch);
   void gather_loss(int step, StepResult& res) const;
-  void reduce_over_replicas();
+  void after_action(std::size_t index);
   void sum_model_copies();
   void add_copy_limbs(const std::vector<GradAccum<T>*>& accs, const std::vector<GradAccum<T>*>& twins, int peer,
                       int tag);
@@ -108,6 +112,9 @@ class Trainer {
   OptimizerConfig opt_;
   std::vector<Stage<T>> stages_;
   std::unique_ptr<Executor<T>> executor_;
+  std::unique_ptr<GradReducer<T>> reducer_;         // dp > 1 only
+  bool overlap_ = true;                             // a stage's reduction starts at its last W
+  std::map<std::size_t, std::vector<int>> last_w_;  // action index -> local stages whose last W it is
   StepInputs<T> in_;
 };
 
