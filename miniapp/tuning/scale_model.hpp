@@ -105,7 +105,7 @@ struct SweepCount {
 // The schedules built over all ranks at once (the list-scheduled rows of
 // schedules/variant_table.cpp): a sweep's slow part.
 bool list_scheduled(const std::string& name);
-// Their names for a sentence: "v-half, v-min, v-mem and zb-mem".
+// Their names for a sentence, in the table's order ("a, b and c").
 std::string list_scheduled_names();
 
 // Why a sweep of `devices` devices at global batch `global_batch` (read from `batch_key`: a deck
