@@ -32,6 +32,12 @@
 namespace minipipe {
 
 namespace {
+// Where MemSpace is not host-accessible (a GPU) use_device_path() is always true (kernel_path.cpp),
+// and a head whose device tiles fit no team scratch takes attention_order's row kernels: the host
+// path's team kernels are not compiled for a GPU (at 128 threads they spilled 47 to 82 VGPRs and
+// 68 to 101 SGPRs on gfx90a; scripts/device_budgets.sh). Every path gives the same bits.
+constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
+
 void check_shapes(const char* where, int B, int T, int C, int H, std::size_t qkv_rows, std::size_t qkv_cols,
                   std::size_t att_rows, std::size_t att_cols, std::size_t io_rows, std::size_t io_cols) {
   auto fail = [&](const std::string& what) { throw std::invalid_argument(std::string(where) + ": " + what); };
@@ -643,17 +649,19 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   const int n_scratch = hs * Tp;   // K^T of the head (hs, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
   const team::Shape shape = host_team_shape(team::launch_target(), B * H, bytes);
-  if (shape.level < 0) {  // the canonical order's own row kernels
+  if (!kHostAccessible || shape.level < 0) {  // the canonical order's own row kernels
     attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);
     return;
   }
-  const Real* qkv_p = qkv.data();
-  Real* att_p = att.data();
-  Real* out_p = out.data();
-  const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
-            ldo = static_cast<int>(out.stride(0));
-  team::launch("Attention::forward", shape,
-               HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
+  if constexpr (kHostAccessible) {
+    const Real* qkv_p = qkv.data();
+    Real* att_p = att.data();
+    Real* out_p = out.data();
+    const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
+              ldo = static_cast<int>(out.stride(0));
+    team::launch("Attention::forward", shape,
+                 HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
+  }
 }
 
 template <class Real>
@@ -681,25 +689,27 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   const int n_scratch = hs * Tp + T * Tp;  // V^T of the head (hs, Tp), then dpre (T, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
   const team::Shape shape = host_team_shape(team::launch_target(), B * H, bytes);
-  if (shape.level < 0) {  // the canonical order's own row kernels
+  if (!kHostAccessible || shape.level < 0) {  // the canonical order's own row kernels
     attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);
     return;
   }
-  (void)rows;
-  const Real* qkv_p = qkv.data();
-  const Real* att_p = att.data();
-  const Real* dout_p = dout.data();
-  Real* g_p = dqkv.data();
-  const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
-            ldd = static_cast<int>(dout.stride(0)), ldg = static_cast<int>(dqkv.stride(0));
-  // With datt(t,t2) = dout_t . v_t2 the softmax backward is
-  //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
-  // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
-  // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
-  // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
-  team::launch("Attention::backward_input", shape,
-               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
-                                  dout_p, g_p});
+  if constexpr (kHostAccessible) {
+    (void)rows;
+    const Real* qkv_p = qkv.data();
+    const Real* att_p = att.data();
+    const Real* dout_p = dout.data();
+    Real* g_p = dqkv.data();
+    const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
+              ldd = static_cast<int>(dout.stride(0)), ldg = static_cast<int>(dqkv.stride(0));
+    // With datt(t,t2) = dout_t . v_t2 the softmax backward is
+    //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
+    // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
+    // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
+    // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
+    team::launch("Attention::backward_input", shape,
+                 HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
+                                    dout_p, g_p});
+  }
 }
 
 template struct Attention<float>;
