@@ -29,15 +29,18 @@
 #include "row_reduce.hpp"
 #include "team.hpp"
 
+// The host path's team kernels (and everything below that only they use) exist on host backends
+// only. A GPU build always takes the device path (its memory is not host-accessible, kernel_path.cpp),
+// and a head whose device tiles fit no team scratch takes attention_order's row kernels: at their
+// GPU shape (128 threads) the host kernels spilled 47 to 82 VGPRs and 68 to 101 SGPRs on gfx90a
+// (scripts/device_budgets.sh). Every path gives the same bits.
+#if !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP) && !defined(KOKKOS_ENABLE_SYCL)
+#define MINIPIPE_ATTENTION_HOST_TEAMS 1
+#endif
+
 namespace minipipe {
 
 namespace {
-// Where MemSpace is not host-accessible (a GPU) use_device_path() is always true (kernel_path.cpp),
-// and a head whose device tiles fit no team scratch takes attention_order's row kernels: the host
-// path's team kernels are not compiled for a GPU (at 128 threads they spilled 47 to 82 VGPRs and
-// 68 to 101 SGPRs on gfx90a; scripts/device_budgets.sh). Every path gives the same bits.
-constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
-
 void check_shapes(const char* where, int B, int T, int C, int H, std::size_t qkv_rows, std::size_t qkv_cols,
                   std::size_t att_rows, std::size_t att_cols, std::size_t io_rows, std::size_t io_cols) {
   auto fail = [&](const std::string& what) { throw std::invalid_argument(std::string(where) + ": " + what); };
@@ -49,6 +52,7 @@ void check_shapes(const char* where, int B, int T, int C, int H, std::size_t qkv
   if (io_rows != N || io_cols != std::size_t(C)) fail("out/dout must be (B*T, C)");
 }
 
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
 // Register tile shapes: kKeys and kChan fill two 256-bit registers per row (16 floats, 8 doubles).
 // With AVX-512 the same tiles are one register wide, so they grow to 8 queries x 32 keys (16 zmm
 // accumulators), and dk/dv tiles to 4 keys (16 zmm: 2 keys left the loop bound by address arithmetic
@@ -486,8 +490,10 @@ KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real*
   else
     cols_accumulate_keys<false>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, n, dk, dv);
 }
+#endif  // MINIPIPE_ATTENTION_HOST_TEAMS
 }  // namespace
 
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
 // One team per (b, h) of the host path's attention (see forward).
 template <class Real>
 struct HostForward {
@@ -627,6 +633,7 @@ struct HostBackward {
     });
   }
 };
+#endif  // MINIPIPE_ATTENTION_HOST_TEAMS
 
 template <class Real>
 void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
@@ -641,6 +648,7 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
     attention_device::forward<Real>(B, T, C, H, qkv, att, out);
     return;
   }
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   (void)mode;  // both modes use det::exp (see the file comment)
@@ -649,19 +657,21 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   const int n_scratch = hs * Tp;   // K^T of the head (hs, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
   const team::Shape shape = host_team_shape(team::launch_target(), B * H, bytes);
-  if (!kHostAccessible || shape.level < 0) {  // the canonical order's own row kernels
+  if (shape.level < 0) {  // the canonical order's own row kernels
     attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);
     return;
   }
-  if constexpr (kHostAccessible) {
-    const Real* qkv_p = qkv.data();
-    Real* att_p = att.data();
-    Real* out_p = out.data();
-    const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
-              ldo = static_cast<int>(out.stride(0));
-    team::launch("Attention::forward", shape,
-                 HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
-  }
+  const Real* qkv_p = qkv.data();
+  Real* att_p = att.data();
+  Real* out_p = out.data();
+  const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
+            ldo = static_cast<int>(out.stride(0));
+  team::launch("Attention::forward", shape,
+               HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
+#else
+  (void)mode;
+  attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);                // see the file's top
+#endif
 }
 
 template <class Real>
@@ -681,6 +691,7 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
     attention_device::backward_input<Real>(B, T, C, H, qkv, att, dout, dqkv);
     return;
   }
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int rows = B * H * T;
@@ -689,27 +700,28 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   const int n_scratch = hs * Tp + T * Tp;  // V^T of the head (hs, Tp), then dpre (T, Tp)
   const std::size_t bytes = Scratch<Real>::shmem_size(n_scratch);
   const team::Shape shape = host_team_shape(team::launch_target(), B * H, bytes);
-  if (!kHostAccessible || shape.level < 0) {  // the canonical order's own row kernels
+  if (shape.level < 0) {  // the canonical order's own row kernels
     attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);
     return;
   }
-  if constexpr (kHostAccessible) {
-    (void)rows;
-    const Real* qkv_p = qkv.data();
-    const Real* att_p = att.data();
-    const Real* dout_p = dout.data();
-    Real* g_p = dqkv.data();
-    const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
-              ldd = static_cast<int>(dout.stride(0)), ldg = static_cast<int>(dqkv.stride(0));
-    // With datt(t,t2) = dout_t . v_t2 the softmax backward is
-    //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
-    // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
-    // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
-    // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
-    team::launch("Attention::backward_input", shape,
-                 HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
-                                    dout_p, g_p});
-  }
+  (void)rows;
+  const Real* qkv_p = qkv.data();
+  const Real* att_p = att.data();
+  const Real* dout_p = dout.data();
+  Real* g_p = dqkv.data();
+  const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
+            ldd = static_cast<int>(dout.stride(0)), ldg = static_cast<int>(dqkv.stride(0));
+  // With datt(t,t2) = dout_t . v_t2 the softmax backward is
+  //   dpre(t,t2) = att(t,t2) * (datt(t,t2) - rowdot(t)),  rowdot(t) = sum_t2 att(t,t2) datt(t,t2),
+  // and dq_t = scale sum_t2 dpre k_t2, dk_t2 = scale sum_t dpre q_t, dv_t2 = sum_t att dout_t.
+  // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
+  // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
+  team::launch("Attention::backward_input", shape,
+               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
+                                  dout_p, g_p});
+#else
+  attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);  // see the file's top
+#endif
 }
 
 template struct Attention<float>;
