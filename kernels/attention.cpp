@@ -29,6 +29,15 @@
 #include "row_reduce.hpp"
 #include "team.hpp"
 
+// The host path's team kernels (and everything below that only they use) exist on host backends
+// only. A GPU build always takes the device path (its memory is not host-accessible, kernel_path.cpp),
+// and a head whose device tiles fit no team scratch takes attention_order's row kernels: at their
+// GPU shape (128 threads) the host kernels spilled 47 to 82 VGPRs and 68 to 101 SGPRs on gfx90a
+// (scripts/device_budgets.sh). Every path gives the same bits.
+#if !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP) && !defined(KOKKOS_ENABLE_SYCL)
+#define MINIPIPE_ATTENTION_HOST_TEAMS 1
+#endif
+
 namespace minipipe {
 
 namespace {
@@ -43,6 +52,7 @@ void check_shapes(const char* where, int B, int T, int C, int H, std::size_t qkv
   if (io_rows != N || io_cols != std::size_t(C)) fail("out/dout must be (B*T, C)");
 }
 
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
 // Register tile shapes: kKeys and kChan fill two 256-bit registers per row (16 floats, 8 doubles).
 // With AVX-512 the same tiles are one register wide, so they grow to 8 queries x 32 keys (16 zmm
 // accumulators), and dk/dv tiles to 4 keys (16 zmm: 2 keys left the loop bound by address arithmetic
@@ -480,8 +490,10 @@ KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real*
   else
     cols_accumulate_keys<false>(dp, ldp, at, lda, qm, ldq, dm, ldd, s0, nk, T, n, dk, dv);
 }
+#endif  // MINIPIPE_ATTENTION_HOST_TEAMS
 }  // namespace
 
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
 // One team per (b, h) of the host path's attention (see forward).
 template <class Real>
 struct HostForward {
@@ -621,6 +633,7 @@ struct HostBackward {
     });
   }
 };
+#endif  // MINIPIPE_ATTENTION_HOST_TEAMS
 
 template <class Real>
 void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
@@ -635,6 +648,7 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
     attention_device::forward<Real>(B, T, C, H, qkv, att, out);
     return;
   }
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   (void)mode;  // both modes use det::exp (see the file comment)
@@ -654,6 +668,10 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
             ldo = static_cast<int>(out.stride(0));
   team::launch("Attention::forward", shape,
                HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
+#else
+  (void)mode;
+  attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);                // see the file's top
+#endif
 }
 
 template <class Real>
@@ -673,6 +691,7 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
     attention_device::backward_input<Real>(B, T, C, H, qkv, att, dout, dqkv);
     return;
   }
+#ifdef MINIPIPE_ATTENTION_HOST_TEAMS
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
   const int rows = B * H * T;
@@ -700,6 +719,9 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   team::launch("Attention::backward_input", shape,
                HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
                                   dout_p, g_p});
+#else
+  attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);  // see the file's top
+#endif
 }
 
 template struct Attention<float>;

@@ -1,11 +1,11 @@
 // Device path of causal attention: teams of one (b, h, query or key block) with T-independent
 // level-0 scratch tiles; each element keeps the host path's chain (see attention.cpp's header).
 //
-// Forward, team (b, h, QB queries): Q tile in scratch; per key tile, scores by a thread per
-// (query, key); the softmax's max and sum by the whole team over every lane of the block's rows
-// (row_reduce.hpp's team_reduce_rows: canonical lanes, the tree one level at a time), each exp
-// formed by the lane that adds it, the division by a thread per element; out by a thread per
-// (query, channel) over V tiles, its accumulator in scratch between tiles. It stores att(t, t2)
+// Forward in two launches, a team per (b, h, QB queries) each: Q tile in scratch; per key tile,
+// scores by a thread per (query, key); the softmax's max and sum by the whole team over every lane
+// of the block's rows (row_reduce.hpp's team_reduce_rows: canonical lanes, the tree one level at a
+// time), each exp formed by the lane that adds it, the division by a thread per element; then out
+// by a thread per (query, channel) over V tiles, its accumulator in scratch between tiles. It stores att(t, t2)
 // for t2 <= t only: the masked upper triangle is never written and never read (the backward reads
 // keys t2 <= t alone; a dump that shows att writes those entries as 0 itself). Backward in three
 // launches: rowdot's lanes by a thread per (query, key) of each key tile, then the lane tree across
@@ -27,12 +27,20 @@ namespace minipipe {
 namespace attention_device {
 namespace {
 
+// Tile sizes: at head size 64 no kernel's tiles take more than 27012 bytes of team scratch (float;
+// double 25992), so two 256-thread teams with Kokkos' own 2 KB share a gfx90a CU's 64 KB of LDS (4
+// waves a team, 2 a SIMD: 25% occupancy); float's 32 x 32 forward tiles took 33 KB, one team a CU.
+// A tile decides which elements a thread computes, never an element's chain: no bit depends on it.
 template <class Real>
 struct Tiles {
-  static constexpr int kQ = int(128 / sizeof(Real));  // query rows per team / query tile
-  static constexpr int kK = int(128 / sizeof(Real));  // keys per tile (forward, rowdot)
-  static constexpr int kKB = int(64 / sizeof(Real));  // keys per tile / team (dk/dv, dq)
+  static constexpr int kQ = int(128 / sizeof(Real));  // query rows per team (forward, rowdot, dq)
+  static constexpr int kK = int(64 / sizeof(Real));   // keys per tile (forward, rowdot)
+  static constexpr int kKB = int(64 / sizeof(Real));  // keys per team (dk/dv) and per tile (dq)
+  static constexpr int kQD = int(64 / sizeof(Real));  // query rows per tile (dk/dv)
 };
+
+// Teams of kGpuTeam threads an SM / CU must hold at once (Kokkos::LaunchBounds): 25% occupancy.
+constexpr unsigned kMinTeams = team::quarter_occupancy_teams(kGpuTeam);
 
 using Policy = Kokkos::TeamPolicy<ExecSpace>;
 template <class Real>
@@ -40,9 +48,14 @@ using Scratch = team::ScratchView<Real>;
 
 // Scratch elements of each kernel (carved in this order in the kernels below).
 template <class Real>
-int forward_elems(int hs) {  // qs, ks (K then V), ps, acc, mx, rd
+int forward_elems(int hs) {  // qs, ks, mx, rd
   using Tl = Tiles<Real>;
-  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * hs + Tl::kQ + Tl::kQ * rowred::kLanes;
+  return Tl::kQ * (hs + 1) + Tl::kK * (hs + 1) + Tl::kQ + Tl::kQ * rowred::kLanes;
+}
+template <class Real>
+int out_elems(int hs) {  // vs, ps, acc
+  using Tl = Tiles<Real>;
+  return Tl::kK * (hs + 1) + Tl::kQ * Tl::kK + Tl::kQ * hs;
 }
 template <class Real>
 int rowdot_elems(int hs) {  // ds, vs, ps, rd (QB x lanes)
@@ -52,7 +65,7 @@ int rowdot_elems(int hs) {  // ds, vs, ps, rd (QB x lanes)
 template <class Real>
 int dkv_elems(int hs) {  // vs, qs, ds, ps, as, rd, dk, dv
   using Tl = Tiles<Real>;
-  return Tl::kKB * (hs + 1) + 2 * Tl::kQ * (hs + 1) + 2 * Tl::kQ * Tl::kKB + Tl::kQ + 2 * Tl::kKB * hs;
+  return Tl::kKB * (hs + 1) + 2 * Tl::kQD * (hs + 1) + 2 * Tl::kQD * Tl::kKB + Tl::kQD + 2 * Tl::kKB * hs;
 }
 template <class Real>
 int dq_elems(int hs) {  // ds, ks, vs, ps, rd, acc
@@ -60,13 +73,13 @@ int dq_elems(int hs) {  // ds, ks, vs, ps, rd, acc
   return Tl::kQ * (hs + 1) + 2 * Tl::kKB * (hs + 1) + Tl::kQ * Tl::kKB + Tl::kQ + Tl::kQ * hs;
 }
 
-// The launch shape of every attention kernel: GPU, 128 threads a team, the tiles in level-0 scratch
+// The launch shape of every attention kernel: GPU, kGpuTeam threads a team, the tiles in level-0 scratch
 // when they fit a GPU block's default shared memory (always at GPT-2 head sizes), else level 1; host
 // backend, Kokkos::AUTO threads and level 0 when this backend's level 0 holds them.
 team::Shape attention_shape(team::Target target, int league, std::size_t bytes, const char* where) {
   team::Shape s;
   s.league = league;
-  s.team = target == team::Target::host ? team::kAuto : 128;
+  s.team = target == team::Target::host ? team::kAuto : kGpuTeam;
   s.scratch = bytes;
   const std::size_t max0 =
       target == team::Target::gpu ? team::kGpuScratchLevel0 : static_cast<std::size_t>(Policy::scratch_size_max(0));
@@ -92,7 +105,7 @@ struct Common {
 template <class Real>
 struct ForwardBody {
   Common<Real> c;
-  Mat<Real> att, out;
+  Mat<Real> att;
   template <class M>
   KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
     [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
@@ -108,12 +121,10 @@ struct ForwardBody {
     const int nq = T - t0 < QB ? T - t0 : QB;
     const int kend = t0 + nq;  // keys 0..kend-1 are seen by some query of the block
     const int row0 = b * T, arow = bh * T;
-    const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
+    const int qo = h * hs, ko = C + h * hs;
     const auto qs = team::scratch<Real>(tm, level, n_el);  // (QB, ld)
-    const auto ks = qs + QB * ld;                          // (KB, ld): K, later V
-    const auto ps = ks + KB * ld;                          // (QB, KB)
-    const auto acc = ps + QB * KB;                         // (QB, hs)
-    const auto mx = acc + QB * hs;                         // (QB)
+    const auto ks = qs + QB * ld;                          // (KB, ld)
+    const auto mx = ks + KB * ld;                          // (QB)
     const auto rd = mx + QB;                               // (QB, kLanes) lane partials
     team::threads(tm, nq * hs, [&](const int e) { qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs); });
     // scores: att(t, t2) = (fma chain over i of q_t[i] k_t2[i]) * scale, t2 <= t
@@ -150,7 +161,31 @@ struct ForwardBody {
       const int q = e / kend, t2 = e % kend;
       if (t2 <= t0 + q) att(arow + t0 + q, t2) = att(arow + t0 + q, t2) / rd[q * L];
     });
-    // out_t[i] = fma chain over t2 = 0..t of att(t, t2) v_t2[i]
+  }
+};
+
+// out_t[i] = fma chain over t2 = 0..t of att(t, t2) v_t2[i], a team per (b, h, QB queries) as in
+// ForwardBody: its own launch, so that neither kernel holds the other's tiles and registers.
+template <class Real>
+struct OutBody {
+  Common<Real> c;
+  CMat<Real> att;
+  Mat<Real> out;
+  template <class M>
+  KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
+    constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK;
+    const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb;
+    const CMat<Real>& qkv = c.qkv;
+    const int bh = team::league(tm) / nqb;  // b*H + h
+    const int b = bh / H, h = bh % H;
+    const int t0 = team::league(tm) % nqb * QB;  // query rows t0..t0+nq-1
+    const int nq = T - t0 < QB ? T - t0 : QB;
+    const int kend = t0 + nq;  // keys 0..kend-1 are seen by some query of the block
+    const int row0 = b * T, arow = bh * T;
+    const int qo = h * hs, vo = 2 * C + h * hs;
+    const auto ks = team::scratch<Real>(tm, c.level, c.n_el);  // (KB, ld): V
+    const auto ps = ks + KB * ld;                              // (QB, KB)
+    const auto acc = ps + QB * KB;                             // (QB, hs)
     team::threads(tm, QB * hs, [&](const int e) { acc[e] = 0; });
     for (int k0 = 0; k0 < kend; k0 += KB) {
       const int kb = kend - k0 < KB ? kend - k0 : KB;
@@ -237,7 +272,7 @@ struct DkvBody {
   template <class M>
   KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
     [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
-                                   L = rowred::kLanes;
+                                   QD = Tiles<Real>::kQD, L = rowred::kLanes;
     [[maybe_unused]] const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb, nkb = c.nkb,
                                level = c.level;
     [[maybe_unused]] const int n_el = c.n_el;
@@ -250,17 +285,17 @@ struct DkvBody {
     const int row0 = b * T, arow = bh * T;
     const int qo = h * hs, ko = C + h * hs, vo = 2 * C + h * hs;
     const auto vs = team::scratch<Real>(tm, level, n_el);  // (KB2, ld)
-    const auto qs = vs + KB2 * ld;                         // (QB, ld)
-    const auto ds = qs + QB * ld;                          // (QB, ld)
-    const auto ps = ds + QB * ld;                          // (QB, KB2) dpre
-    const auto as = ps + QB * KB2;                         // (QB, KB2) att
-    const auto rd = as + QB * KB2;                         // (QB)
-    const auto dk = rd + QB;                               // (KB2, hs)
+    const auto qs = vs + KB2 * ld;                         // (QD, ld)
+    const auto ds = qs + QD * ld;                          // (QD, ld)
+    const auto ps = ds + QD * ld;                          // (QD, KB2) dpre
+    const auto as = ps + QD * KB2;                         // (QD, KB2) att
+    const auto rd = as + QD * KB2;                         // (QD)
+    const auto dk = rd + QD;                               // (KB2, hs)
     const auto dv = dk + KB2 * hs;                         // (KB2, hs)
     team::threads(tm, nk * hs, [&](const int e) { vs[e / hs * ld + e % hs] = qkv(row0 + s0 + e / hs, vo + e % hs); });
     team::threads(tm, KB2 * hs, [&](const int e) { dk[e] = dv[e] = 0; });
-    for (int t0 = s0 / QB * QB; t0 < T; t0 += QB) {  // query tiles holding queries >= s0
-      const int nq = T - t0 < QB ? T - t0 : QB;
+    for (int t0 = s0 / QD * QD; t0 < T; t0 += QD) {  // query tiles holding queries >= s0
+      const int nq = T - t0 < QD ? T - t0 : QD;
       team::barrier(tm);
       team::threads(tm, nq * hs, [&](const int e) {
         qs[e / hs * ld + e % hs] = qkv(row0 + t0 + e / hs, qo + e % hs);
@@ -364,7 +399,7 @@ struct DqBody {
 
 template <class Real>
 std::size_t forward_scratch_bytes(int hs) {
-  return Scratch<Real>::shmem_size(forward_elems<Real>(hs));
+  return Scratch<Real>::shmem_size(std::max(forward_elems<Real>(hs), out_elems<Real>(hs)));
 }
 
 template <class Real>
@@ -393,7 +428,13 @@ void forward(int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real
   const team::Shape shape =
       attention_shape(team::launch_target(), B * H * nqb, bytes, "Attention::forward (device path)");
   const Common<Real> c{T, C, H, hs, nqb, 0, shape.level, n_el, scale, qkv};
-  team::launch("Attention::forward_device", shape, ForwardBody<Real>{c, att, out});
+  team::launch<kGpuTeam, kMinTeams>("Attention::forward_device", shape, ForwardBody<Real>{c, att});
+  // 2. out = att V, a team per (b, h, QB queries)
+  const int n_out = out_elems<Real>(hs);
+  const team::Shape out_shape = attention_shape(team::launch_target(), B * H * nqb, Scratch<Real>::shmem_size(n_out),
+                                                "Attention::forward (device path)");
+  const Common<Real> co{T, C, H, hs, nqb, 0, out_shape.level, n_out, scale, qkv};
+  team::launch<kGpuTeam, kMinTeams>("Attention::forward_out_device", out_shape, OutBody<Real>{co, att, out});
 }
 
 template <class Real>
@@ -413,7 +454,7 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
     const team::Shape shape =
         attention_shape(team::launch_target(), B * H * nqb, bytes, "Attention::backward_input (device path)");
     const Common<Real> c{T, C, H, hs, nqb, nkb, shape.level, n_el, scale, qkv};
-    team::launch("Attention::backward_rowdot_device", shape, RowdotBody<Real>{c, att, dout, dqkv});
+    team::launch<kGpuTeam, kMinTeams>("Attention::backward_rowdot_device", shape, RowdotBody<Real>{c, att, dout, dqkv});
   }
 
   // 2. dk_t2[i] = fma chain over t = t2..T-1 of dpre(t,t2) q_t[i]; dv_t2[i] likewise of att(t,t2)
@@ -424,7 +465,7 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
     const team::Shape shape =
         attention_shape(team::launch_target(), B * H * nkb, bytes, "Attention::backward_input (device path)");
     const Common<Real> c{T, C, H, hs, nqb, nkb, shape.level, n_el, scale, qkv};
-    team::launch("Attention::backward_dkv_device", shape, DkvBody<Real>{c, att, dout, dqkv});
+    team::launch<kGpuTeam, kMinTeams>("Attention::backward_dkv_device", shape, DkvBody<Real>{c, att, dout, dqkv});
   }
 
   // 3. dq_t[i] = fma chain over t2 = 0..t of dpre(t,t2) k_t2[i]. One team per (b, h, QB queries);
@@ -435,7 +476,7 @@ void backward_input(int B, int T, int C, int H, CMat<Real> qkv, CMat<Real> att, 
     const team::Shape shape =
         attention_shape(team::launch_target(), B * H * nqb, bytes, "Attention::backward_input (device path)");
     const Common<Real> c{T, C, H, hs, nqb, nkb, shape.level, n_el, scale, qkv};
-    team::launch("Attention::backward_dq_device", shape, DqBody<Real>{c, att, dout, dqkv});
+    team::launch<kGpuTeam, kMinTeams>("Attention::backward_dq_device", shape, DqBody<Real>{c, att, dout, dqkv});
   }
 }
 

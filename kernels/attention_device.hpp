@@ -9,6 +9,9 @@
 namespace minipipe {
 namespace attention_device {
 
+// Threads of a team of every attention kernel on a GPU.
+constexpr int kGpuTeam = 256;
+
 // Largest level-0 scratch of the forward and of the backward kernels for head size hs, in bytes.
 template <class Real>
 std::size_t forward_scratch_bytes(int hs);

@@ -7,6 +7,7 @@
 
 #include "detmath.hpp"
 #include "row_reduce.hpp"
+#include "team.hpp"
 #include "types.hpp"
 
 namespace minipipe {
@@ -123,13 +124,18 @@ KOKKOS_INLINE_FUNCTION Real scale_of(int C, int H) {
   return Real(1) / sqrt_exact(static_cast<Real>(C / H));
 }
 
+// Their range policy: at most 256 threads a block and one block an SM / CU, so a GPU compiler may
+// give a row's thread the registers of its lane partials (unbounded, HIP compiles for 1024-thread
+// blocks, at most 128 VGPRs: backward's rowdot spilled 94 for double on gfx90a).
+using RowPolicy = Kokkos::RangePolicy<ExecSpace, team::LaunchBounds<256, 1>>;
+
 // The order as kernels, one thread per row (labels: prefix + "forward_rows", ...): Attention's
 // path for heads too large for team scratch, and what the tests compare every path with.
 template <class Real>
 void forward(const std::string& prefix, int B, int T, int C, int H, CMat<Real> qkv, Mat<Real> att, Mat<Real> out) {
   const Real scale = scale_of<Real>(C, H);
   Kokkos::parallel_for(
-      prefix + "forward_rows", Kokkos::RangePolicy<ExecSpace>(0, B * H * T),
+      prefix + "forward_rows", RowPolicy(0, B * H * T),
       KOKKOS_LAMBDA(const int r) { forward_row<Real>(r, T, C, H, scale, qkv, att, out); });
 }
 
@@ -141,17 +147,17 @@ void backward_input(const std::string& prefix, int B, int T, int C, int H, CMat<
   const Real scale = scale_of<Real>(C, H);
   const int rows = B * H * T, hs = C / H;
   Kokkos::parallel_for(
-      prefix + "backward_rowdot_rows", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(const int r) {
+      prefix + "backward_rowdot_rows", RowPolicy(0, rows), KOKKOS_LAMBDA(const int r) {
         const int nq = (r / (H * T)) * T + r % T, qo = ((r / T) % H) * hs;
         dqkv(nq, qo) = rowdot<Real>(r, T, C, H, qkv, att, dout);
       });
   Kokkos::parallel_for(
-      prefix + "backward_dkv_rows", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(const int r) {
+      prefix + "backward_dkv_rows", RowPolicy(0, rows), KOKKOS_LAMBDA(const int r) {
         auto parked = [&](const int rq) { return dqkv((rq / (H * T)) * T + rq % T, ((rq / T) % H) * hs); };
         dkv_row<Real>(r, T, C, H, scale, qkv, att, dout, dqkv, parked);
       });
   Kokkos::parallel_for(
-      prefix + "backward_dq_rows", Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(const int r) {
+      prefix + "backward_dq_rows", RowPolicy(0, rows), KOKKOS_LAMBDA(const int r) {
         const int nq = (r / (H * T)) * T + r % T, qo = ((r / T) % H) * hs;
         dq_row<Real>(r, T, C, H, scale, qkv, att, dout, dqkv, dqkv(nq, qo));
       });

@@ -16,6 +16,9 @@
 namespace minipipe {
 
 namespace {
+// Where MemSpace is not host-accessible (a GPU) use_device_path() is always true (kernel_path.cpp).
+constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible;
+
 // Row n's max and sum of exp(logit - max) in rowred's canonical order (deterministic mode), as a
 // host loop and as a team kernel: the same partials and tree, so the same bits. Forward and
 // backward share them.
@@ -117,27 +120,31 @@ void CrossEntropy<Real>::forward(Mode mode, CMat<Real> logits, CIdx targets, Vec
   const double nv = double(N) * V, sz = sizeof(Real);
   counters::WorkScope work("CrossEntropy::forward", 4 * nv, sz * (nv + N) + 4.0 * N);
   if (mode == Mode::deterministic && use_device_path()) {
-    team::launch("CrossEntropy::forward_device",
-                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<Real>(rowred::kLanes)),
-                 Forward<Real, true>{logits, targets, losses, V});
+    team::launch<rowred::kLanes, rowred::kRowMinTeams>(
+        "CrossEntropy::forward_device",
+        rowred::row_shape(team::launch_target(), N, team::scratch_bytes<Real>(rowred::kLanes)),
+        Forward<Real, true>{logits, targets, losses, V});
     return;
   }
-  if (!use_device_path()) {  // host, both modes
-    Kokkos::parallel_for(
-        "CrossEntropy::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,V)
-          const int tgt = targets(n);
-          if (tgt < 0) {
-            losses(n) = 0;
-            return;
-          }
-          Real mx, sum;
-          row_max_sumexp(logits, n, V, mx, sum);
-          losses(n) = det::log(sum) - (logits(n, tgt) - mx);
-        });
-    return;
+  if constexpr (kHostAccessible) {  // a GPU never takes the host path: not compiled for it
+    if (!use_device_path()) {       // host, both modes
+      Kokkos::parallel_for(
+          "CrossEntropy::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,V)
+            const int tgt = targets(n);
+            if (tgt < 0) {
+              losses(n) = 0;
+              return;
+            }
+            Real mx, sum;
+            row_max_sumexp(logits, n, V, mx, sum);
+            losses(n) = det::log(sum) - (logits(n, tgt) - mx);
+          });
+      return;
+    }
   }
-  team::launch("CrossEntropy::forward", rowred::row_shape(team::launch_target(), N, 0),
-               Forward<Real, false>{logits, targets, losses, V});
+  team::launch<rowred::kLanes, rowred::kRowMinTeams>("CrossEntropy::forward",
+                                                     rowred::row_shape(team::launch_target(), N, 0),
+                                                     Forward<Real, false>{logits, targets, losses, V});
 }
 
 template <class Real>
@@ -175,30 +182,34 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
   const double nv = double(N) * V, sz = sizeof(Real);
   counters::WorkScope work("CrossEntropy::backward_input", 7 * nv, sz * 2 * nv + 4.0 * N);
   if (mode == Mode::deterministic && use_device_path()) {
-    team::launch("CrossEntropy::backward_input_device",
-                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<Real>(rowred::kLanes)),
-                 BackwardInput<Real, true>{logits, targets, dlogits, scale, V});
+    team::launch<rowred::kLanes, rowred::kRowMinTeams>(
+        "CrossEntropy::backward_input_device",
+        rowred::row_shape(team::launch_target(), N, team::scratch_bytes<Real>(rowred::kLanes)),
+        BackwardInput<Real, true>{logits, targets, dlogits, scale, V});
     return;
   }
-  if (!use_device_path()) {  // host, both modes
-    Kokkos::parallel_for(
-        "CrossEntropy::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
-          const int tgt = targets(n);
-          if (tgt < 0) {
-            for (int v = 0; v < V; ++v) dlogits(n, v) = 0;
-            return;
-          }
-          Real mx, sum;
-          row_max_sumexp(logits, n, V, mx, sum);  // the same bits as forward's
-          for (int v = 0; v < V; ++v) {
-            const Real p = det::exp(logits(n, v) - mx) / sum;
-            dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
-          }
-        });
-    return;
+  if constexpr (kHostAccessible) {  // a GPU never takes the host path: not compiled for it
+    if (!use_device_path()) {       // host, both modes
+      Kokkos::parallel_for(
+          "CrossEntropy::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
+            const int tgt = targets(n);
+            if (tgt < 0) {
+              for (int v = 0; v < V; ++v) dlogits(n, v) = 0;
+              return;
+            }
+            Real mx, sum;
+            row_max_sumexp(logits, n, V, mx, sum);  // the same bits as forward's
+            for (int v = 0; v < V; ++v) {
+              const Real p = det::exp(logits(n, v) - mx) / sum;
+              dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+            }
+          });
+      return;
+    }
   }
-  team::launch("CrossEntropy::backward_input", rowred::row_shape(team::launch_target(), N, 0),
-               BackwardInput<Real, false>{logits, targets, dlogits, scale, V});
+  team::launch<rowred::kLanes, rowred::kRowMinTeams>("CrossEntropy::backward_input",
+                                                     rowred::row_shape(team::launch_target(), N, 0),
+                                                     BackwardInput<Real, false>{logits, targets, dlogits, scale, V});
 }
 
 template struct CrossEntropy<float>;

@@ -193,29 +193,33 @@ void LayerNorm<T>::forward(Mode mode, CMat<T> x, CVec<T> w, CVec<T> b, Mat<T> ou
   const T Cf = static_cast<T>(C);
   const T eps = static_cast<T>(kEps);
   if (mode == Mode::deterministic && use_device_path()) {
-    team::launch("LayerNorm::forward_device",
-                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<T>(rowred::kLanes)),
-                 ForwardDet<T>{x, w, b, out, mean, rstd, C, Cf, eps});
+    team::launch<rowred::kLanes, rowred::kRowMinTeams>(
+        "LayerNorm::forward_device",
+        rowred::row_shape(team::launch_target(), N, team::scratch_bytes<T>(rowred::kLanes)),
+        ForwardDet<T>{x, w, b, out, mean, rstd, C, Cf, eps});
     return;
   }
-  if (!use_device_path()) {  // host, both modes: see the file header
-    Kokkos::parallel_for(
-        "LayerNorm::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,C)
-          const T s = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) { return a + x(n, c); });
-          const T m = s / Cf;
-          const T v = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) {
-            const T d = x(n, c) - m;
-            return fma_exact(d, d, a);
+  if constexpr (kHostAccessible) {  // a GPU never takes the host path: not compiled for it
+    if (!use_device_path()) {       // host, both modes: see the file header
+      Kokkos::parallel_for(
+          "LayerNorm::forward", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {  // row n of (N,C)
+            const T s = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) { return a + x(n, c); });
+            const T m = s / Cf;
+            const T v = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) {
+              const T d = x(n, c) - m;
+              return fma_exact(d, d, a);
+            });
+            const T r = T(1) / sqrt_exact(v / Cf + eps);
+            for (int c = 0; c < C; ++c) out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c);
+            mean(n) = m;
+            rstd(n) = r;
           });
-          const T r = T(1) / sqrt_exact(v / Cf + eps);
-          for (int c = 0; c < C; ++c) out(n, c) = ((x(n, c) - m) * r) * w(c) + b(c);
-          mean(n) = m;
-          rstd(n) = r;
-        });
-    return;
+      return;
+    }
   }
-  team::launch("LayerNorm::forward", rowred::row_shape(team::launch_target(), N, 0),
-               ForwardFast<T>{x, w, b, out, mean, rstd, C, Cf, eps});
+  team::launch<rowred::kLanes, rowred::kRowMinTeams>("LayerNorm::forward",
+                                                     rowred::row_shape(team::launch_target(), N, 0),
+                                                     ForwardFast<T>{x, w, b, out, mean, rstd, C, Cf, eps});
 }
 
 template <class T>
@@ -235,30 +239,34 @@ void LayerNorm<T>::backward_input(Mode mode, CMat<T> x, CVec<T> w, CVec<T> mean,
   const T Cf = static_cast<T>(C);
   // sg = sum of g = dout * w, sgx = sum of g * xhat, both in rowred's order.
   if (mode == Mode::deterministic && use_device_path()) {
-    team::launch("LayerNorm::backward_input_device",
-                 rowred::row_shape(team::launch_target(), N, team::scratch_bytes<T>(rowred::kLanes)),
-                 BackwardInput<T, true>{x, dout, w, mean, rstd, dx, C, Cf});
+    team::launch<rowred::kLanes, rowred::kRowMinTeams>(
+        "LayerNorm::backward_input_device",
+        rowred::row_shape(team::launch_target(), N, team::scratch_bytes<T>(rowred::kLanes)),
+        BackwardInput<T, true>{x, dout, w, mean, rstd, dx, C, Cf});
     return;
   }
-  if (!use_device_path()) {  // host, both modes
-    Kokkos::parallel_for(
-        "LayerNorm::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
-          const T m = mean(n);
-          const T r = rstd(n);
-          const T sg = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) { return a + dout(n, c) * w(c); });
-          const T sgx = rowred::reduce<rowred::Sum, T>(
-              C, [&](int c, T a) { return fma_exact(dout(n, c) * w(c), (x(n, c) - m) * r, a); });
-          const T mg = sg / Cf;
-          const T mgx = sgx / Cf;
-          for (int c = 0; c < C; ++c) {
-            const T xhat = (x(n, c) - m) * r;
-            dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
-          }
-        });
-    return;
+  if constexpr (kHostAccessible) {  // a GPU never takes the host path: not compiled for it
+    if (!use_device_path()) {       // host, both modes
+      Kokkos::parallel_for(
+          "LayerNorm::backward_input", Kokkos::RangePolicy<ExecSpace>(0, N), KOKKOS_LAMBDA(const int n) {
+            const T m = mean(n);
+            const T r = rstd(n);
+            const T sg = rowred::reduce<rowred::Sum, T>(C, [&](int c, T a) { return a + dout(n, c) * w(c); });
+            const T sgx = rowred::reduce<rowred::Sum, T>(
+                C, [&](int c, T a) { return fma_exact(dout(n, c) * w(c), (x(n, c) - m) * r, a); });
+            const T mg = sg / Cf;
+            const T mgx = sgx / Cf;
+            for (int c = 0; c < C; ++c) {
+              const T xhat = (x(n, c) - m) * r;
+              dx(n, c) = r * ((dout(n, c) * w(c) - mg) - xhat * mgx);
+            }
+          });
+      return;
+    }
   }
-  team::launch("LayerNorm::backward_input", rowred::row_shape(team::launch_target(), N, 0),
-               BackwardInput<T, false>{x, dout, w, mean, rstd, dx, C, Cf});
+  team::launch<rowred::kLanes, rowred::kRowMinTeams>("LayerNorm::backward_input",
+                                                     rowred::row_shape(team::launch_target(), N, 0),
+                                                     BackwardInput<T, false>{x, dout, w, mean, rstd, dx, C, Cf});
 }
 
 template <class T>

@@ -112,6 +112,11 @@ inline int row_team(team::Target target) {
   return target == team::Target::host ? team::kAuto : kLanes;
 }
 
+// Launch bounds of the row kernels (team::launch<kLanes, kRowMinTeams>): teams of kLanes threads, as
+// many resident as 25% occupancy needs. Unbounded, a HIP kernel is compiled for 1024-thread
+// workgroups (at most 128 VGPRs), where LayerNorm's deterministic backward-input for double spilled.
+constexpr unsigned kRowMinTeams = team::quarter_occupancy_teams(kLanes);
+
 // The launch shape of a row kernel (LayerNorm, cross-entropy, both modes): a team per row, with
 // `scratch` bytes of level-0 scratch a team.
 inline team::Shape row_shape(team::Target target, int rows, std::size_t scratch) {

@@ -10,6 +10,8 @@
 // "Launch shapes in CI"). Functors, not generic lambdas: nvcc accepts no generic extended lambda.
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "types.hpp"
@@ -66,9 +68,12 @@ KOKKOS_FORCEINLINE_FUNCTION void barrier(const Member& m) {
   m.team_barrier();
 }
 // The team's next n elements of T of scratch at `level` (every thread carves the same sequence).
+// Kokkos is asked for a constant level: indexed by a run-time level, its per-level scratch array
+// went to the stack on gfx90a (24 B a lane in every attention body; scripts/device_budgets.sh).
 template <class T>
 KOKKOS_FORCEINLINE_FUNCTION T* scratch(const Member& m, int level, std::size_t n) {
-  return ScratchView<T>(m.team_scratch(level), n).data();
+  if (level == 0) return ScratchView<T>(m.team_scratch(0), n).data();
+  return ScratchView<T>(m.team_scratch(1), n).data();
 }
 // The same as a plain pointer, for host-path bodies that hand scratch to host SIMD helpers (the
 // simulated executor checks the carve, not each access).
@@ -125,13 +130,46 @@ struct KokkosBody {
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const Member& m) const { body(m); }
 };
 
+// Teams of `threads` threads that one SM (CUDA) or CU (HIP) must hold for 25% theoretical
+// occupancy, the hot kernels' target (docs/device-path.md): sm_90 16 of its 64 warps of 32; gfx90a
+// 8 of its 32 wave slots of 64 (8 a SIMD, 4 SIMDs).
+constexpr unsigned quarter_occupancy_teams(unsigned threads) {
+#if defined(KOKKOS_ENABLE_HIP)
+  constexpr unsigned wave = 64, slots = 8;
+#else
+  constexpr unsigned wave = 32, slots = 16;
+#endif
+  const unsigned per_team = (threads + wave - 1) / wave;
+  return (slots + per_team - 1) / per_team;
+}
+
+// Kokkos::LaunchBounds' second argument for MinTeams resident teams of MaxThreads threads. CUDA reads
+// it as blocks per SM; HIP's __launch_bounds__ passes it on as amdgpu_waves_per_eu, waves per SIMD
+// (Kokkos' HIP block-size deduction reads it so too), so a team of w waves needs MinTeams x w / 4.
+constexpr unsigned launch_bounds_min(unsigned max_threads, unsigned min_teams) {
+#if defined(KOKKOS_ENABLE_HIP)
+  return min_teams == 0 ? 0u : (min_teams * ((max_threads + 63) / 64) + 3) / 4;
+#else
+  (void)max_threads;
+  return min_teams;
+#endif
+}
+
+// Kokkos::LaunchBounds for MinTeams resident teams (blocks) of MaxThreads threads, on either GPU.
+template <unsigned MaxThreads, unsigned MinTeams>
+using LaunchBounds = Kokkos::LaunchBounds<MaxThreads, launch_bounds_min(MaxThreads, MinTeams)>;
+
 // Runs body on every team of `s` (Kokkos, or the simulated executor when it is on). MaxThreads and
 // MinTeams become Kokkos::LaunchBounds (0: none): a GPU compiler then keeps a thread within the
 // registers that MinTeams resident teams of MaxThreads threads leave it (scripts/device_budgets.sh).
+// Without them (0, 0) a HIP kernel is compiled for 1024-thread workgroups: at most 128 VGPRs.
 template <unsigned MaxThreads = 0, unsigned MinTeams = 0, class Body>
 void launch(const char* label, const Shape& s, const Body& body) {
-  using Bounded = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<MaxThreads, MinTeams>>;
+  using Bounded = Kokkos::TeamPolicy<ExecSpace, LaunchBounds<MaxThreads, MinTeams>>;
   static_assert(std::is_same<typename Bounded::member_type, Member>::value, "launch bounds change no member type");
+  if (MaxThreads != 0 && s.team > static_cast<int>(MaxThreads))  // a GPU refuses the launch
+    throw std::invalid_argument(std::string(label) + ": team of " + std::to_string(s.team) +
+                                " threads, above the kernel's launch bound of " + std::to_string(MaxThreads));
 #ifdef MINIPIPE_TEAM_SIM_ON
   if (sim::active()) {
     sim::run(label, s, body);

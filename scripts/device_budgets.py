@@ -29,7 +29,7 @@ import sys
 # launched through team::launch (kernels/team.hpp); its GPU shape (team::Target::gpu) comes from
 # one function per kernel, mirrored here:
 #   gemm_detail::GemmTeamBody      gemm_shape: DeviceTile<T>::kGpuTeam = 256; device_scratch_bytes<T>(256)
-#   attention_device::*Body        attention_shape: 128; Scratch<Real>::shmem_size(*_elems(hs))
+#   attention_device::*Body        attention_shape: kGpuTeam = 256; Scratch<Real>::shmem_size(*_elems(hs))
 #   LayerNorm, CrossEntropy rows   rowred::row_shape: rowred::kLanes = 32 threads; kLanes values
 #     (ForwardDet, Forward<T, true>, BackwardInput<T, true>; fast mode's ForwardFast, Forward<T,
 #     false>, BackwardInput<T, false>: 32 threads, no scratch)
@@ -52,37 +52,43 @@ def _gemm_scratch(t):  # device_scratch_bytes<T>(256): one carve of 2 x KT x (TY
     return _view_scratch(2 * kt * (16 * rm + 16 * rn), t)
 
 
-def _att(t):  # Tiles<Real>: kQ = kK = 128 / sizeof, kKB = 64 / sizeof
-    return 128 // t, 128 // t, 64 // t
+def _att(t):  # Tiles<Real>: kQ = 128 / sizeof, kK = kKB = kQD = 64 / sizeof
+    return 128 // t, 64 // t, 64 // t, 64 // t
 
 
 def _att_forward(t, hs):
-    q, k, _ = _att(t)
-    return _view_scratch(q * (hs + 1) + k * (hs + 1) + q * k + q * hs + q + q * LANES, t)
+    q, k, _, _ = _att(t)
+    return _view_scratch(q * (hs + 1) + k * (hs + 1) + q + q * LANES, t)
+
+
+def _att_out(t, hs):
+    q, k, _, _ = _att(t)
+    return _view_scratch(k * (hs + 1) + q * k + q * hs, t)
 
 
 def _att_rowdot(t, hs):
-    q, k, _ = _att(t)
+    q, k, _, _ = _att(t)
     return _view_scratch(q * (hs + 1) + k * (hs + 1) + q * k + q * LANES, t)
 
 
 def _att_dkv(t, hs):
-    q, _, kb = _att(t)
-    return _view_scratch(kb * (hs + 1) + 2 * q * (hs + 1) + 2 * q * kb + q + 2 * kb * hs, t)
+    _, _, kb, qd = _att(t)
+    return _view_scratch(kb * (hs + 1) + 2 * qd * (hs + 1) + 2 * qd * kb + qd + 2 * kb * hs, t)
 
 
 def _att_dq(t, hs):
-    q, _, kb = _att(t)
+    q, _, kb, _ = _att(t)
     return _view_scratch(q * (hs + 1) + 2 * kb * (hs + 1) + q * kb + q + q * hs, t)
 
 
 HOT, FALLBACK, HOST, OTHER, LIBRARY = "hot", "fallback", "host path", "device", "Kokkos Kernels"
 LAUNCH_SHAPES = [
     (r"^gemm_detail::GemmTeamBody<.*> team$", 256, lambda t, hs: _gemm_scratch(t), HOT),
-    (r"^attention_device::ForwardBody<.*> team$", 128, _att_forward, HOT),
-    (r"^attention_device::RowdotBody<.*> team$", 128, _att_rowdot, HOT),
-    (r"^attention_device::DkvBody<.*> team$", 128, _att_dkv, HOT),
-    (r"^attention_device::DqBody<.*> team$", 128, _att_dq, HOT),
+    (r"^attention_device::ForwardBody<.*> team$", 256, _att_forward, HOT),
+    (r"^attention_device::OutBody<.*> team$", 256, _att_out, HOT),
+    (r"^attention_device::RowdotBody<.*> team$", 256, _att_rowdot, HOT),
+    (r"^attention_device::DkvBody<.*> team$", 256, _att_dkv, HOT),
+    (r"^attention_device::DqBody<.*> team$", 256, _att_dq, HOT),
     # deterministic row kernels: kLanes values of scratch for the canonical tree
     (r"^layernorm\.cpp: (ForwardDet<.*>|BackwardInput<.*, true>) team$", LANES,
      lambda t, hs: _view_scratch(LANES, t), HOT),
@@ -130,10 +136,12 @@ SM90 = dict(regs_sm=65536, regs_block=65536, max_regs=255, reg_unit=256, subpart
 # code object's vgpr_count on gfx90a is the unified count, allocated in units of 8); at most 8 waves
 # per SIMD; SGPRs (the remark's count includes VCC, FLAT_SCRATCH, XNACK_MASK) limit a SIMD to 8
 # waves up to 100 a wave and 7 above (LLVM's AMDGPU occupancy table for gfx9, which the compiler's
-# own "Occupancy [waves/SIMD]" remark applies); 64 KB of LDS per CU shared by the CU's workgroups;
-# 1024 threads per workgroup, whose waves are spread over the CU's 4 SIMDs.
+# own "Occupancy [waves/SIMD]" remark applies); 64 KB of LDS per CU shared by the CU's workgroups,
+# allocated in units of 128 dwords (512 B: the code object's LDS_SIZE granule on gfx7 to gfx9); 1024
+# threads per workgroup, whose waves are spread over the CU's 4 SIMDs; at most 16 workgroups of
+# more than one wave a CU (hardware barriers; LLVM's getMaxWorkGroupsPerCU).
 GFX90A = dict(vgprs=512, vgpr_unit=8, max_waves=8, sgpr_waves=((100, 8),), sgpr_min_waves=7, simds=4, wave=64,
-              lds_cu=64 * 1024, max_threads=1024)
+              lds_cu=64 * 1024, lds_unit=512, max_threads=1024, max_barrier_wgs=16)
 
 
 def round_up(x, m):
@@ -170,11 +178,12 @@ def gfx90a_waves(vgprs, sgprs, threads, lds):
     by_vgpr = min(a["max_waves"], a["vgprs"] // round_up(max(vgprs, 1), a["vgpr_unit"]))
     by_sgpr = next((w for limit, w in a["sgpr_waves"] if sgprs <= limit), a["sgpr_min_waves"])
     # whole workgroups per CU: a workgroup's waves take wave slots of the CU's SIMDs
+    slots = a["max_waves"] * a["simds"] // waves_wg
     limits = {
-        "waves": a["max_waves"] * a["simds"] // waves_wg,
+        "waves": slots if waves_wg == 1 else min(slots, a["max_barrier_wgs"]),
         "vgprs": by_vgpr * a["simds"] // waves_wg,
         "sgprs": by_sgpr * a["simds"] // waves_wg,
-        "lds": a["lds_cu"] // lds if lds > 0 else a["max_waves"] * a["simds"],
+        "lds": a["lds_cu"] // round_up(lds, a["lds_unit"]) if lds > 0 else a["max_waves"] * a["simds"],
     }
     wgs = min(limits.values())
     waves = wgs * waves_wg / a["simds"]
@@ -524,6 +533,12 @@ def self_test():
     expect("gfx90a 16 vgprs x 64", gfx90a_waves(16, 16, 64, 0)[0], 8)
     # a 128-thread team (2 waves) with 34 KB of LDS: one a CU, its 2 waves on 2 of the 4 SIMDs
     expect("gfx90a 2-wave team, 34 KB LDS", gfx90a_waves(56, 96, 128, 34 * 1024), (0.5, "lds"))
+    # LDS in units of 512 B: 16385 B a workgroup takes 16896, three a CU, not four
+    expect("gfx90a LDS granule", gfx90a_waves(32, 32, 256, 16385), (3, "lds"))
+    expect("gfx90a LDS at a granule", gfx90a_waves(32, 32, 256, 16384), (4, "lds"))
+    # one-wave workgroups: 32 a CU (8 a SIMD); two-wave ones at most 16 a CU (barriers)
+    expect("gfx90a 1-wave teams", gfx90a_waves(32, 32, 32, 0), (8, "waves"))
+    expect("gfx90a 2-wave teams", gfx90a_waves(32, 32, 128, 0), (8, "waves"))
     # SGPRs (LLVM's table for gfx9): 100 a wave still 8 waves per SIMD, 101 seven
     expect("gfx90a 100 sgprs", gfx90a_waves(32, 100, 256, 0), (8, "waves"))
     expect("gfx90a 101 sgprs", gfx90a_waves(32, 101, 256, 0), (7, "sgprs"))
@@ -606,8 +621,9 @@ def self_test():
     expect("a lambda of an internal function", short_name(internal, "linear.cpp"),
            "linear.cpp: hold_samples<double> range#2 (int)")
     expect("a body in a named namespace", short_name(ns, "attention_device.cpp"), "attention_device::DkvBody<float> team")
-    expect("attention dk/dv shape", launch_shape("attention_device::DkvBody<float> team", 4)[:2], (128, 33220))
-    expect("attention forward shape", launch_shape("attention_device::ForwardBody<float> team", 4)[:2], (128, 33156))
+    expect("attention dk/dv shape", launch_shape("attention_device::DkvBody<float> team", 4)[:2], (256, 22788))
+    expect("attention forward shape", launch_shape("attention_device::ForwardBody<float> team", 4)[:2], (256, 16708))
+    expect("attention out shape", launch_shape("attention_device::OutBody<float> team", 4)[:2], (256, 14404))
     functor = ("void Kokkos::Impl::cuda_parallel_launch_local_memory<Kokkos::Impl::ParallelFor<minipipe::GemmTeam<"
                "float>, Kokkos::TeamPolicy<Kokkos::Cuda>, Kokkos::Cuda> >(Kokkos::Impl::ParallelFor<int>)")
     expect("a named team functor", short_name(functor), "GemmTeam<float> team")

@@ -75,13 +75,12 @@ build() {
   while IFS= read -r o; do
     [ -s "$reports/$(basename "$o" .o).log" ] || rm -f "$o"
   done < <(find "$dir/kernels" -name '*.o' 2>/dev/null)
-  if ! ninja -C "$dir" -j "$jobs" minipipe_kernels >>"$log" 2>&1; then
-    echo "device_budgets.sh: building minipipe_kernels for $be failed; see $log" >&2
-    grep -m 20 -i 'error' "$log" >&2
-    return 3
-  fi
+  local built=0
+  ninja -C "$dir" -j "$jobs" minipipe_kernels >>"$log" 2>&1 || built=$?
   # ninja (output not a terminal) prints "[i/n] Building CXX object .../<unit>.o" when a unit is
-  # done, followed by what its compiler printed
+  # done, followed by what its compiler printed. Kept even when another unit failed: a unit that
+  # compiled has a new object, so the next run would not compile it again and would otherwise
+  # read its old report.
   python3 - "$log" "$reports" <<'EOF'
 import os, re, sys
 log, reports = sys.argv[1], sys.argv[2]
@@ -96,9 +95,16 @@ for line in open(log, errors="replace"):
     if unit:
         chunks[unit].append(line)
 for unit, lines in chunks.items():
+    if any(re.search(r"\berror\b", l) for l in lines):
+        continue  # a unit that failed has no new object: no report
     with open(os.path.join(reports, unit + ".log"), "w") as f:
         f.write("".join(lines) or "(no kernel)\n")
 EOF
+  if [ "$built" -ne 0 ]; then
+    echo "device_budgets.sh: building minipipe_kernels for $be failed; see $log" >&2
+    grep -m 20 -i 'error' "$log" >&2
+    return 3
+  fi
   # each unit's part after a line naming it: device_budgets.py names a body of an anonymous
   # namespace by its unit (two units may use one name)
   local r

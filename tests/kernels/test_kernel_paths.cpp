@@ -443,5 +443,19 @@ TEST(KernelPath, DeviceScratchFitsLevel0AtGpt2Shapes) {
               gemm_det_device_scratch_bytes<float>());
 }
 
+// Occupancy of the attention kernels on gfx90a, whose CU has 64 KB of LDS for all its teams: at
+// GPT-2's head size two teams of attention_device::kGpuTeam threads (4 waves each, 2 a SIMD: 25%
+// occupancy) must fit, each with its tiles and the 8 x (team + 2) bytes Kokkos adds to a team kernel.
+// The 32 x 32 float tiles of the forward took 33 KB: one team a CU (scripts/device_budgets.sh).
+TEST(KernelPath, AttentionScratchFitsTwoTeamsPerGfx90aCu) {
+  constexpr std::size_t kHalfCu = 32 * 1024;
+  const std::size_t kokkos = 8 * (attention_device::kGpuTeam + 2);
+  const int hs = 768 / 12;
+  EXPECT_LE(attention_device::forward_scratch_bytes<float>(hs) + kokkos, kHalfCu);
+  EXPECT_LE(attention_device::backward_scratch_bytes<float>(hs) + kokkos, kHalfCu);
+  EXPECT_LE(attention_device::forward_scratch_bytes<double>(hs) + kokkos, kHalfCu);
+  EXPECT_LE(attention_device::backward_scratch_bytes<double>(hs) + kokkos, kHalfCu);
+}
+
 }  // namespace
 }  // namespace minipipe
