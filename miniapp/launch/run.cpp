@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -350,6 +351,35 @@ void choose_splits(RunSetup& su, MPI_Comm* comm) {
   }
 }
 
+// The hierarchical all-reduce's form as each replica group's reducer picks it (grad_reduce.hpp):
+// two-level where the group's nodes (blocks of ranks_per_node job ranks) hold equally many of its
+// ranks, else the leader form. With MPI's shared-memory nodes only the reducers see the nodes.
+std::string hierarchical_form(const RunSetup& su) {
+  const std::string two = "two-level: node reduce-scatter, shard all-reduce across nodes, node all-gather";
+  const std::string leader = "node reduce, leaders all-reduce, node broadcast";
+  const int rpn = su.reduce.ranks_per_node;
+  if (rpn <= 0) return two + "; leader form (" + leader + ") where the nodes hold unequal numbers of replicas";
+  int equal = 0;
+  std::string unequal;  // the first unequal group's replicas per node, as 2+1
+  for (int q = 0; q < su.p; ++q) {
+    std::map<int, int> per_node;
+    for (int d = 0; d < su.dp; ++d) ++per_node[(su.pp_major ? q * su.dp + d : d * su.p + q) / rpn];
+    bool same = true;
+    std::string sizes;
+    for (const auto& [node, n] : per_node) {
+      same = same && n == per_node.begin()->second;
+      sizes += (sizes.empty() ? "" : "+") + std::to_string(n);
+    }
+    if (same)
+      ++equal;
+    else if (unequal.empty())
+      unequal = sizes;
+  }
+  if (equal == su.p) return two;
+  const std::string fallback = "leader form, nodes of unequal size " + unequal + ": " + leader;
+  return equal == 0 ? fallback : two + "; where a replica group's nodes differ, " + fallback;
+}
+
 void print_banner(const RunSetup& su, std::ostream& out) {
   const ModelShape& s = su.shape;
   out << "miniPipe " << version_string() << " | Kokkos " << kokkos_version_string() << " (" << ExecSpace::name()
@@ -374,9 +404,8 @@ void print_banner(const RunSetup& su, std::ostream& out) {
         << " steps at output.dump_level = " << io::to_string(su.level) << ")\n";
   if (su.dp > 1)
     out << "gradient all-reduce: "
-        << (su.reduce.kind == AllreduceKind::hierarchical
-                ? "hierarchical (node reduce, leaders all-reduce, node broadcast"
-                : "flat (one collective per bucket")
+        << (su.reduce.kind == AllreduceKind::hierarchical ? "hierarchical (" + hierarchical_form(su)
+                                                          : std::string("flat (one collective per bucket"))
         << (su.reduce.kind == AllreduceKind::hierarchical && su.reduce.ranks_per_node > 0
                 ? ", " + std::to_string(su.reduce.ranks_per_node) + " ranks per node)"
                 : std::string(")"))

@@ -164,8 +164,9 @@ const std::vector<DeckKey>& deck_keys() {
        "start each stage's gradient all-reduce over the replicas when its last W is done (false: after the pipeline)",
        {}},
       {"pipeline.allreduce", std::string("flat"),
-       "gradient all-reduce over the replicas: flat (one collective) or hierarchical (reduce inside each node, "
-       "all-reduce among node leaders, broadcast inside the node)",
+       "gradient all-reduce over the replicas: flat (one collective) or hierarchical (two-level: reduce-scatter "
+       "inside each node, all-reduce of each shard across nodes, all-gather inside the node; with nodes of unequal "
+       "size the leader form: reduce to a node leader, all-reduce among leaders, broadcast inside the node)",
        A::one_of({"flat", "hierarchical"})},
       {"pipeline.allreduce_limbs", std::string("compact"),
        "deterministic all-reduce words: compact (a shared exponent per tensor piece, 8 or 16 bytes per element where "

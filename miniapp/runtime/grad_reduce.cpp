@@ -2,6 +2,7 @@
 // in bucket order on its own communicator; the compact exact form's pack and unpack kernels.
 #include "miniapp/runtime/grad_reduce.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <stdexcept>
@@ -179,6 +180,7 @@ int lowest_bit(U64 lo, U64 hi) {
 template <class T>
 GradReducer<T>::GradReducer(MPI_Comm job, MPI_Comm replicas, CommPath path, const ReduceConfig& cfg, double timeout_s)
     : replicas_(replicas), path_(path), cfg_(cfg), timeout_(timeout_s), space_(transfer_instance()) {
+  for (MPI_Comm& c : comms_) c = MPI_COMM_NULL;
   // Staged like the boundary transfers (executor.hpp): also on host memory, where the copies are
   // only a cost, so that CPU runs exercise the path a GPU without GPU-aware MPI takes.
   direct_ = path_ != CommPath::host_staging;
@@ -192,14 +194,29 @@ GradReducer<T>::GradReducer(MPI_Comm job, MPI_Comm replicas, CommPath path, cons
   if (cfg_.kind == AllreduceKind::hierarchical) {
     // A node: the replicas on one shared-memory node, or on one block of ranks_per_node
     // consecutive job ranks (so that one machine can stand for several nodes).
+    MPI_Comm node = MPI_COMM_NULL;
     if (cfg_.ranks_per_node > 0)
-      MPI_Comm_split(replicas_, job_rank / cfg_.ranks_per_node, rank, &comms_[kNodeReduce]);
+      MPI_Comm_split(replicas_, job_rank / cfg_.ranks_per_node, rank, &node);
     else
-      MPI_Comm_split_type(replicas_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &comms_[kNodeReduce]);
-    MPI_Comm_dup(comms_[kNodeReduce], &comms_[kNodeBcast]);
-    MPI_Comm_rank(comms_[kNodeReduce], &node_rank_);
-    MPI_Comm_size(comms_[kNodeReduce], &node_size_);
-    MPI_Comm_split(replicas_, node_rank_ == 0 ? 0 : MPI_UNDEFINED, rank, &comms_[kLeaders]);
+      MPI_Comm_split_type(replicas_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &node_rank_);
+    MPI_Comm_size(node, &node_size_);
+    // The two-level form needs every node-local index on every node; with nodes of unequal size
+    // (dp 3 at 2 ranks per node: 2 + 1) every replica takes the leader form instead.
+    int sizes[2] = {-node_size_, node_size_};
+    MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, replicas_);
+    two_level_ = -sizes[0] == sizes[1];
+    if (two_level_) {
+      comms_[kNodeScatter] = node;
+      MPI_Comm_dup(node, &comms_[kNodeGather]);
+      MPI_Comm_split(replicas_, node_rank_, rank, &comms_[kCross]);  // shard j's holders, one per node
+      MPI_Comm_size(comms_[kCross], &nodes_);
+    } else {
+      comms_[kNodeReduce] = node;
+      MPI_Comm_dup(node, &comms_[kNodeBcast]);
+      MPI_Comm_split(replicas_, node_rank_ == 0 ? 0 : MPI_UNDEFINED, rank, &comms_[kLeaders]);
+      if (comms_[kLeaders] != MPI_COMM_NULL) MPI_Comm_size(comms_[kLeaders], &nodes_);
+    }
   }
 }
 
@@ -226,13 +243,14 @@ void GradReducer<T>::build(Stage<T>& s, std::vector<Bucket>& out) const {
   std::vector<Kind> data;
   if (cfg_.kind == AllreduceKind::flat) {
     data = {kAllreduce};
+  } else if (two_level_) {
+    // Every rank of a communicator sees the same node size and node count: the same steps.
+    if (node_size_ > 1) data.push_back(kNodeScatter);
+    if (nodes_ > 1) data.push_back(kCross);
+    if (node_size_ > 1) data.push_back(kNodeGather);
   } else {
     data = {kNodeReduce};
-    if (comms_[kLeaders] != MPI_COMM_NULL) {
-      int leaders = 1;
-      MPI_Comm_size(comms_[kLeaders], &leaders);
-      if (leaders > 1) data.push_back(kLeaders);
-    }
+    if (comms_[kLeaders] != MPI_COMM_NULL && nodes_ > 1) data.push_back(kLeaders);
     data.push_back(kNodeBcast);
   }
   std::size_t used = kBucketElements;  // the first exact piece opens a bucket
@@ -401,6 +419,41 @@ void* GradReducer<T>::message(Bucket& b) {
   return direct_ ? static_cast<void*>(pc.acc->sum.data() + pc.first) : static_cast<void*>(b.staged.data());
 }
 
+// Two-level: this rank's shard of the bucket's message (the message itself at one replica per
+// node, where the cross-node all-reduce runs in place).
+template <class T>
+void* GradReducer<T>::shard(Bucket& b) {
+  if (node_size_ == 1) return message(b);
+  return direct_ ? static_cast<void*>(b.shard.data()) : static_cast<void*>(b.host_shard.data());
+}
+
+// The message's node_size_ shards (rank j of the node holds shard j: n / s elements, one more for
+// the first n mod s), and room for this rank's. Every rank of the node has the same count (the
+// agreed forms, or the same parameter chunk), so the same cut.
+template <class T>
+void GradReducer<T>::cut_shards(Bucket& b) {
+  const std::size_t s = static_cast<std::size_t>(node_size_);
+  b.shard_counts.assign(s, 0);
+  b.shard_displs.assign(s, 0);
+  std::size_t at = 0;
+  for (std::size_t j = 0; j < s; ++j) {
+    const std::size_t len = b.count / s + (j < b.count % s ? 1 : 0);
+    b.shard_counts[j] = static_cast<int>(len);
+    b.shard_displs[j] = static_cast<int>(at);
+    at += len;
+  }
+  int size = 0;
+  MPI_Type_size(type_of(b), &size);
+  const std::size_t bytes =
+      static_cast<std::size_t>(b.shard_counts[static_cast<std::size_t>(node_rank_)]) * static_cast<std::size_t>(size);
+  const std::size_t words = std::max<std::size_t>(1, (bytes + sizeof(I64) - 1) / sizeof(I64));
+  if (direct_ && b.shard.extent(0) < words)
+    b.shard = Kokkos::View<I64*, MemSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "GradReduce::shard"), words);
+  if (!direct_ && b.host_shard.extent(0) < words)
+    b.host_shard =
+        Kokkos::View<I64*, HostSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "GradReduce::host_shard"), words);
+}
+
 template <class T>
 MPI_Datatype GradReducer<T>::type_of(const Bucket& b) const {
   return b.exact ? MPI_INT64_T : mpi_type<T>();
@@ -426,6 +479,18 @@ void GradReducer<T>::post(Bucket& b, Kind k) {
       break;
     case kNodeBcast:
       MPI_Ibcast(message(b), n, type_of(b), 0, comms_[k], &b.req);
+      break;
+    case kNodeScatter:
+      cut_shards(b);
+      MPI_Ireduce_scatter(message(b), shard(b), b.shard_counts.data(), type_of(b), MPI_SUM, comms_[k], &b.req);
+      break;
+    case kCross:
+      MPI_Iallreduce(MPI_IN_PLACE, shard(b), node_size_ == 1 ? n : b.shard_counts[static_cast<std::size_t>(node_rank_)],
+                     type_of(b), MPI_SUM, comms_[k], &b.req);
+      break;
+    case kNodeGather:
+      MPI_Iallgatherv(shard(b), b.shard_counts[static_cast<std::size_t>(node_rank_)], type_of(b), message(b),
+                      b.shard_counts.data(), b.shard_displs.data(), type_of(b), comms_[k], &b.req);
       break;
     case kKinds:
       break;

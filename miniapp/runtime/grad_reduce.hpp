@@ -16,9 +16,23 @@
 //   bounds make each int64 sum exact whatever the reduction tree, so the bits are those of the
 //   full limbs. Full form (pipeline.allreduce_limbs = full): four limbs always, no agreement.
 // - Fast mode: each parameter's float partials in place, chunks of kBucketElements.
-// - Flat: one MPI_Iallreduce(SUM) per bucket over the stage's replicas. Hierarchical: an
-//   MPI_Ireduce to the first rank of each node, an MPI_Iallreduce among those node leaders and an
-//   MPI_Ibcast inside the node; integer sums, so the bits equal flat's.
+// - Flat: one MPI_Iallreduce(SUM) per bucket over the stage's replicas.
+// - Hierarchical, two-level (every node holds equally many of the stage's replicas, s each): the
+//   bucket's message (n elements of MPI's type: int64 words, or fast mode's reals) is cut into s
+//   nearly equal contiguous shards (the first n mod s one element longer: a cut may split a
+//   gradient element's words, which are summed word by word anyway); an MPI_Ireduce_scatter inside the node leaves
+//   shard j's node sum on the node's rank j, an MPI_Iallreduce of shard j among the ranks with node-local index j (one
+//   per node) makes it the sum over every replica, and an MPI_Iallgatherv inside the node gives every rank the whole
+//   bucket. Each rank's inter-node link so carries 1/s of the bucket (the cluster model's hierarchical price). The
+//   shard lives in a buffer of its own (MPI forbids aliasing the reduce-scatter's input and output). Steps 1 and 3 are
+//   skipped at one replica per node, step 2 on a single node.
+// - Hierarchical, leader form (the nodes hold unequal numbers of the stage's replicas, say 2 + 1,
+//   where no node-local index meets every node): an MPI_Ireduce to the first rank of each node,
+//   an MPI_Iallreduce among those node leaders and an MPI_Ibcast inside the node. The replicas
+//   agree on the form when the reducer is built; the run's banner names it.
+//   Exact words are integer sums, so either form's bits equal flat's; fast mode's float sums take
+//   the MPI library's order in each step, so their bits may differ from flat's (as flat's own do
+//   from one library to another).
 // Each phase of the buckets has a communicator of its own and posts in bucket order, so every rank
 // issues each communicator's collectives in one order, whenever it sees the previous phase end.
 #pragma once
@@ -76,9 +90,21 @@ class GradReducer {
   void finish(std::vector<Stage<T>>& stages);
   const ReduceStats& stats() const { return stats_; }
   int node_size() const { return node_size_; }
+  // Hierarchical only: the two-level form runs (false: the leader form, or flat).
+  bool two_level() const { return two_level_; }
 
  private:
-  enum Kind { kAgree = 0, kAllreduce, kNodeReduce, kLeaders, kNodeBcast, kKinds };
+  enum Kind {
+    kAgree = 0,
+    kAllreduce,
+    kNodeReduce,  // leader form
+    kLeaders,
+    kNodeBcast,
+    kNodeScatter,  // two-level form
+    kCross,
+    kNodeGather,
+    kKinds
+  };
   struct Piece {
     GradAccum<T>* acc = nullptr;
     std::size_t first = 0, len = 0;
@@ -102,6 +128,9 @@ class GradReducer {
     Kokkos::View<std::int64_t*, HostSpace> host_words;  // their host copy (host staging)
     typename View1<T>::HostMirror staged;               // fast mode, host staging
     std::size_t count = 0;                              // elements of MPI's type in the message
+    std::vector<int> shard_counts, shard_displs;        // two-level: the node's shards of the message
+    Kokkos::View<std::int64_t*, MemSpace> shard;        // this rank's shard (MPI reads device buffers)
+    Kokkos::View<std::int64_t*, HostSpace> host_shard;  // this rank's shard (host staging)
   };
 
   void build(Stage<T>& s, std::vector<Bucket>& out) const;
@@ -112,15 +141,18 @@ class GradReducer {
   void complete(Bucket& b);
   void choose_forms(Bucket& b);
   void* message(Bucket& b);
+  void* shard(Bucket& b);
+  void cut_shards(Bucket& b);
   MPI_Datatype type_of(const Bucket& b) const;
 
   MPI_Comm replicas_;
-  MPI_Comm comms_[kKinds] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  MPI_Comm comms_[kKinds];  // each phase's communicator; MPI_COMM_NULL where unused
   CommPath path_;
   ReduceConfig cfg_;
   double timeout_ = 0;
   bool direct_ = true;  // MPI reads the device buffers
-  int dp_ = 1, log2dp_ = 0, node_size_ = 1, node_rank_ = 0;
+  int dp_ = 1, log2dp_ = 0, node_size_ = 1, node_rank_ = 0, nodes_ = 1;
+  bool two_level_ = false;                      // hierarchical with equal nodes (else the leader form)
   ExecSpace space_;                             // the instance packing and unpacking run on (transfer_instance())
   std::map<int, std::vector<Bucket>> buckets_;  // by stage id, built once
   std::vector<Bucket*> order_;                  // this step's buckets in start order
