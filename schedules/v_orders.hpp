@@ -1,0 +1,37 @@
+// V-placement orders built the way the Zero Bubble authors' public generators build them (sail-sg's
+// zero-bubble-pipeline-parallelism), re-derived here so that a named schedule can offer them as
+// candidates: the best candidate is then never slower than the authors' generator at its memory.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "schedules/schedule.hpp"
+
+namespace minipipe::sched {
+
+// The building-block search of "Pipeline Parallelism with Controllable Memory" (Qi et al. 2024,
+// section 3 and appendix A): every starting pattern of one 6-slot block (F, f, B, b and their W
+// placed right after), every pair of uniform offsets between neighbouring ranks, repeated over the
+// micro-batches, squeezed, warm-up and cool-down reorganised and gaps filled without raising peak
+// memory. Every valid order whose peak is at most `cap_chunks` stored chunk-micro-batches per rank
+// (a micro-batch counts 2) comes back; the authors keep the one of least per-rank span, so the
+// fastest of these is never slower than theirs. Costs do not enter: the orders depend on p and m.
+// Each order holds every action once, in an order the authors' slot grid respects; one that
+// still stalls is caught by simulating it (simulate_totals throws). Needs p >= 2. `work_limit` bounds the grid cells
+// the search may touch (0: none): past it the search stops and returns what it has.
+std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks, long long work_limit = 0);
+
+// Rough number of grid cells v_block_orders(p, m, .) touches, to decide whether to run it.
+long long v_block_work(int p, int m);
+
+// ZB-V's own construction (Qi et al. 2023, section 6) as its authors' generator builds it for any
+// m and costs: forwards fill chunk 0 then alternate, each rank then runs one input gradient and
+// one forward per step and slips a deferred weight pass in wherever the input it waits for
+// arrives later than the pass would end, or where the wait exceeds the largest bubble some rank
+// already has; rerun with those bubbles as the allowance until the largest stops shrinking. One
+// order per combination of the two fill rules, those that fit `cap_chunks` stored
+// chunk-micro-batches per rank (2p is ZB-V's own). Needs p >= 1.
+std::vector<Schedule> zbv_fill_orders(int p, int m, double F, double I, double W, double comm, int cap_chunks);
+
+}  // namespace minipipe::sched
