@@ -18,8 +18,8 @@ namespace minipipe::sched {
 // (a micro-batch counts 2) comes back; the authors keep the one of least per-rank span, so the
 // fastest of these is never slower than theirs. Costs do not enter: the orders depend on p and m.
 // Each order holds every action once, in an order the authors' slot grid respects; one that
-// still stalls is caught by simulating it (simulate_totals throws). Needs p >= 2. `work_limit` bounds the grid cells
-// the search may touch (0: none): past it the search stops and returns what it has.
+// still stalls is caught by simulating it (simulate_totals throws). Needs p >= 2. `work_limit`
+// bounds the grid cells the search may touch (0: none): past it the search returns what it has.
 std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks, long long work_limit = 0);
 
 // Rough number of grid cells v_block_orders(p, m, .) touches, to decide whether to run it.
@@ -33,5 +33,13 @@ long long v_block_work(int p, int m);
 // order per combination of the two fill rules, those that fit `cap_chunks` stored
 // chunk-micro-batches per rank (2p is ZB-V's own). Needs p >= 1.
 std::vector<Schedule> zbv_fill_orders(int p, int m, double F, double I, double W, double comm, int cap_chunks);
+
+// V-Half (half) or V-Min as the Controllable Memory paper's authors build them (section 4 and
+// their greedy reordering): a stable pattern of F, f, B, b slots repeated every 6 slots, each
+// entry moved to the earliest free slot after its inputs that keeps the rank's peak memory, weight
+// passes in the slots left free. One order for p, m (costs do not enter); nullopt where a step
+// cannot be taken. Needs p >= 2; its time grows as v_pattern_work(p, m).
+std::optional<Schedule> v_pattern_order(int p, int m, bool half);
+long long v_pattern_work(int p, int m);
 
 }  // namespace minipipe::sched

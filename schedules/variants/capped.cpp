@@ -119,6 +119,9 @@ void offer_authors_v(Fastest& best, const GreedyInput& in, int cap_pairs) {
       best.offer(std::move(s));
   std::vector<Schedule> unchecked;  // may stall: the simulation says so (ScheduleError)
   if (v_block_work(in.p, in.m) <= kAuthorsBlockWork) unchecked = v_block_orders(in.p, in.m, cap_pairs);
+  if (v_pattern_work(in.p, in.m) <= kAuthorsBlockWork)
+    for (bool half : {true, false})
+      if (std::optional<Schedule> s = v_pattern_order(in.p, in.m, half)) unchecked.push_back(std::move(*s));
   for (Schedule& s : unchecked) {
     try {
       best.offer(std::move(s));
