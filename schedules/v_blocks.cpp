@@ -2,10 +2,14 @@
 // Controllable Memory"), on a grid of unit time slots: one row per rank, one cell per slot.
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_set>
 
-#include "schedules/v_orders.hpp"
+#include "schedules/zb_orders.hpp"
 
 namespace minipipe::sched {
 
@@ -28,22 +32,9 @@ void need(bool ok) {
 }
 
 int letter(char c) {
-  switch (c) {
-    case 'F':
-      return kF;
-    case 'f':
-      return kf;
-    case 'B':
-      return kB;
-    case 'b':
-      return kb;
-    case 'W':
-      return kW;
-    case 'w':
-      return kw;
-    default:
-      throw Dropped{};
-  }
+  const char* at = c == 0 ? nullptr : std::strchr(kLetters, c);
+  if (at == nullptr) throw Dropped{};
+  return static_cast<int>(at - kLetters);
 }
 bool runs_up(char c) {  // f, b, w: the second chunk's forward and the first chunk's gradients
   return c == 'f' || c == 'b' || c == 'w';
@@ -508,6 +499,7 @@ Schedule to_schedule(const Grid& g, int m) {
   s.stage_to_rank = v_placement(p, 2);
   s.ranks.resize(p);
   for (int i = 0; i < p; ++i) {
+    s.ranks[i].reserve(g[i].size());
     const int down = i, up = 2 * p - 1 - i;  // the rank's first and second chunk
     Counts n{};
     for (char c : g[i]) {
@@ -529,12 +521,12 @@ long long v_block_work(int p, int m) {
   return 60LL * 15 * std::max(p - 1, 0) * cells * 8;  // blocks x grid x passes
 }
 
-std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks, long long work_limit) {
-  std::vector<Schedule> out;
-  if (p < 2 || m < 1) return out;
+namespace {
+
+// Every distinct order the search reaches, each rank's letters without the empty slots.
+std::vector<Grid> search(int p, int m, int cap_chunks) {
+  std::vector<Grid> out;
   std::unordered_set<std::string> seen;  // many blocks lead to the same order
-  const long long per_try = v_block_work(p, m) / (60LL * 15 * (p - 1));
-  long long work = 0;
   const int cap = std::min(2 * p, cap_chunks);
   for (int ff = 1; ff < kSlots; ++ff)
     for (int b = 1; b < kSlots; ++b)
@@ -547,7 +539,6 @@ std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks, long long wor
             for (int len0 = 1; len0 < p; ++len0) {
               const std::vector<Block> blocks = blocks_of(first, s0, s1, len0, p);
               if (blocks.empty()) continue;
-              if (work_limit > 0 && (work += per_try) > work_limit) return out;
               int peak = 0;
               std::optional<Grid> g;
               try {
@@ -558,10 +549,41 @@ std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks, long long wor
               if (peak > 2 * p || peak > cap_chunks) break;
               if (!g) continue;
               std::string key;
-              for (const auto& row : *g) key += row + '|';
-              if (seen.insert(std::move(key)).second) out.push_back(to_schedule(*g, m));
+              for (auto& row : *g) {
+                row.erase(std::remove(row.begin(), row.end(), ' '), row.end());
+                key += row + '|';
+              }
+              if (seen.insert(std::move(key)).second) out.push_back(std::move(*g));
             }
       }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks) {
+  if (p < 2 || m < 1) return {};
+  // The orders do not depend on the costs and caps above 2p act as 2p, so a grid or a sweep that
+  // plans many costs at one (p, m, cap) searches once: the last few results are kept.
+  using Key = std::array<int, 3>;
+  static std::mutex lock;
+  static std::deque<std::pair<Key, std::shared_ptr<const std::vector<Grid>>>> recent;
+  const Key key{p, m, std::min(cap_chunks, 2 * p)};
+  std::shared_ptr<const std::vector<Grid>> grids;
+  {
+    std::lock_guard<std::mutex> hold(lock);
+    for (const auto& [k, g] : recent)
+      if (k == key) grids = g;
+  }
+  if (!grids) {
+    grids = std::make_shared<const std::vector<Grid>>(search(p, m, cap_chunks));
+    std::lock_guard<std::mutex> hold(lock);
+    recent.emplace_back(key, grids);
+    if (recent.size() > 8) recent.pop_front();
+  }
+  std::vector<Schedule> out;
+  out.reserve(grids->size());
+  for (const Grid& g : *grids) out.push_back(to_schedule(g, m));
   return out;
 }
 

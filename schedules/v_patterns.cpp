@@ -6,7 +6,7 @@
 #include <queue>
 #include <tuple>
 
-#include "schedules/v_orders.hpp"
+#include "schedules/zb_orders.hpp"
 
 namespace minipipe::sched {
 

@@ -5,7 +5,7 @@
 #include <deque>
 #include <optional>
 
-#include "schedules/v_orders.hpp"
+#include "schedules/zb_orders.hpp"
 #include "schedules/validator.hpp"
 
 namespace minipipe::sched {

@@ -4,9 +4,9 @@
 
 #include "schedules/greedy.hpp"
 #include "schedules/simulator.hpp"
-#include "schedules/v_orders.hpp"
 #include "schedules/validator.hpp"
 #include "schedules/variants/constructions.hpp"
+#include "schedules/zb_orders.hpp"
 
 #include <algorithm>
 
@@ -106,7 +106,7 @@ void offer_greedy(Fastest& best, GreedyInput in, int lowest) {
           }
 }
 
-// The orders the Zero Bubble authors' V generators would pick among (v_orders.hpp), where their
+// The orders the Zero Bubble authors' V generators would pick among (zb_orders.hpp), where their
 // search stays cheap: offered, the fastest of them under the cap is never slower than theirs.
 void offer_authors_v(Fastest& best, const GreedyInput& in, int cap_pairs) {
   const auto mean = [](const std::vector<double>& c) {
@@ -158,6 +158,8 @@ Schedule gen_zb_capped(const std::string& name, int p, int m, int cap, const Sch
     in.cap.assign(p, std::min(cap, m));  // a rank never holds more than its m micro-batches
     offer_greedy(best, in, std::min(in.cap[0], p) - 1);
   }
+  if (3LL * p * m <= kAuthorsCells)  // last: kept only where strictly faster
+    for (Schedule& s : zb_fill_orders(p, m, in.F, in.I, in.W, in.comm, cap)) best.offer(std::move(s));
   return best.take(name);
 }
 

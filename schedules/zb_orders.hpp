@@ -1,4 +1,4 @@
-// V-placement orders built the way the Zero Bubble authors' public generators build them (sail-sg's
+// Orders built the way the Zero Bubble authors' public generators build them (sail-sg's
 // zero-bubble-pipeline-parallelism), re-derived here so that a named schedule can offer them as
 // candidates: the best candidate is then never slower than the authors' generator at its memory.
 #pragma once
@@ -18,9 +18,8 @@ namespace minipipe::sched {
 // (a micro-batch counts 2) comes back; the authors keep the one of least per-rank span, so the
 // fastest of these is never slower than theirs. Costs do not enter: the orders depend on p and m.
 // Each order holds every action once, in an order the authors' slot grid respects; one that
-// still stalls is caught by simulating it (simulate_totals throws). Needs p >= 2. `work_limit`
-// bounds the grid cells the search may touch (0: none): past it the search returns what it has.
-std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks, long long work_limit = 0);
+// still stalls is caught by simulating it (simulate_totals throws). Needs p >= 2.
+std::vector<Schedule> v_block_orders(int p, int m, int cap_chunks);
 
 // Rough number of grid cells v_block_orders(p, m, .) touches, to decide whether to run it.
 long long v_block_work(int p, int m);
@@ -41,5 +40,14 @@ std::vector<Schedule> zbv_fill_orders(int p, int m, double F, double I, double W
 // cannot be taken. Needs p >= 2; its time grows as v_pattern_work(p, m).
 std::optional<Schedule> v_pattern_order(int p, int m, bool half);
 long long v_pattern_work(int p, int m);
+
+// The one-chunk zero-bubble order of the authors' zb generator (Qi et al. 2023, their heuristic
+// before the ILP): forwards as in 1F1B with extra warm-up forwards where they fit before the first
+// backward arrives, then per micro-batch a forward and a backward on every rank, deferred weight
+// passes filling each wait (and freeing memory at the cap of `cap` stored micro-batches). One
+// order per combination of its three rules (bubble before the first backward, backward priority,
+// greedy fill), those that fit. Costs per stage or one for all. Needs p >= 1.
+std::vector<Schedule> zb_fill_orders(int p, int m, const std::vector<double>& F, const std::vector<double>& I,
+                                     const std::vector<double>& W, double comm, int cap);
 
 }  // namespace minipipe::sched
