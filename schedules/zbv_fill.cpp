@@ -5,8 +5,8 @@
 #include <deque>
 #include <optional>
 
-#include "schedules/zb_orders.hpp"
 #include "schedules/validator.hpp"
+#include "schedules/zb_orders.hpp"
 
 namespace minipipe::sched {
 
