@@ -4,7 +4,9 @@
 
 #include "schedules/greedy.hpp"
 #include "schedules/simulator.hpp"
+#include "schedules/validator.hpp"
 #include "schedules/variants/constructions.hpp"
+#include "schedules/zb_orders.hpp"
 
 #include <algorithm>
 
@@ -68,6 +70,9 @@ class Fastest {
 // actions times p (a list scheduling's cost) the W policies, admission rules and paces at the
 // cap; beyond, one list scheduling.
 constexpr long long kSearchActions = 4000, kKnobWork = 4000000;
+// The authors' V constructions: ZB-V's step by step up to this many (kind, chunk, rank,
+// micro-batch) cells, the building-block search up to this many grid cells (v_block_work).
+constexpr long long kAuthorsCells = 1LL << 20, kAuthorsBlockWork = 1LL << 28;
 
 // The list scheduling under per-rank caps from in.cap down to `lowest` (stored (stage,
 // micro-batch) pairs), each W policy, admission rule, forward order and injection pace; every
@@ -101,6 +106,30 @@ void offer_greedy(Fastest& best, GreedyInput in, int lowest) {
           }
 }
 
+// The orders the Zero Bubble authors' V generators would pick among (zb_orders.hpp), where their
+// search stays cheap: offered, the fastest of them under the cap is never slower than theirs.
+void offer_authors_v(Fastest& best, const GreedyInput& in, int cap_pairs) {
+  const auto mean = [](const std::vector<double>& c) {
+    double sum = 0;
+    for (double x : c) sum += x;
+    return sum / static_cast<double>(c.size());
+  };
+  if (6LL * in.p * in.m <= kAuthorsCells)
+    for (Schedule& s : zbv_fill_orders(in.p, in.m, mean(in.F), mean(in.I), mean(in.W), in.comm, cap_pairs))
+      best.offer(std::move(s));
+  std::vector<Schedule> unchecked;  // may stall: the simulation says so (ScheduleError)
+  if (v_block_work(in.p, in.m) <= kAuthorsBlockWork) unchecked = v_block_orders(in.p, in.m, cap_pairs);
+  if (v_pattern_work(in.p, in.m) <= kAuthorsBlockWork)
+    for (bool half : {true, false})
+      if (std::optional<Schedule> s = v_pattern_order(in.p, in.m, half)) unchecked.push_back(std::move(*s));
+  for (Schedule& s : unchecked) {
+    try {
+      best.offer(std::move(s));
+    } catch (const ScheduleError&) {
+    }
+  }
+}
+
 }  // namespace
 
 bool searched(int p, int m, int v) {
@@ -113,7 +142,10 @@ Schedule gen_v_capped(const std::string& name, int p, int m, int cap_pairs, cons
   if (name == "zb-v" || searched(p, m, 2)) best.offer(build(gen_zbv_any_m(p, m)));
   in.cap.assign(p, std::min(cap_pairs, 2 * m));  // a rank never holds more than its 2m pairs
   offer_greedy(best, in, in.cap[0] - 2);
-  return best.take(name);
+  offer_authors_v(best, in, cap_pairs);  // last: kept only where strictly faster
+  Schedule s = best.take(name);
+  validate(s);  // the authors' orders are offered unvalidated
+  return s;
 }
 
 Schedule gen_zb_capped(const std::string& name, int p, int m, int cap, const ScheduleOptions& opt) {
@@ -126,6 +158,8 @@ Schedule gen_zb_capped(const std::string& name, int p, int m, int cap, const Sch
     in.cap.assign(p, std::min(cap, m));  // a rank never holds more than its m micro-batches
     offer_greedy(best, in, std::min(in.cap[0], p) - 1);
   }
+  if (3LL * p * m <= kAuthorsCells)  // last: kept only where strictly faster
+    for (Schedule& s : zb_fill_orders(p, m, in.F, in.I, in.W, in.comm, cap)) best.offer(std::move(s));
   return best.take(name);
 }
 

@@ -12,7 +12,8 @@ namespace minipipe::sched::gen {
 bool searched(int p, int m, int v);
 
 // V placement, split backward, under a cap of `cap_pairs` stored chunk-micro-batches per rank:
-// the list scheduling at that cap and a little below it, and ZB-V's construction where it fits.
+// the list scheduling at that cap and a little below it, ZB-V's construction where it fits, and
+// the orders the authors' V generators choose among (schedules/zb_orders.hpp).
 Schedule gen_v_capped(const std::string& name, int p, int m, int cap_pairs, const ScheduleOptions& opt);
 
 // ZB-H1 / ZB-H2 / zb-mem: one chunk per rank, split backward, at most `cap` stored micro-batches:
