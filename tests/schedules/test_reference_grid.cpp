@@ -1,12 +1,16 @@
 // Every named schedule against the Zero Bubble authors' public generators (sail-sg's
 // zero-bubble-pipeline-parallelism): on each row of tests/schedules/reference_grid.csv (p, m,
 // costs, cap; the reference's makespan and peak memory, comm 0) miniPipe's makespan is no larger
-// at equal or lower peak activation memory (micro-batches held; a V chunk counts half). The cases
-// where it is not yet are listed with miniPipe's own numbers in reference_grid_gaps.csv: each may
-// only get better, and one that reaches the reference must leave the list.
+// at equal or lower peak activation memory (micro-batches held; a V chunk counts half). Where a
+// capped schedule is faster than the reference but holds more (still inside the cap), the same
+// schedule capped at the reference's memory must be no slower than it: the reference's point is
+// reachable either way. The cases where it is not yet are listed with miniPipe's own numbers in
+// reference_grid_gaps.csv: each may only get better, and one that reaches the reference must
+// leave the list.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -74,7 +78,7 @@ TEST(ReferenceGrid, NoScheduleSlowerThanItsAuthorsGeneratorAtEqualOrLowerMemory)
     return k.str();
   };
   for (const Row& g : read_grid("reference_grid_gaps.csv")) gaps[key(g.generator, g, g.cap)] = g;
-  int cases = 0, slower = 0, known = 0;
+  int cases = 0, slower = 0, known = 0, traded = 0;
   std::ostringstream report;
   for (const Row& r : rows)
     for (const auto& [name, cap] : counterparts(r)) {
@@ -87,6 +91,18 @@ TEST(ReferenceGrid, NoScheduleSlowerThanItsAuthorsGeneratorAtEqualOrLowerMemory)
       const ms::StepTotals t = ms::simulate_totals(s, cost);
       const double mem = *std::max_element(t.activation_mem.begin(), t.activation_mem.end());
       ++cases;
+      // Faster than the reference but holding more, inside the cap the user gave: the reference's
+      // point is still reached, by asking for its memory as the cap (a V chunk counts half, so the
+      // cap is the whole micro-batches at or below it).
+      if (t.makespan < r.makespan - 1e-9 && mem > r.memory + 1e-9 && cap > 0 && mem <= cap + 1e-9) {
+        opt.memory_cap = static_cast<int>(std::floor(r.memory + 1e-9));
+        const ms::StepTotals at_ref = ms::simulate_totals(ms::make_schedule(name, r.p, r.m, 0, opt), cost);
+        const double mem_at_ref = *std::max_element(at_ref.activation_mem.begin(), at_ref.activation_mem.end());
+        if (at_ref.makespan <= r.makespan + 1e-9 && mem_at_ref <= r.memory + 1e-9) {
+          ++traded;
+          continue;
+        }
+      }
       const auto gap = gaps.find(key(name, r, cap));
       if (gap != gaps.end()) {
         ++known;
@@ -106,5 +122,7 @@ TEST(ReferenceGrid, NoScheduleSlowerThanItsAuthorsGeneratorAtEqualOrLowerMemory)
       }
     }
   EXPECT_EQ(slower, 0) << slower << " of " << cases << " cases slower or holding more:\n" << report.str();
-  std::printf("%d cases against the reference generators, %d listed as still slower\n", cases, known);
+  std::printf("%d cases against the reference generators, %d listed as still slower, %d faster at more memory "
+              "inside the cap (and no slower at the reference's memory as the cap)\n",
+              cases, known, traded);
 }
