@@ -2,13 +2,14 @@
 // fastest whose peak activation memory fits the cap is kept.
 #include "schedules/variants/capped.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "schedules/greedy.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/validator.hpp"
 #include "schedules/variants/constructions.hpp"
 #include "schedules/zb_orders.hpp"
-
-#include <algorithm>
 
 namespace minipipe::sched::gen {
 
@@ -52,7 +53,17 @@ class Fastest {
     time_ = t.makespan;
   }
   bool empty() const { return best_.ranks.empty(); }
-  Schedule take(const std::string& name) {
+  // The fastest order, named; throws ScheduleError naming the schedule, p, m and the bound when
+  // no order offered kept within it.
+  Schedule take(const std::string& name, int p, int m) {
+    if (best_.ranks.empty()) {
+      char bound[32];
+      std::snprintf(bound, sizeof bound, "%g", bound_);
+      throw ScheduleError("schedule '" + name + "' at p = " + std::to_string(p) + ", m = " + std::to_string(m) +
+                          ": no order was found within its memory cap of " + bound +
+                          " stored micro-batches per rank; allowed: a larger cap (pipeline.memory_cap, for v-mem "
+                          "and zb-mem), or fewer ranks or micro-batches");
+    }
     best_.name = name;
     return std::move(best_);
   }
@@ -143,7 +154,7 @@ Schedule gen_v_capped(const std::string& name, int p, int m, int cap_pairs, cons
   in.cap.assign(p, std::min(cap_pairs, 2 * m));  // a rank never holds more than its 2m pairs
   offer_greedy(best, in, in.cap[0] - 2);
   offer_authors_v(best, in, cap_pairs);  // last: kept only where strictly faster
-  Schedule s = best.take(name);
+  Schedule s = best.take(name, p, m);
   validate(s);  // the authors' orders are offered unvalidated
   return s;
 }
@@ -160,7 +171,7 @@ Schedule gen_zb_capped(const std::string& name, int p, int m, int cap, const Sch
   }
   if (3LL * p * m <= kAuthorsCells)  // last: kept only where strictly faster
     for (Schedule& s : zb_fill_orders(p, m, in.F, in.I, in.W, in.comm, cap)) best.offer(std::move(s));
-  return best.take(name);
+  return best.take(name, p, m);
 }
 
 }  // namespace minipipe::sched::gen

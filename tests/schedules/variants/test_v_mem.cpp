@@ -78,3 +78,17 @@ TEST(ScheduleVMem, RefusesOtherVAndANegativeCap) {
     EXPECT_NE(std::string(e.what()).find("memory_cap = -1 is not allowed"), std::string::npos) << e.what();
   }
 }
+
+// A cap under which the search finds no order is refused by name, with p, m and the cap, never
+// returned as an empty schedule (which read "p = 0 is not allowed").
+TEST(ScheduleVMem, NoOrderUnderTheCapIsNamed) {
+  try {
+    const ms::Schedule s = ms::make_schedule("v-mem", 4, 4, 0, capped(1));
+    EXPECT_GE(s.p, 4) << "a schedule that is returned must be a real one";
+    EXPECT_LE(peak(run(s)), 1.0 + 1e-9);
+  } catch (const ms::ScheduleError& e) {
+    const std::string what = e.what();
+    for (const char* part : {"'v-mem'", "p = 4", "m = 4", "memory cap of 1", "allowed"})
+      EXPECT_NE(what.find(part), std::string::npos) << "'" << part << "' missing from: " << what;
+  }
+}
