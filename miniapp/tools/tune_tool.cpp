@@ -184,8 +184,9 @@ void print_budgets(const Choice& choice, const Measured& m, int verify, std::ost
   };
   auto budget_row = [&](const std::string& label, const TuneCandidate& c, const TimeBudget* meas) {
     const std::string pred = fractions(c.budget), got = meas && !meas->empty() ? fractions(*meas) : "";
-    std::snprintf(line, sizeof(line), "budget %-5s %-17s v=%d m=%-3d pred %s%s%s", label.c_str(), c.schedule.c_str(),
-                  c.v, c.m, pred.c_str(), got.empty() ? "" : "  | meas ", got.c_str());
+    std::snprintf(line, sizeof(line), "budget %-5s %-17s v=%d m=%-3d pred %s%s%s", label.c_str(),
+                  (c.schedule + (c.memory_cap > 0 ? " cap=" + std::to_string(c.memory_cap) : "")).c_str(), c.v, c.m,
+                  pred.c_str(), got.empty() ? "" : "  | meas ", got.c_str());
     out << line << "\n";
   };
   for (std::size_t k = 0; k < best.size(); ++k)
@@ -209,8 +210,9 @@ void print_table(const TuneTool& tool, const Choice& choice, const Measured& m, 
   out << line << (verify > 0 ? "   meas ms  meas/pred" : "") << "\n";
   auto row = [&](const std::string& label, const TuneCandidate& c, double meas) {
     std::snprintf(line, sizeof(line), "%3s  %-17s %2d %3d  %-15s %-9s %9.2f %9.2f %7.3f %9.2f", label.c_str(),
-                  c.schedule.c_str(), c.v, c.m, (split_text(c.split) + (c.auto_split ? " auto" : "")).c_str(),
-                  to_string(c.recompute), c.step_ms, c.makespan_ms, c.bubble, c.peak_bytes / 1048576.0);
+                  (c.schedule + (c.memory_cap > 0 ? " cap=" + std::to_string(c.memory_cap) : "")).c_str(), c.v, c.m,
+                  (split_text(c.split) + (c.auto_split ? " auto" : "")).c_str(), to_string(c.recompute), c.step_ms,
+                  c.makespan_ms, c.bubble, c.peak_bytes / 1048576.0);
     out << line;
     if (meas > 0) {
       std::snprintf(line, sizeof(line), " %9.2f %10.3f", meas, meas / c.step_ms);

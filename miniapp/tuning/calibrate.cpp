@@ -21,7 +21,7 @@ std::string list_text(const std::vector<int>& split) {
 
 std::string config_keys(const TuneCandidate& c) {
   return c.schedule + ";" + std::to_string(c.m) + ";" + std::to_string(c.v) + ";" + list_text(c.split) + ";" +
-         to_string(c.recompute);
+         to_string(c.recompute) + ";" + std::to_string(c.memory_cap);
 }
 
 int run_config(const Deck& deck, MPI_Comm comm, std::string keys, int steps, RunReport& report) {
@@ -40,6 +40,7 @@ int run_config(const Deck& deck, MPI_Comm comm, std::string keys, int steps, Run
   d.set_from_text("pipeline.chunks", f.at(2));
   d.set_from_text("pipeline.layers_per_stage", f.at(3));
   d.set_from_text("train.recompute", f.at(4));
+  if (f.size() > 5 && f.at(5) != "0") d.set_from_text("pipeline.memory_cap", f.at(5));
   d.set_from_text("pipeline.costs", "");
   d.set_from_text("train.steps", std::to_string(steps));
   d.set_from_text("profile.kernels", "false");

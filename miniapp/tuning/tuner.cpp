@@ -35,8 +35,10 @@ double median(std::vector<double> x) {
 }
 
 TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule, int v, int m,
-                      const std::vector<int>& split, Recompute r) {
-  const sched::Schedule s = sched::make_schedule(schedule, p, m, v);
+                      const std::vector<int>& split, Recompute r, int schedule_cap) {
+  sched::ScheduleOptions opt;
+  opt.memory_cap = schedule_cap;
+  const sched::Schedule s = sched::make_schedule(schedule, p, m, v, opt);
   const int samples = costs.batch / m;
   // `split` cuts one model copy into parts; DualPipe's two copies repeat it.
   const StageLayout layout = model_copies(layout_of(costs.shape.n_layer, split), s.chains);
@@ -44,7 +46,7 @@ TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule,
   const sched::SimResult sim = sched::simulate(s, cm);
   const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
   TuneCandidate c;
-  c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r;
+  c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r, c.memory_cap = schedule_cap;
   // With a measured action spread: the mean over jittered simulations (uneven actions add waits).
   c.makespan_ms = sched::mean_makespan(s, cm, kJitterSamples), c.bubble = sim.bubble_fraction;
   c.fixed_ms = *std::max_element(fixed.begin(), fixed.end());
@@ -66,33 +68,40 @@ std::vector<TuneCandidate> enumerate_configs(const CostFile& costs, int p, int b
   const std::vector<std::string> names = names_in.empty() ? sched::schedule_names() : names_in;
   const int L = costs.shape.n_layer;
   std::vector<TuneCandidate> out;
-  for (const auto& name : names)
-    for (int v = 1; v <= 4; ++v) {
-      if (p * v % sched::model_copies(name) != 0) continue;
-      const int S = p * v / sched::model_copies(name);  // model parts
-      if (S > L) continue;
-      for (int m = 1; m <= batch; ++m) {
-        if (batch % m != 0) continue;
-        try {
-          (void)sched::make_schedule(name, p, m, v);
-        } catch (const sched::ScheduleError&) {
-          continue;  // this schedule does not take (p, m, v)
-        }
-        for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
-          const StageLayout even = make_stage_layout(L, S, {});
-          const LayerTimes lt = layer_times(costs, batch / m, r);
-          const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
-          std::vector<std::pair<std::vector<int>, bool>> splits{{even.count, false}};
-          if (balanced != even.count) splits.push_back({balanced, true});
-          for (const auto& [split, is_auto] : splits) {
-            TuneCandidate c = predict(costs, p, name, v, m, split, r);
-            c.auto_split = is_auto;
-            if (memory_cap > 0 && c.peak_bytes > memory_cap) continue;
-            out.push_back(std::move(c));
+  for (const auto& name : names) {
+    // Caps below the default only where memory binds, and only for schedules planned under one.
+    const sched::VariantSpec* spec = sched::find_variant_spec(name);
+    const bool capped = memory_cap > 0 && spec && (spec->knobs & sched::kMemoryCap);
+    for (int cap = 0; cap < (capped ? p : 1); ++cap)
+      for (int v = 1; v <= 4; ++v) {
+        if (p * v % sched::model_copies(name) != 0) continue;
+        const int S = p * v / sched::model_copies(name);  // model parts
+        if (S > L) continue;
+        for (int m = 1; m <= batch; ++m) {
+          if (batch % m != 0) continue;
+          sched::ScheduleOptions opt;
+          opt.memory_cap = cap;
+          try {
+            (void)sched::make_schedule(name, p, m, v, opt);
+          } catch (const sched::ScheduleError&) {
+            continue;  // this schedule does not take (p, m, v) or finds no order under the cap
+          }
+          for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+            const StageLayout even = make_stage_layout(L, S, {});
+            const LayerTimes lt = layer_times(costs, batch / m, r);
+            const std::vector<int> balanced = sched::balanced_split(lt.blocks, lt.embedding, lt.head, S);
+            std::vector<std::pair<std::vector<int>, bool>> splits{{even.count, false}};
+            if (balanced != even.count) splits.push_back({balanced, true});
+            for (const auto& [split, is_auto] : splits) {
+              TuneCandidate c = predict(costs, p, name, v, m, split, r, cap);
+              c.auto_split = is_auto;
+              if (memory_cap > 0 && c.peak_bytes > memory_cap) continue;
+              out.push_back(std::move(c));
+            }
           }
         }
       }
-    }
+  }
   std::stable_sort(out.begin(), out.end(), [](const TuneCandidate& a, const TuneCandidate& b) {
     return a.step_ms != b.step_ms ? a.step_ms < b.step_ms : a.peak_bytes < b.peak_bytes;
   });

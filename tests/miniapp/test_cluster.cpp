@@ -11,6 +11,7 @@
 #include "miniapp/model/model.hpp"
 #include "miniapp/tuning/cluster.hpp"
 #include "miniapp/tuning/scale_model.hpp"
+#include "miniapp/tuning/tuner.hpp"
 #include "schedules/schedules.hpp"
 
 namespace mp = minipipe;
@@ -417,4 +418,32 @@ TEST(Cluster, NumbersOutsideTheirRangeAreRefused) {
   EXPECT_NE(msg.find("'link.intra.latency_us'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("allowed: a number 0 .. 1e+09"), std::string::npos) << msg;
   EXPECT_EQ(refused(head + "[device]\nmemory_gib = 8\ntflops = 1e-6\nspeedup = 1e6\n" + links), "");
+}
+
+// The tuner where memory binds: under a cap below what every schedule holds at its default cap
+// (p stored micro-batches for v-mem and zb-mem, 1F1B's p), only the capped schedules planned at a
+// lower cap remain, each predicted as that schedule at that cap (the simulation of the same order
+// made directly), and none over the bytes.
+TEST(Tuner, CappedSchedulesAreTriedAtEveryCapBelowPWhereMemoryBinds) {
+  const mp::Cluster c = mp::parse_cluster(kFourPerNode, "four.toml");
+  const mp::CostFile costs = mp::analytic_costs({64, 16, 32, 4, 8, 16}, 8, false, c);
+  const int p = 4;
+  const std::vector<std::string> names{"1f1b", "v-mem", "zb-mem"};
+  double least_default = 1e300;
+  for (const auto& c0 : mp::enumerate_configs(costs, p, 8, 0, names)) {
+    EXPECT_EQ(c0.memory_cap, 0) << "caps are swept only where memory binds";
+    least_default = std::min(least_default, c0.peak_bytes);
+  }
+  const double bytes = 0.999 * least_default;
+  const auto fit = mp::enumerate_configs(costs, p, 8, bytes, names);
+  ASSERT_FALSE(fit.empty()) << "no capped schedule fits under " << bytes << " bytes";
+  for (const auto& x : fit) {
+    EXPECT_NE(x.schedule, "1f1b");
+    EXPECT_GT(x.memory_cap, 0);
+    EXPECT_LT(x.memory_cap, p);
+    EXPECT_LE(x.peak_bytes, bytes);
+    const mp::TuneCandidate direct = mp::predict(costs, p, x.schedule, x.v, x.m, x.split, x.recompute, x.memory_cap);
+    EXPECT_EQ(direct.peak_bytes, x.peak_bytes);
+    EXPECT_EQ(direct.bubble, x.bubble);
+  }
 }
