@@ -17,7 +17,7 @@ struct TuneCandidate {
   std::vector<int> split;  // blocks per stage
   bool auto_split = false;
   Recompute recompute = Recompute::none;
-  int memory_cap = 0;      // a capped schedule's pipeline.memory_cap (v-mem, zb-mem); 0 = its default, p
+  int memory_cap = 0;      // a capped schedule's pipeline.memory_cap; 0 = its default, p
   double step_ms = 0;      // predicted step: makespan + the slowest rank's fixed cost
   double makespan_ms = 0;  // simulated pipeline makespan (calibrated costs)
   double fixed_ms = 0;     // the slowest rank's per-step fixed cost (zero, finalize, update)
@@ -30,8 +30,9 @@ struct TuneCandidate {
 // Every configuration for p ranks that the deck's batch allows (m divides train.batch, v the
 // schedule accepts with p*v stages), sorted by predicted step time (then memory); those over
 // `memory_cap` bytes (0 = none) are left out. Where memory binds (`memory_cap` > 0), a schedule
-// planned under a cap of stored micro-batches (its row reads pipeline.memory_cap: v-mem, zb-mem)
-// is also tried at every cap below its default p. `names`: schedules to try (empty = all).
+// planned under a cap of stored micro-batches (its row in schedules/variant_table.cpp reads
+// pipeline.memory_cap) is also tried at every cap below its default p. `names`: schedules to try
+// (empty = all).
 std::vector<TuneCandidate> enumerate_configs(const CostFile& costs, int p, int batch, double memory_cap,
                                              const std::vector<std::string>& names);
 // The same prediction for one configuration (the baseline, say).

@@ -8,6 +8,7 @@
 #include "schedules/greedy.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/validator.hpp"
+#include "schedules/variant.hpp"
 #include "schedules/variants/constructions.hpp"
 #include "schedules/zb_orders.hpp"
 
@@ -61,8 +62,8 @@ class Fastest {
       std::snprintf(bound, sizeof bound, "%g", bound_);
       throw ScheduleError("schedule '" + name + "' at p = " + std::to_string(p) + ", m = " + std::to_string(m) +
                           ": no order was found within its memory cap of " + bound +
-                          " stored micro-batches per rank; allowed: a larger cap (pipeline.memory_cap, for v-mem "
-                          "and zb-mem), or fewer ranks or micro-batches");
+                          " stored micro-batches per rank; allowed: a larger cap (pipeline.memory_cap, for " +
+                          sched::names_reading(sched::kMemoryCap) + "), or fewer ranks or micro-batches");
     }
     best_.name = name;
     return std::move(best_);

@@ -421,14 +421,18 @@ TEST(Cluster, NumbersOutsideTheirRangeAreRefused) {
 }
 
 // The tuner where memory binds: under a cap below what every schedule holds at its default cap
-// (p stored micro-batches for v-mem and zb-mem, 1F1B's p), only the capped schedules planned at a
+// (p stored micro-batches for the capped schedules, 1F1B's p), only the capped schedules planned at a
 // lower cap remain, each predicted as that schedule at that cap (the simulation of the same order
 // made directly), and none over the bytes.
 TEST(Tuner, CappedSchedulesAreTriedAtEveryCapBelowPWhereMemoryBinds) {
   const mp::Cluster c = mp::parse_cluster(kFourPerNode, "four.toml");
   const mp::CostFile costs = mp::analytic_costs({64, 16, 32, 4, 8, 16}, 8, false, c);
   const int p = 4;
-  const std::vector<std::string> names{"1f1b", "v-mem", "zb-mem"};
+  // 1F1B and the schedules whose row reads pipeline.memory_cap.
+  std::vector<std::string> names{"1f1b"};
+  for (const auto& spec : minipipe::sched::variant_table())
+    if (spec.knobs & minipipe::sched::kMemoryCap) names.emplace_back(spec.name);
+  ASSERT_GE(names.size(), 3u);
   double least_default = 1e300;
   for (const auto& c0 : mp::enumerate_configs(costs, p, 8, 0, names)) {
     EXPECT_EQ(c0.memory_cap, 0) << "caps are swept only where memory binds";
