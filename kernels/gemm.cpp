@@ -913,12 +913,19 @@ struct GemmTeamBody {
         bs[k * BN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
       });
     };
+    // gfx90a keeps a branch's lane mask in two of its 102 scalar registers, so the tile's edges are
+    // handled without one branch per output: C_s is read at a clamped address and the value kept or
+    // dropped (a branch an output cost 4 more SGPR spills, scripts/device_budgets.sh).
     T acc[RM][RN];
     for (int r = 0; r < RM; ++r)
-      for (int q = 0; q < RN; ++q) {
-        const int i = ty + r * TY, j = tx + q * TX;
-        acc[r][q] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
-      }
+      for (int q = 0; q < RN; ++q) acc[r][q] = T(0);
+    if (chain_c)
+      for (int r = 0; r < RM; ++r)
+        for (int q = 0; q < RN; ++q) {
+          const int i = ty + r * TY, j = tx + q * TX;
+          const T v = c[(m0 + (i < mb ? i : mb - 1)) * ldc + n0 + (j < nb ? j : nb - 1)];
+          acc[r][q] = i < mb && j < nb ? v : T(0);
+        }
     const bool my_sums = rs_on && n0 == 0 && tx == 0;
     T rsum[RM];
     for (int r = 0; r < RM; ++r) rsum[r] = T(0);
@@ -940,12 +947,15 @@ struct GemmTeamBody {
       }
       team::barrier(tm_);  // block kblk's reads are done before block kblk + 2 overwrites them
     }
-    for (int r = 0; r < RM; ++r) {
+    // This thread's rows and columns inside the tile, counted afresh rather than compared again:
+    // the compiler would otherwise keep the init's eight i < mb, j < nb wave masks alive across the
+    // k loop, 16 scalar registers of gfx90a's 102.
+    const int rows = mb > ty ? (mb - ty + TY - 1) / TY : 0;
+    const int cols = nb > tx ? (nb - tx + TX - 1) / TX : 0;
+    for (int r = 0; r < RM && r < rows; ++r) {
       const int i = ty + r * TY;
-      if (i >= mb) break;
-      for (int q = 0; q < RN; ++q) {
+      for (int q = 0; q < RN && q < cols; ++q) {
         const int j = tx + q * TX;
-        if (j >= nb) break;
         T* ce = c + (m0 + i) * ldc + n0 + j;
         if (accumulate)
           *ce = *ce + acc[r][q];
