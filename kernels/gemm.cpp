@@ -949,13 +949,16 @@ struct GemmTeamBody {
     }
     // This thread's rows and columns inside the tile, counted afresh rather than compared again:
     // the compiler would otherwise keep the init's eight i < mb, j < nb wave masks alive across the
-    // k loop, 16 scalar registers of gfx90a's 102.
+    // k loop, 16 scalar registers of gfx90a's 102. The loops keep their constant bounds: with
+    // `r < rows` in the condition they were not unrolled and acc went to scratch memory.
     const int rows = mb > ty ? (mb - ty + TY - 1) / TY : 0;
     const int cols = nb > tx ? (nb - tx + TX - 1) / TX : 0;
-    for (int r = 0; r < RM && r < rows; ++r) {
+    for (int r = 0; r < RM; ++r) {
       const int i = ty + r * TY;
-      for (int q = 0; q < RN && q < cols; ++q) {
+      if (r >= rows) break;
+      for (int q = 0; q < RN; ++q) {
         const int j = tx + q * TX;
+        if (q >= cols) break;
         T* ce = c + (m0 + i) * ldc + n0 + j;
         if (accumulate)
           *ce = *ce + acc[r][q];
