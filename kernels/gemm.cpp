@@ -821,6 +821,13 @@ struct TeamGrid {
   }
 };
 
+// log2 of a power of two p >= 1.
+inline int log2_exact(int p) {
+  int l = 0;
+  while ((p >> l) > 1) ++l;
+  return l;
+}
+
 // Both buffers of both operands for a team of `team` threads.
 template <class T>
 std::size_t device_scratch_bytes(int team) {
@@ -870,7 +877,7 @@ enum class RowSums { none, add, store };
 template <class T>
 struct GemmTeamBody {
   int M, N, K, TY, TX, tm, tn, nkb;
-  std::size_t per_buf;
+  int lbm, lbn;  // log2 of the tile's BM = TY RM and BN = TX RN (powers of two)
   StridedMat<T> A, B;
   std::ptrdiff_t a_step, b_step, c_step, ldc, rs_step;
   T* C;
@@ -890,26 +897,33 @@ struct GemmTeamBody {
     const int mb = M - m0 < BM ? M - m0 : BM;
     const int nb = N - n0 < BN ? N - n0 : BN;
     const int ty = team::rank(tm_) / TX, tx = team::rank(tm_) % TX;
-    const auto buf = team::scratch<T>(tm_, 0, 2 * per_buf);  // 2 x [as (KT, BM), bs (KT, BN)]
+    const int pb = KT * (BM + BN);
+    const auto buf = team::scratch<T>(tm_, 0, 2 * static_cast<std::size_t>(pb));  // 2 x [as (KT, BM), bs (KT, BN)]
     const T* a = A.data + s * a_step;
     const T* b = B.data + s * b_step;
     T* c = C + s * c_step;
-    const std::ptrdiff_t pb = static_cast<std::ptrdiff_t>(per_buf);
     // Stages k-block kblk of A (k-major, as[k*BM + i]) and B (bs[k*BN + j]) in buffer kblk % 2;
     // entries outside the matrices are 0 and never enter a chain (the k loop stops at kb).
+    // Element e of a k-block of A (KT x BM) and of B (KT x BN), k fastest where the operand is
+    // contiguous in k, split by shifts (BM, BN and KT are powers of two): a division by the
+    // run-time BM or BN kept its reciprocal in scalar registers (SGPR spills on gfx90a).
+    constexpr int LKT = 3;
+    static_assert(KT == 1 << LKT, "k-blocks split by shifts");
+    const int a_si = A.cs == 1 ? LKT : 0, a_sk = A.cs == 1 ? 0 : lbm;
+    const int b_sj = B.cs == 1 ? 0 : LKT, b_sk = B.cs == 1 ? lbn : 0;
     auto load = [&](const int kblk) {
       const auto as = buf + (kblk & 1) * pb;
       const auto bs = as + KT * BM;
       const int k0 = kblk * KT;
       const int kb = K - k0 < KT ? K - k0 : KT;
       team::threads(tm_, BM * KT, [&](const int e) {
-        const int i = A.cs == 1 ? e / KT : e % BM;  // k fastest when A's rows are contiguous in k
-        const int k = A.cs == 1 ? e % KT : e / BM;
+        const int i = (e >> a_si) & (BM - 1);
+        const int k = (e >> a_sk) & (KT - 1);
         as[k * BM + i] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
       });
       team::threads(tm_, KT * BN, [&](const int e) {
-        const int j = B.cs == 1 ? e % BN : e / KT;
-        const int k = B.cs == 1 ? e / BN : e % KT;
+        const int j = (e >> b_sj) & (BN - 1);
+        const int k = (e >> b_sk) & (KT - 1);
         bs[k * BN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
       });
     };
@@ -996,7 +1010,8 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
   body.tm = ceil_div(M, grid.ty * D::RM);
   body.tn = ceil_div(N, grid.tx * D::RN);
   body.nkb = ceil_div(K, D::KT);
-  body.per_buf = static_cast<std::size_t>(D::KT) * (grid.ty * D::RM + grid.tx * D::RN);
+  body.lbm = log2_exact(grid.ty * D::RM);
+  body.lbn = log2_exact(grid.tx * D::RN);
   body.A = A;
   body.B = B;
   body.a_step = a_step;
