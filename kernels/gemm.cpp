@@ -965,6 +965,9 @@ struct GemmTeamBody {
     // the compiler would otherwise keep the init's eight i < mb, j < nb wave masks alive across the
     // k loop, 16 scalar registers of gfx90a's 102. The loops keep their constant bounds: with
     // `r < rows` in the condition they were not unrolled and acc went to scratch memory.
+    // The epilogue as one uniform int: tested as `bias` at each output, the pointer's non-null lane
+    // mask stayed in two scalar registers across the k loop (2 of the last SGPR spills on gfx90a).
+    const int mode = accumulate ? 2 : bias ? 1 : 0;  // 2: C += acc, 1: C = acc + bias, 0: C = acc
     const int rows = mb > ty ? (mb - ty + TY - 1) / TY : 0;
     const int cols = nb > tx ? (nb - tx + TX - 1) / TX : 0;
     for (int r = 0; r < RM; ++r) {
@@ -974,9 +977,9 @@ struct GemmTeamBody {
         const int j = tx + q * TX;
         if (q >= cols) break;
         T* ce = c + (m0 + i) * ldc + n0 + j;
-        if (accumulate)
+        if (mode == 2)
           *ce = *ce + acc[r][q];
-        else if (bias)
+        else if (mode == 1)
           *ce = acc[r][q] + bias[n0 + j];
         else
           *ce = acc[r][q];
