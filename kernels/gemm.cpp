@@ -821,6 +821,13 @@ struct TeamGrid {
   }
 };
 
+// log2 of a power of two p >= 1.
+inline int log2_exact(int p) {
+  int l = 0;
+  while ((p >> l) > 1) ++l;
+  return l;
+}
+
 // Both buffers of both operands for a team of `team` threads.
 template <class T>
 std::size_t device_scratch_bytes(int team) {
@@ -870,7 +877,7 @@ enum class RowSums { none, add, store };
 template <class T>
 struct GemmTeamBody {
   int M, N, K, TY, TX, tm, tn, nkb;
-  std::size_t per_buf;
+  int lbm, lbn;  // log2 of the tile's BM = TY RM and BN = TX RN (powers of two)
   StridedMat<T> A, B;
   std::ptrdiff_t a_step, b_step, c_step, ldc, rs_step;
   T* C;
@@ -890,35 +897,49 @@ struct GemmTeamBody {
     const int mb = M - m0 < BM ? M - m0 : BM;
     const int nb = N - n0 < BN ? N - n0 : BN;
     const int ty = team::rank(tm_) / TX, tx = team::rank(tm_) % TX;
-    const auto buf = team::scratch<T>(tm_, 0, 2 * per_buf);  // 2 x [as (KT, BM), bs (KT, BN)]
+    const int pb = KT * (BM + BN);
+    const auto buf = team::scratch<T>(tm_, 0, 2 * static_cast<std::size_t>(pb));  // 2 x [as (KT, BM), bs (KT, BN)]
     const T* a = A.data + s * a_step;
     const T* b = B.data + s * b_step;
     T* c = C + s * c_step;
-    const std::ptrdiff_t pb = static_cast<std::ptrdiff_t>(per_buf);
     // Stages k-block kblk of A (k-major, as[k*BM + i]) and B (bs[k*BN + j]) in buffer kblk % 2;
     // entries outside the matrices are 0 and never enter a chain (the k loop stops at kb).
+    // Element e of a k-block of A (KT x BM) and of B (KT x BN), k fastest where the operand is
+    // contiguous in k, split by shifts (BM, BN and KT are powers of two): a division by the
+    // run-time BM or BN kept its reciprocal in scalar registers (SGPR spills on gfx90a).
+    constexpr int LKT = 3;
+    static_assert(KT == 1 << LKT, "k-blocks split by shifts");
+    const int a_si = A.cs == 1 ? LKT : 0, a_sk = A.cs == 1 ? 0 : lbm;
+    const int b_sj = B.cs == 1 ? 0 : LKT, b_sk = B.cs == 1 ? lbn : 0;
     auto load = [&](const int kblk) {
       const auto as = buf + (kblk & 1) * pb;
       const auto bs = as + KT * BM;
       const int k0 = kblk * KT;
       const int kb = K - k0 < KT ? K - k0 : KT;
       team::threads(tm_, BM * KT, [&](const int e) {
-        const int i = A.cs == 1 ? e / KT : e % BM;  // k fastest when A's rows are contiguous in k
-        const int k = A.cs == 1 ? e % KT : e / BM;
+        const int i = (e >> a_si) & (BM - 1);
+        const int k = (e >> a_sk) & (KT - 1);
         as[k * BM + i] = (i < mb && k < kb) ? a[(m0 + i) * A.rs + (k0 + k) * A.cs] : T(0);
       });
       team::threads(tm_, KT * BN, [&](const int e) {
-        const int j = B.cs == 1 ? e % BN : e / KT;
-        const int k = B.cs == 1 ? e / BN : e % KT;
+        const int j = (e >> b_sj) & (BN - 1);
+        const int k = (e >> b_sk) & (KT - 1);
         bs[k * BN + j] = (j < nb && k < kb) ? b[(k0 + k) * B.rs + (n0 + j) * B.cs] : T(0);
       });
     };
+    // gfx90a keeps a branch's lane mask in two of its 102 scalar registers, so the tile's edges are
+    // handled without one branch per output: C_s is read at a clamped address and the value kept or
+    // dropped (a branch an output cost 4 more SGPR spills, scripts/device_budgets.sh).
     T acc[RM][RN];
     for (int r = 0; r < RM; ++r)
-      for (int q = 0; q < RN; ++q) {
-        const int i = ty + r * TY, j = tx + q * TX;
-        acc[r][q] = chain_c && i < mb && j < nb ? c[(m0 + i) * ldc + n0 + j] : T(0);
-      }
+      for (int q = 0; q < RN; ++q) acc[r][q] = T(0);
+    if (chain_c)
+      for (int r = 0; r < RM; ++r)
+        for (int q = 0; q < RN; ++q) {
+          const int i = ty + r * TY, j = tx + q * TX;
+          const T v = c[(m0 + (i < mb ? i : mb - 1)) * ldc + n0 + (j < nb ? j : nb - 1)];
+          acc[r][q] = i < mb && j < nb ? v : T(0);
+        }
     const bool my_sums = rs_on && n0 == 0 && tx == 0;
     T rsum[RM];
     for (int r = 0; r < RM; ++r) rsum[r] = T(0);
@@ -940,16 +961,25 @@ struct GemmTeamBody {
       }
       team::barrier(tm_);  // block kblk's reads are done before block kblk + 2 overwrites them
     }
+    // This thread's rows and columns inside the tile, counted afresh rather than compared again:
+    // the compiler would otherwise keep the init's eight i < mb, j < nb wave masks alive across the
+    // k loop, 16 scalar registers of gfx90a's 102. The loops keep their constant bounds: with
+    // `r < rows` in the condition they were not unrolled and acc went to scratch memory.
+    // The epilogue as one uniform int: tested as `bias` at each output, the pointer's non-null lane
+    // mask stayed in two scalar registers across the k loop (2 of the last SGPR spills on gfx90a).
+    const int mode = accumulate ? 2 : bias ? 1 : 0;  // 2: C += acc, 1: C = acc + bias, 0: C = acc
+    const int rows = mb > ty ? (mb - ty + TY - 1) / TY : 0;
+    const int cols = nb > tx ? (nb - tx + TX - 1) / TX : 0;
     for (int r = 0; r < RM; ++r) {
       const int i = ty + r * TY;
-      if (i >= mb) break;
+      if (r >= rows) break;
       for (int q = 0; q < RN; ++q) {
         const int j = tx + q * TX;
-        if (j >= nb) break;
+        if (q >= cols) break;
         T* ce = c + (m0 + i) * ldc + n0 + j;
-        if (accumulate)
+        if (mode == 2)
           *ce = *ce + acc[r][q];
-        else if (bias)
+        else if (mode == 1)
           *ce = acc[r][q] + bias[n0 + j];
         else
           *ce = acc[r][q];
@@ -983,7 +1013,8 @@ void gemm_team(int S, int M, int N, int K, StridedMat<T> A, std::ptrdiff_t a_ste
   body.tm = ceil_div(M, grid.ty * D::RM);
   body.tn = ceil_div(N, grid.tx * D::RN);
   body.nkb = ceil_div(K, D::KT);
-  body.per_buf = static_cast<std::size_t>(D::KT) * (grid.ty * D::RM + grid.tx * D::RN);
+  body.lbm = log2_exact(grid.ty * D::RM);
+  body.lbn = log2_exact(grid.tx * D::RN);
   body.A = A;
   body.B = B;
   body.a_step = a_step;
