@@ -27,25 +27,33 @@ struct ExactLimbs {
         });
   }
 
+  // Four summed limbs folded back into one value with carries; `overflow` is set when the sum
+  // leaves the signed 128-bit range. Limbs 0..2 are sums of non-negative 32-bit values, so the
+  // shifts of non-negatives are exact.
+  KOKKOS_INLINE_FUNCTION static Fixed128 fold(std::int64_t l0, std::int64_t l1, std::int64_t l2, std::int64_t l3,
+                                              bool& overflow) {
+    l1 += l0 >> 32;
+    l0 &= 0xffffffff;
+    l2 += l1 >> 32;
+    l1 &= 0xffffffff;
+    l3 += l2 >> 32;
+    l2 &= 0xffffffff;
+    overflow = l3 < -(std::int64_t(1) << 31) || l3 >= (std::int64_t(1) << 31);
+    Fixed128 x;
+    x.lo = (static_cast<std::uint64_t>(l1) << 32) | static_cast<std::uint64_t>(l0);
+    x.hi = static_cast<std::int64_t>((static_cast<std::uint64_t>(l3) << 32) | static_cast<std::uint64_t>(l2));
+    return x;
+  }
+
   // acc(e) = the limb vector folded back with carries; sets overflow when the sum leaves the
   // signed 128-bit range.
   static void unpack(const LimbView& limbs, std::size_t first, std::size_t n, const ExactView& acc,
                      const FlagView& overflow) {
     Kokkos::parallel_for(
         "ExactLimbs::unpack", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(const std::size_t i) {
-          // Limbs 0..2 are sums of non-negative 32-bit values: shifts of non-negatives are exact.
-          std::int64_t l0 = limbs(4 * i + 0), l1 = limbs(4 * i + 1), l2 = limbs(4 * i + 2), l3 = limbs(4 * i + 3);
-          l1 += l0 >> 32;
-          l0 &= 0xffffffff;
-          l2 += l1 >> 32;
-          l1 &= 0xffffffff;
-          l3 += l2 >> 32;
-          l2 &= 0xffffffff;
-          if (l3 < -(std::int64_t(1) << 31) || l3 >= (std::int64_t(1) << 31)) overflow() = 1;
-          Fixed128 x;
-          x.lo = (static_cast<std::uint64_t>(l1) << 32) | static_cast<std::uint64_t>(l0);
-          x.hi = static_cast<std::int64_t>((static_cast<std::uint64_t>(l3) << 32) | static_cast<std::uint64_t>(l2));
-          acc(first + i) = x;
+          bool over = false;
+          acc(first + i) = fold(limbs(4 * i + 0), limbs(4 * i + 1), limbs(4 * i + 2), limbs(4 * i + 3), over);
+          if (over) overflow() = 1;
         });
   }
 };

@@ -100,19 +100,10 @@ void unpack(const ExecSpace& space, const LimbView& buf, std::size_t offset, int
       "GradReduce::unpack", Kokkos::RangePolicy<ExecSpace>(space, 0, n), KOKKOS_LAMBDA(const std::size_t i) {
         Fixed128 x;
         if (words == 4) {
-          // Limbs 0..2 are sums of non-negative 32-bit values: shifts of non-negatives are exact.
-          I64 l0 = buf(offset + 4 * i), l1 = buf(offset + 4 * i + 1), l2 = buf(offset + 4 * i + 2),
-              l3 = buf(offset + 4 * i + 3);
-          l1 += l0 >> 32;
-          l0 &= 0xffffffff;
-          l2 += l1 >> 32;
-          l1 &= 0xffffffff;
-          l3 += l2 >> 32;
-          l2 &= 0xffffffff;
-          if (l3 < -(I64(1) << 31) || l3 >= (I64(1) << 31)) overflow() = 1;
-          x.lo = (uw(l1) << 32) | uw(l0);
-          x.hi = static_cast<I64>((uw(l3) << 32) | uw(l2));
-          acc(first + i) = x;
+          bool over = false;
+          acc(first + i) = ExactLimbs::fold(buf(offset + 4 * i), buf(offset + 4 * i + 1), buf(offset + 4 * i + 2),
+                                            buf(offset + 4 * i + 3), over);
+          if (over) overflow() = 1;
           return;
         }
         // The sum in 192 bits (it cannot leave them: see grad_reduce.hpp's bounds), shifted back.
