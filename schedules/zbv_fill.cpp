@@ -137,10 +137,10 @@ struct Builder {
         else
           b0.push_back(i);
       }
-      std::vector<std::pair<int, int>> todo;
-      for (auto it = b1.rbegin(); it != b1.rend(); ++it) todo.emplace_back(*it, 1);
-      for (int i : b0) todo.emplace_back(i, 0);
-      for (auto [i, c] : todo) {
+      std::vector<std::pair<int, int>> pending;
+      for (auto it = b1.rbegin(); it != b1.rend(); ++it) pending.emplace_back(*it, 1);
+      for (int i : b0) pending.emplace_back(i, 0);
+      for (auto [i, c] : pending) {
         long long in = -1;
         if (c == 1 && i < p - 1) in = static_cast<long long>(id(kB, 1, i + 1, count[i][3]));
         if (c == 0 && i > 0) in = static_cast<long long>(id(kB, 0, i - 1, count[i][2]));

@@ -122,7 +122,8 @@ TEST(ReferenceGrid, NoScheduleSlowerThanItsAuthorsGeneratorAtEqualOrLowerMemory)
       }
     }
   EXPECT_EQ(slower, 0) << slower << " of " << cases << " cases slower or holding more:\n" << report.str();
-  std::printf("%d cases against the reference generators, %d listed as still slower, %d faster at more memory "
-              "inside the cap (and no slower at the reference's memory as the cap)\n",
-              cases, known, traded);
+  std::printf(
+      "%d cases against the reference generators, %d listed as still slower, %d faster at more memory "
+      "inside the cap (and no slower at the reference's memory as the cap)\n",
+      cases, known, traded);
 }
