@@ -40,10 +40,14 @@ ROOT = os.path.dirname(HERE)
 
 
 def env():
-    """scripts/env.sh's settings (OpenMPI as root, oversubscription, one BLAS thread, core type)."""
-    out = subprocess.run(["bash", "-c", f"source '{ROOT}/scripts/env.sh' && env -0"], check=True,
-                         capture_output=True).stdout
-    e = dict(kv.split("=", 1) for kv in out.decode().split("\0") if "=" in kv)
+    """scripts/env.sh's settings for a benchmark (OpenMPI as root, oversubscription, one BLAS thread, and
+    the fastest OpenBLAS kernels the CPU runs even over a slower preset OPENBLAS_CORETYPE, which env.sh
+    says on stderr; this prints that line)."""
+    r = subprocess.run(["bash", "-c", f"MINIPIPE_BLAS=fastest; source '{ROOT}/scripts/env.sh' && env -0"],
+                       check=True, capture_output=True)
+    if r.stderr:
+        sys.stderr.write(r.stderr.decode())
+    e = dict(kv.split("=", 1) for kv in r.stdout.decode().split("\0") if "=" in kv)
     e["OMP_NUM_THREADS"] = "1"
     return e
 
@@ -98,25 +102,6 @@ def host_probes(build, e):
     b = {x["name"].split("/")[1]: x for x in run_bench(build, e, "stream_f32/triad|dispatch/")["benchmarks"]}
     us = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["parallel_for"]["time_unit"]]
     return b["triad"]["GB/s"], b["parallel_for"]["real_time"] * us, b["team_phases"]["s/phase"] * 1e6
-
-
-def best_core_env(e, ctx):
-    """e with OPENBLAS_CORETYPE=SkylakeX when the CPU has AVX-512F and another core is in force, else None.
-
-    Some machines preset OPENBLAS_CORETYPE (this project's Zen 5 CI host: Haswell, whose AVX2 kernels run
-    sgemm at about half the AVX-512 ones). miniPipe's runs keep the environment's setting; this rate, taken
-    in its own command only, says how far the in-force BLAS is from what this CPU's best OpenBLAS kernels do.
-    """
-    try:
-        with open("/proc/cpuinfo") as f:
-            avx512 = " avx512f" in f.read()
-    except OSError:
-        avx512 = False
-    if not avx512 or ctx.get("openblas_corename", "").lower() in ("skylakex", "cooperlake", "sapphirerapids"):
-        return None
-    b = dict(e)
-    b["OPENBLAS_CORETYPE"] = "SkylakeX"
-    return b
 
 
 def schedule_of(a, p, m):
@@ -276,15 +261,11 @@ def main():
     probes = {1: [], a.threads: []}  # threads -> (triad GB/s, kernel us, team phase us) per round (--threads only)
     backends = {}  # build label -> its Kokkos backend
     fast_gemm_used = {}  # build label -> the GEMM its fast rows ran
-    sgemm, sgemm_best, torch_steps, torch_best_steps, ctx, best_ctx, info, torch_info = [], [], [], [], None, None, {}, {}
+    sgemm, torch_steps, ctx, info, torch_info = [], [], None, {}, {}
     try:
         for rnd in range(a.repeats):
             rate, ctx = sgemm_rate(a.build, a, e)
             sgemm.append(rate)
-            be = best_core_env(e, ctx)
-            if be:
-                rate, best_ctx = sgemm_rate(a.build, a, be)
-                sgemm_best.append(rate)
             for label, build, extra in builds:
                 for p, m in configs:
                     for mode in ("deterministic", "fast"):
@@ -305,8 +286,6 @@ def main():
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
                 torch_info = t
-                if be:  # PyTorch's CPU GEMMs go to the same OpenBLAS (BLAS_INFO=generic on Debian)
-                    torch_best_steps.extend(torch_run(py, a, be)["step_seconds"])
             print(f"round {rnd + 1}/{a.repeats} done", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -323,48 +302,35 @@ def main():
     print(f"sgemm (cblas, fc shape {tokens}x{4 * a.channels}x{a.channels}, 1 thread): {g:.1f} GFLOP/s "
           f"(rounds: {', '.join(f'{x:.1f}' for x in sgemm)}); openblas core {ctx.get('openblas_corename')}, "
           f"gemm_det microkernel: {ctx.get('gemm_det_microkernel')}")
-    gb = statistics.median(sgemm_best) if sgemm_best else None
-    if gb:
-        print(f"sgemm with this CPU's best OpenBLAS kernels (OPENBLAS_CORETYPE=SkylakeX in that command only, core "
-              f"{best_ctx.get('openblas_corename')}): {gb:.1f} GFLOP/s (rounds: "
-              f"{', '.join(f'{x:.1f}' for x in sgemm_best)}); column /best")
+    core = ctx.get("openblas_corename")
     ref = statistics.median(torch_steps) if torch_steps else None
     if ref:
         print(f"PyTorch {torch_info['torch']} eager, {torch_info['threads']} thread: {tokens / ref:.0f} tokens/s, "
-              f"{flops / ref / 1e9:.1f} GFLOP/s ({flops / ref / 1e9 / g:.2f} of sgemm"
-              + (f", {flops / ref / 1e9 / gb:.2f} of best)" if gb else ")"))
-    ref_best = statistics.median(torch_best_steps) if torch_best_steps else None
-    if ref_best:
-        print(f"PyTorch with the best OpenBLAS kernels (SkylakeX): {tokens / ref_best:.0f} tokens/s, "
-              f"{flops / ref_best / 1e9:.1f} GFLOP/s ({flops / ref_best / 1e9 / gb:.2f} of best); column /torch-best")
+              f"{flops / ref / 1e9:.1f} GFLOP/s ({flops / ref / 1e9 / g:.2f} of sgemm)")
+    print(f"model rate over the same-run sgemm (OpenBLAS {core} kernels), each mode:")
     hdr = f"{'run':<26}{'schedule':>11}{'p':>3}{'m':>4}{'tokens/s':>11}{'GFLOP/s':>10}{'/sgemm':>8}"
-    print(hdr + (f"{'/best':>8}" if gb else "") + (f"{'/torch':>8}" if ref else "") +
-          (f"{'/torch-best':>12}" if ref_best else ""))
-    def rate_row(name, p, m, t, g, gb):
-        """A row's run, schedule, p, m, tokens/s, GFLOP/s and its ratios to the sgemm rates g and gb."""
+    print(hdr + (f"{'/torch':>8}" if ref else ""))
+    def rate_row(name, p, m, t, g):
+        """A row's run, schedule, p, m, tokens/s, GFLOP/s and its ratio to the sgemm rate g."""
         line = f"{name:<26}{schedule_of(a, p, m):>11}{p:>3}{m:>4}{tokens / t:>11.0f}{flops / t / 1e9:>10.1f}"
-        return line + f"{flops / t / 1e9 / g:>8.2f}" + (f"{flops / t / 1e9 / gb:>8.2f}" if gb else "")
+        return line + f"{flops / t / 1e9 / g:>8.2f}"
 
     med = {k: statistics.median(v) for k, v in steps.items()}
     for label, _, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
                 t = med[(label, mode, p, m)]
-                print(rate_row(label + mode, p, m, t, g, gb) + (f"{ref / t:>8.2f}" if ref else "") +
-                      (f"{ref_best / t:>12.2f}" if ref_best else ""))
+                print(rate_row(label + mode, p, m, t, g) + (f"{ref / t:>8.2f}" if ref else ""))
     # On a shared host other tenants only ever slow a step down: the fastest step of a row (pooled
     # over its rounds) against the fastest sgemm round is the nearest this run gets to the code's
     # own speed. The medians above stay the headline figures.
     g_max = max(sgemm)
-    gb_max = max(sgemm_best) if sgemm_best else None
-    print(f"fastest timed step of each row, against the fastest sgemm round ({g_max:.1f} GFLOP/s"
-          + (f", best kernels {gb_max:.1f}" if gb_max else "") + "):")
-    print(f"{'run':<26}{'schedule':>11}{'p':>3}{'m':>4}{'tokens/s':>11}{'GFLOP/s':>10}{'/sgemm':>8}"
-          + (f"{'/best':>8}" if gb_max else ""))
+    print(f"fastest timed step of each row, against the fastest sgemm round ({g_max:.1f} GFLOP/s):")
+    print(f"{'run':<26}{'schedule':>11}{'p':>3}{'m':>4}{'tokens/s':>11}{'GFLOP/s':>10}{'/sgemm':>8}")
     for label, _, _ in builds:
         for p, m in configs:
             for mode in ("deterministic", "fast"):
-                print(rate_row(label + mode, p, m, min(steps[(label, mode, p, m)]), g_max, gb_max))
+                print(rate_row(label + mode, p, m, min(steps[(label, mode, p, m)]), g_max))
     print("ratios (medians of this run):")
     for label, _, _ in builds:
         for mode in ("deterministic", "fast"):
