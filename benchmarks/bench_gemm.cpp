@@ -1,5 +1,6 @@
 // GEMM benchmarks on the model's shapes: gemm_det vs KokkosBlas::gemm vs cblas directly (the
-// last two must match if Kokkos Kernels really takes the BLAS TPL), and Linear in both modes.
+// last two must match if Kokkos Kernels really takes the BLAS TPL), Linear in both modes, and the
+// exact backward-weight (gemm_det_exact) beside cblas on the same dW.
 #include <KokkosBlas3_gemm.hpp>
 
 #include <string>
@@ -152,6 +153,69 @@ void bench_linear(benchmark::State& st, Mode mode, Phase phase, LayerShape l, in
   set_rates(st, 2.0 * tokens * O * I, 0);
 }
 
+// The deterministic backward-weight as the stage runs it on the host, dW (O, I) += sum over S
+// samples of dy_s^T x_s (K = seq_len rows each) added exactly (gemm_det_exact, with the fused bias
+// row sums), beside cblas_sgemm of the same dW with all S K rows as one product (fast mode's GEMM):
+// the ratio of the two rates in one process is what the exact path costs over the library.
+//   exact_first: the accumulators are known to be zero (a step's first call, as at one micro-batch
+//                a step), so the first fold stores the sums; exact_add: they are added to.
+//   persample:   the same S short products (K = seq_len) by gemm_det into one float C, nothing
+//                added exactly: the short-K GEMMs alone, without the limbs and folds.
+enum class ExactVariant { first, add, persample, cblas };
+const char* name(ExactVariant v) {
+  return v == ExactVariant::first       ? "exact_first"
+         : v == ExactVariant::add       ? "exact_add"
+         : v == ExactVariant::persample ? "persample"
+                                        : "cblas";
+}
+void bench_exact(benchmark::State& st, ExactVariant variant, LayerShape l, int samples, int seq_len) {
+  const int O = l.O, I = l.I, rows = samples * seq_len;
+  const auto x = filled<float>(static_cast<std::size_t>(rows) * I, 1);
+  const auto dy = filled<float>(static_cast<std::size_t>(rows) * O, 4);
+  const ExactTarget dw{ExactView("bench_exact_w", static_cast<std::size_t>(O) * I), FlagView("bench_exact_w_ov"),
+                       variant == ExactVariant::first};
+  const ExactTarget db{ExactView("bench_exact_b", static_cast<std::size_t>(O)), FlagView("bench_exact_b_ov"), false};
+  View1<float> out("bench_exact_out", static_cast<std::size_t>(O) * I);
+  KernelWorkspace ws;
+  const std::ptrdiff_t a_step = static_cast<std::ptrdiff_t>(seq_len) * O,
+                       b_step = static_cast<std::ptrdiff_t>(seq_len) * I;
+  auto run = [&] {
+    switch (variant) {
+      case ExactVariant::first:
+      case ExactVariant::add:
+        gemm_det_exact(ws, GemmOptions{}, O, I, seq_len, samples, transposed(dy.data(), O), a_step,
+                       row_major(x.data(), I), b_step, dw, &db);
+        break;
+      case ExactVariant::persample:
+        for (int s = 0; s < samples; ++s)
+          gemm_det<float>(ws, O, I, seq_len, transposed(dy.data() + s * a_step, O), row_major(x.data() + s * b_step, I),
+                          out.data(), I);
+        break;
+      case ExactVariant::cblas:
+#ifdef MINIPIPE_HAVE_CBLAS
+        cblas_gemm(CblasTrans, CblasNoTrans, O, I, rows, dy.data(), O, x.data(), I, out.data(), I);
+#endif
+        break;
+    }
+  };
+  if (variant == ExactVariant::cblas) {
+#ifndef MINIPIPE_HAVE_CBLAS
+    st.SkipWithError("built without cblas");
+    return;
+#endif
+  }
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible) {
+    st.SkipWithError("the exact path and cblas need host-accessible memory");
+    return;
+  }
+  run();  // warm-up: packing buffers, BLAS thread pool, page faults
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  set_rates(st, 2.0 * rows * O * I, 0);
+}
+
 // The forward (or backward-input) GEMMs of `layers` blocks' four Linear layers in order, each
 // weight kept packed (PackedB) as the stage keeps it, on `tokens` rows: a micro-batch's pass. When
 // the weights exceed the last-level cache every pass streams them from memory once, so running
@@ -223,6 +287,19 @@ void register_gemm_benchmarks(const ModelShape& s) {
                                  [=](benchmark::State& st) { bench_kept_pass<float>(st, p, s); })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  // The exact backward-weight beside cblas on the Linear shapes of a block and a head of 2C rows.
+  const LayerShape exact_layers[] = {layers[2], layers[3], layers[0], layers[1], {"head2c", 2 * C, C}};
+  const int samples = s.tokens / s.seq_len;
+  // CPU time, not real time: on a shared machine the ratio of two CPU times in one process is the
+  // steadier measure (run with --benchmark_repetitions and random interleaving, take medians).
+  for (const LayerShape& l : exact_layers)
+    for (ExactVariant v : {ExactVariant::first, ExactVariant::add, ExactVariant::persample, ExactVariant::cblas})
+      benchmark::RegisterBenchmark(
+          ("exact_f32/" + std::string(l.layer) + "/" + std::to_string(l.O) + "x" + std::to_string(l.I) + "_S" +
+           std::to_string(samples) + "_K" + std::to_string(s.seq_len) + "/" + name(v))
+              .c_str(),
+          [=](benchmark::State& st) { bench_exact(st, v, l, samples, s.seq_len); })
+          ->Unit(benchmark::kMillisecond);
   // Double precision (the test/reference build) on one shape.
   const LayerShape qkv = layers[0];
   const Extents e = extents(Phase::forward, qkv, s.tokens);
