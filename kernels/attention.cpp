@@ -566,7 +566,7 @@ KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real*
 template <class Real>
 struct HostForward {
   static constexpr int kBufKeys = int(16384 / sizeof(Real) / Tile<Real>::kQueries);  // keys of sbuf (16 KB)
-  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldo;
+  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldo, nteams;
   Real scale;
   const Real* qkv_p;
   Real* att_p;
@@ -605,6 +605,10 @@ struct HostForward {
           const int nn = T - t0 - QT < QT ? T - t0 - QT : QT;
           prefetch_rows(qb + static_cast<std::size_t>(t0 + QT) * ldq, ldq, nn, hs, false);
           prefetch_rows(vb + static_cast<std::size_t>(t0 + QT) * ldq, ldq, nn, hs, false);
+        }
+        if (team::league(tm) + 1 < nteams) {  // the next team's k rows (its staging)
+          const int b2 = (team::league(tm) + 1) / H, h2 = (team::league(tm) + 1) % H;
+          prefetch_rows(qkv_p + static_cast<std::size_t>(b2 * T + t0) * ldq + C + h2 * hs, ldq, nq, hs, false);
         }
         // The block's scores, softmax and P of P v live in sbuf (in L1) where it holds Tp keys, and
         // go to att once final (PendingRows); else they are formed in att itself.
@@ -651,7 +655,7 @@ struct HostForward {
 // One team per (b, h) of the host path's attention (see backward_input).
 template <class Real>
 struct HostBackward {
-  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldd, ldg;
+  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldd, ldg, nteams;
   Real scale;
   const Real* qkv_p;
   const Real* att_p;
@@ -684,6 +688,16 @@ struct HostBackward {
         const int nn = T - t0 - QT < QT ? T - t0 - QT : QT;
         prefetch_rows(db + static_cast<std::size_t>(t0 + QT) * ldd, ldd, nn, hs, false);
         prefetch_rows(ab + static_cast<std::size_t>(t0 + QT) * lda, lda, nn, t0 + QT + nn, false);
+      }
+      // This block's rows of what the later phases first touch: q (dk), k (dq), and the dqkv rows
+      // they write; and the next team's v rows (its staging). Fetched here, they arrive while this
+      // phase computes, where the dk/dv and dq loops would wait on each miss in turn.
+      prefetch_rows(qb + static_cast<std::size_t>(t0) * ldq, ldq, nq, hs, false);
+      prefetch_rows(kb + static_cast<std::size_t>(t0) * ldq, ldq, nq, hs, false);
+      for (int g = 0; g < 3; ++g) prefetch_rows(gq + static_cast<std::size_t>(t0) * ldg + g * C, ldg, nq, hs, true);
+      if (team::league(tm) + 1 < nteams) {
+        const int b2 = (team::league(tm) + 1) / H, h2 = (team::league(tm) + 1) % H;
+        prefetch_rows(qkv_p + static_cast<std::size_t>(b2 * T + t0) * ldq + 2 * C + h2 * hs, ldq, nq, hs, false);
       }
       for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
         Real acc[QT][KW];
@@ -764,8 +778,9 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   Real* out_p = out.data();
   const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
             ldo = static_cast<int>(out.stride(0));
-  team::launch("Attention::forward", shape,
-               HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
+  team::launch(
+      "Attention::forward", shape,
+      HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, B * H, scale, qkv_p, att_p, out_p});
 #else
   (void)mode;
   attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);                // see the file's top
@@ -815,8 +830,8 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
   // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
   team::launch("Attention::backward_input", shape,
-               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
-                                  dout_p, g_p});
+               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, B * H, scale, qkv_p,
+                                  att_p, dout_p, g_p});
 #else
   attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);  // see the file's top
 #endif
