@@ -12,6 +12,10 @@
 // vectorise across elements while each element's own chain runs in its original order. The
 // backward pass keeps dpre of the head in scratch (computed once instead of three times; the
 // same values). Heads too large for team scratch run attention_order's own row kernels.
+// Memory, not FMAs, set much of the host time at T = 128 (a layer's qkv, att and dqkv exceed L2):
+// the forward forms a query block's softmax in an L1 buffer and streams the final att rows out
+// (no read of each line before it is written), and both passes prefetch the rows that a later
+// block or phase touches first. Neither changes a value.
 // The device path (attention_device.cpp, taken when use_device_path()) runs the same chains in
 // tiled team kernels whose scratch does not grow with T.
 #include "attention.hpp"
