@@ -12,10 +12,15 @@
 // vectorise across elements while each element's own chain runs in its original order. The
 // backward pass keeps dpre of the head in scratch (computed once instead of three times; the
 // same values). Heads too large for team scratch run attention_order's own row kernels.
+// Memory, not FMAs, set much of the host time at T = 128 (a layer's qkv, att and dqkv exceed L2):
+// the forward forms a query block's softmax in an L1 buffer and streams the final att rows out
+// (no read of each line before it is written), and both passes prefetch the rows that a later
+// block or phase touches first. Neither changes a value.
 // The device path (attention_device.cpp, taken when use_device_path()) runs the same chains in
 // tiled team kernels whose scratch does not grow with T.
 #include "attention.hpp"
 
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -98,6 +103,25 @@ team::Shape host_team_shape(team::Target target, int league, std::size_t bytes) 
 
 int round_up(int n, int m) {
   return (n + m - 1) / m * m;
+}
+
+// Prefetch n elements of each of `rows` rows (stride ld) from p: the next block's rows are in L3 or
+// memory (a layer's att and qkv exceed L2), and one block's loads and stores alone leave the core
+// waiting on each miss in turn. write: for rows about to be stored (no read-for-ownership stall).
+template <class Real>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_rows(const Real* p, std::size_t ld, int rows, int n, bool write) {
+#if defined(__GNUC__)
+  constexpr int kLine = int(64 / sizeof(Real));
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < n; i += kLine) {
+      if (write)
+        __builtin_prefetch(p + r * ld + i, 1, 3);
+      else
+        __builtin_prefetch(p + r * ld + i, 0, 3);
+    }
+#else
+  (void)p, (void)ld, (void)rows, (void)n, (void)write;
+#endif
 }
 
 // dst (n, ldd) = src^T of the rows x n block src (row stride lds), zero-padded from column rows to
@@ -269,26 +293,74 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
 // they are overwritten with zeros. Each step runs over all the block's rows before the next: one
 // row's steps are one long dependency chain (max tree, exps, sum tree, division), and rows side by
 // side give the core independent work to overlap.
-template <class Real>
-KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int T) {
+template <class Real, class Slot>
+KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int T, bool zero_tail, Slot& slot) {
   constexpr int QT = Tile<Real>::kQueries;
   constexpr int E = int(64 / sizeof(Real));  // det::exp_array's block
   Real v[QT];                                // each row's max, then its sum
   int in_range[QT];                          // row_max's word on the exps' range
-  for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1, in_range[q]);
+  for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(q) * lda, t0 + q + 1, in_range[q]);
   for (int q = 0; q < nq; ++q) {
     const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
-    Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
+    Real* a = ab + static_cast<std::size_t>(q) * lda;
     det::exp_array(a, v[q], a, n, n_pad <= T ? n_pad : 0, in_range[q]);
+    slot.one();  // the caller's other work (PendingRows) between the rows' exps
   }
-  for (int q = 0; q < nq; ++q) v[q] = row_sum(ab + static_cast<std::size_t>(t0 + q) * lda, t0 + q + 1);
+  for (int q = 0; q < nq; ++q) v[q] = row_sum(ab + static_cast<std::size_t>(q) * lda, t0 + q + 1);
   for (int q = 0; q < nq; ++q) {
     const int n = t0 + q + 1;
     const Real sum = v[q];
-    Real* a = ab + static_cast<std::size_t>(t0 + q) * lda;
-    for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
+    Real* a = ab + static_cast<std::size_t>(q) * lda;
+    if (zero_tail)
+      for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 < n ? a[t2] / sum : Real(0);
+    else
+      for (int t2 = 0; t2 < n; ++t2) a[t2] = a[t2] / sum;
   }
 }
+
+// att row t from its softmax src (keys t2 < n = t + 1) in the block buffer: the keys t2 <= t, zeros
+// above. With AVX-512, a 64-byte aligned row goes out through streaming stores: a layer's att
+// (B*H*T*T) stays in no cache until backward reads it, and ordinary stores first read every line
+// they write (twice the memory traffic; the forward waited on those reads). The same values as a
+// plain copy.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void store_att_row(const Real* src, Real* dst, int n, int T) {
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value) {
+    if (reinterpret_cast<std::uintptr_t>(dst) % 64 == 0) {
+      int c = 0;
+      for (; c + 16 <= T; c += 16) {
+        const int k = n - c;  // lanes that keep a softmax value
+        const __mmask16 m = static_cast<__mmask16>(k >= 16 ? 0xFFFFu : k > 0 ? (1u << k) - 1u : 0u);
+        _mm512_stream_ps(dst + c, _mm512_maskz_loadu_ps(m, src + c));
+      }
+      for (; c < T; ++c) dst[c] = c < n ? src[c] : 0.0f;
+      return;
+    }
+  }
+#endif
+  for (int t2 = 0; t2 < T; ++t2) dst[t2] = t2 < n ? src[t2] : Real(0);
+}
+
+// The att rows of a finished query block (rows t0 + q, q < nq, from src with stride lds), stored a
+// row at a time by one() from the next block's compute: streaming stores issued back to back stall
+// once the core's write-combining buffers are full (a sixth of the forward), spread between FMAs
+// they drain while the core computes.
+template <class Real>
+struct PendingRows {
+  const Real* src = nullptr;
+  Real* dst = nullptr;
+  int lds = 0, lda = 0, t0 = 0, nq = 0, T = 0, next = 0;
+  KOKKOS_INLINE_FUNCTION void one() {
+    if (next >= nq) return;
+    store_att_row(src + static_cast<std::size_t>(next) * lds, dst + static_cast<std::size_t>(next) * lda, t0 + next + 1,
+                  T);
+    ++next;
+  }
+  KOKKOS_INLINE_FUNCTION void rest() {
+    while (next < nq) one();
+  }
+};
 
 // acc[q][j] = fma chain over i = 0..n-1 of a[q][i] * bt[i*ldb + j], starting from 0:
 // kQueries x kKeys independent dot products, each summed in index order.
@@ -497,7 +569,8 @@ KOKKOS_INLINE_FUNCTION void cols_accumulate(const Real* dp, int ldp, const Real*
 // One team per (b, h) of the host path's attention (see forward).
 template <class Real>
 struct HostForward {
-  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldo;
+  static constexpr int kBufKeys = int(16384 / sizeof(Real) / Tile<Real>::kQueries);  // keys of sbuf (16 KB)
+  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldo, nteams;
   Real scale;
   const Real* qkv_p;
   Real* att_p;
@@ -515,50 +588,78 @@ struct HostForward {
     Real* ab = att_p + static_cast<std::size_t>(b * H + h) * T * lda;  // att row (b, h, t=0)
     stage_transposed(tm, kb, ldq, T, hs, kt, Tp);
     team::barrier(tm);
-    team::threads(tm, (T + QT - 1) / QT, [&](const int blk) {
-      const int t0 = blk * QT;  // query rows t0..t0+nq-1
-      const int nq = T - t0 < QT ? T - t0 : QT;
-      const Real* qrow[QT];
-      const Real* arow[QT];
-      Real* orow[QT];
-      for (int q = 0; q < QT; ++q) {
-        const int t = t0 + (q < nq ? q : nq - 1);
-        qrow[q] = qb + static_cast<std::size_t>(t) * ldq;
-        arow[q] = ab + static_cast<std::size_t>(t) * lda;
-        orow[q] = out_p + static_cast<std::size_t>(b * T + t) * ldo + h * hs;
-      }
-      // scores of the unmasked keys t2 <= t, kept in att until normalised
-      for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
-        Real acc[QT][KW];
-        dot_tile(qrow, kt + k0, Tp, hs, acc);
-        // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_rows
-        // reads only the keys t2 <= t and overwrites the rest with zeros, and whole-vector
-        // stores replace a compare and a scalar store per element (a tenth of the kernel).
-        if (k0 + KW <= T) {
+    // Each thread runs its query blocks in turn (one thread a team on host backends), so that a
+    // block's att rows can go out during the next block's compute (PendingRows).
+    const int nblk = (T + QT - 1) / QT, nth = team::size(tm);
+    team::threads(tm, nth, [&](const int tid) {
+      alignas(64) Real sbuf[2][QT * kBufKeys];  // this block's and the previous block's
+      PendingRows<Real> pending;
+      for (int blk = tid, j = 0; blk < nblk; blk += nth, ++j) {
+        const int t0 = blk * QT;  // query rows t0..t0+nq-1
+        const int nq = T - t0 < QT ? T - t0 : QT;
+        const Real* qrow[QT];
+        const Real* arow[QT];
+        Real* orow[QT];
+        for (int q = 0; q < QT; ++q) {
+          const int t = t0 + (q < nq ? q : nq - 1);
+          qrow[q] = qb + static_cast<std::size_t>(t) * ldq;
+          orow[q] = out_p + static_cast<std::size_t>(b * T + t) * ldo + h * hs;
+        }
+        if (t0 + QT < T) {  // the next block's q and v rows
+          const int nn = T - t0 - QT < QT ? T - t0 - QT : QT;
+          prefetch_rows(qb + static_cast<std::size_t>(t0 + QT) * ldq, ldq, nn, hs, false);
+          prefetch_rows(vb + static_cast<std::size_t>(t0 + QT) * ldq, ldq, nn, hs, false);
+        }
+        if (team::league(tm) + 1 < nteams) {  // the next team's k rows (its staging)
+          const int b2 = (team::league(tm) + 1) / H, h2 = (team::league(tm) + 1) % H;
+          prefetch_rows(qkv_p + static_cast<std::size_t>(b2 * T + t0) * ldq + C + h2 * hs, ldq, nq, hs, false);
+        }
+        // The block's scores, softmax and P of P v live in sbuf (in L1) where it holds Tp keys, and
+        // go to att once final (PendingRows); else they are formed in att itself.
+        const bool buffered = Tp <= kBufKeys;
+        Real* sb = buffered ? sbuf[j & 1] : ab + static_cast<std::size_t>(t0) * lda;
+        const int lds = buffered ? Tp : lda, width = buffered ? Tp : T;
+        for (int q = 0; q < QT; ++q) arow[q] = sb + static_cast<std::size_t>(q < nq ? q : nq - 1) * lds;
+        // scores of the unmasked keys t2 <= t, kept in sb until normalised
+        for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
+          Real acc[QT][KW];
+          dot_tile(qrow, kt + k0, Tp, hs, acc);
+          pending.one();
+          // A tile inside the rows is stored whole, also where it crosses the diagonal: softmax_rows
+          // reads only the keys t2 <= t (and overwrites the rest with zeros in att), and whole-vector
+          // stores replace a compare and a scalar store per element (a tenth of the kernel).
+          if (k0 + KW <= width) {
+            for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
+              if (q >= nq) continue;
+              Real* ar = sb + static_cast<std::size_t>(q) * lds + k0;
+              for (int j2 = 0; j2 < KW; ++j2) ar[j2] = acc[q][j2] * scale;
+            }
+            continue;
+          }
           for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
             if (q >= nq) continue;
-            Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda + k0;
-            for (int j = 0; j < KW; ++j) ar[j] = acc[q][j] * scale;
+            Real* ar = sb + static_cast<std::size_t>(q) * lds;
+            for (int j2 = 0; j2 < KW; ++j2)
+              if (k0 + j2 <= t0 + q) ar[k0 + j2] = acc[q][j2] * scale;
           }
-          continue;
         }
-        for (int q = 0; q < QT; ++q) {  // constant indices keep acc in registers
-          if (q >= nq) continue;
-          Real* ar = ab + static_cast<std::size_t>(t0 + q) * lda;
-          for (int j = 0; j < KW; ++j)
-            if (k0 + j <= t0 + q) ar[k0 + j] = acc[q][j] * scale;
-        }
+        softmax_rows(sb, lds, t0, nq, width, !buffered, pending);
+        pending.rest();  // sbuf[(j + 1) & 1] is the next block's
+        rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
+        if (buffered) pending = PendingRows<Real>{sb, ab + static_cast<std::size_t>(t0) * lda, lds, lda, t0, nq, T, 0};
       }
-      softmax_rows(ab, lda, t0, nq, T);
-      rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
+      pending.rest();
     });
+#ifdef MINIPIPE_HOST_AVX512
+    _mm_sfence();  // the streaming stores of store_att_row before any later read of att
+#endif
   }
 };
 
 // One team per (b, h) of the host path's attention (see backward_input).
 template <class Real>
 struct HostBackward {
-  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldd, ldg;
+  int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldd, ldg, nteams;
   Real scale;
   const Real* qkv_p;
   const Real* att_p;
@@ -587,6 +688,21 @@ struct HostBackward {
       const int nq = T - t0 < QT ? T - t0 : QT;
       const Real* drow[QT];
       for (int q = 0; q < QT; ++q) drow[q] = db + static_cast<std::size_t>(t0 + (q < nq ? q : nq - 1)) * ldd;
+      if (t0 + QT < T) {  // the next block's dout rows and att rows
+        const int nn = T - t0 - QT < QT ? T - t0 - QT : QT;
+        prefetch_rows(db + static_cast<std::size_t>(t0 + QT) * ldd, ldd, nn, hs, false);
+        prefetch_rows(ab + static_cast<std::size_t>(t0 + QT) * lda, lda, nn, t0 + QT + nn, false);
+      }
+      // This block's rows of what the later phases first touch: q (dk), k (dq), and the dqkv rows
+      // they write; and the next team's v rows (its staging). Fetched here, they arrive while this
+      // phase computes, where the dk/dv and dq loops would wait on each miss in turn.
+      prefetch_rows(qb + static_cast<std::size_t>(t0) * ldq, ldq, nq, hs, false);
+      prefetch_rows(kb + static_cast<std::size_t>(t0) * ldq, ldq, nq, hs, false);
+      for (int g = 0; g < 3; ++g) prefetch_rows(gq + static_cast<std::size_t>(t0) * ldg + g * C, ldg, nq, hs, true);
+      if (team::league(tm) + 1 < nteams) {
+        const int b2 = (team::league(tm) + 1) / H, h2 = (team::league(tm) + 1) % H;
+        prefetch_rows(qkv_p + static_cast<std::size_t>(b2 * T + t0) * ldq + 2 * C + h2 * hs, ldq, nq, hs, false);
+      }
       for (int k0 = 0; k0 < t0 + nq; k0 += KW) {
         Real acc[QT][KW];
         dot_tile(drow, vt + k0, Tp, hs, acc);
@@ -666,8 +782,9 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   Real* out_p = out.data();
   const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
             ldo = static_cast<int>(out.stride(0));
-  team::launch("Attention::forward", shape,
-               HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, scale, qkv_p, att_p, out_p});
+  team::launch(
+      "Attention::forward", shape,
+      HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, B * H, scale, qkv_p, att_p, out_p});
 #else
   (void)mode;
   attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);                // see the file's top
@@ -717,8 +834,8 @@ void Attention<Real>::backward_input(Mode mode, int B, int T, int C, int H, CMat
   // One team per (b, h): dpre (scale included) of the head goes to scratch once, then every
   // gradient row is owned by one thread (query rows for dq, key rows for dk/dv): no atomics.
   team::launch("Attention::backward_input", shape,
-               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, scale, qkv_p, att_p,
-                                  dout_p, g_p});
+               HostBackward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldd, ldg, B * H, scale, qkv_p,
+                                  att_p, dout_p, g_p});
 #else
   attention_order::backward_input<Real>("Attention::", B, T, C, H, qkv, att, dout, dqkv);  // see the file's top
 #endif

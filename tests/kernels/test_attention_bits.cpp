@@ -209,6 +209,17 @@ void check_all_shapes() {
           check_shape<T>(mode, B, Tn, hd.C, hd.H, 2.0, seed);
           seed += 10;
         }
+  // T at and around the 16- and 32-lane edges of the host SIMD tiles and of the softmax lanes
+  // (a row of 16 keys is one 512-bit float vector, 32 one score tile), head sizes 8, 32 and 64.
+  const Heads simd_heads[] = {{16, 2}, {64, 2}, {128, 2}};
+  for (Mode mode : {Mode::deterministic, Mode::fast})
+    for (int Tn : {1, 15, 16, 17, 31, 33})
+      for (const Heads& hd : simd_heads) {
+        check_shape<T>(mode, 2, Tn, hd.C, hd.H, 2.0, seed);
+        seed += 10;
+      }
+  // A query block's softmax rows formed in att itself (more keys than the block buffer holds).
+  for (Mode mode : {Mode::deterministic, Mode::fast}) check_shape<T>(mode, 1, 520, 16, 2, 2.0, seed + 6);
   // Large logits: many exp results underflow or are subnormal.
   for (Mode mode : {Mode::deterministic, Mode::fast}) check_shape<T>(mode, 2, 37, 64, 4, 12.0, seed + 7);
   // A NaN key: the rows of the queries that see it are NaN with the order's bits, the others
