@@ -123,8 +123,8 @@ struct Block {
     const KernelTap<T>* tap = nullptr;  // nullptr: nobody watches
   };
 
-  // x_in -> ln1 -> qkv -> att, atty -> res1 = x_in + attn_proj -> ln2 -> fc -> gelu, then
-  // x_out = res1 + fc_proj(gelu).
+  // The forward rows of MINIPIPE_BLOCK_TENSORS in order (LayerNorm, attention, the first residual
+  // add, LayerNorm, the MLP), then x_out = res1 + fc_proj.
   static void forward(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> x_out);
   // The forward up to the MLP activation (all that backward reads): what F and I's block
   // recompute both run, so the remade values are F's bits.
@@ -132,7 +132,7 @@ struct Block {
   // qkv -> att, atty: what I's attention recompute runs.
   static void forward_attention(const Call& c, const BlockActivations<T>& a);
 
-  // dout -> d_gelu -> d_fc -> d_ln2 -> d_res1 = dout + d_res1_ln2 -> d_atty -> d_qkv -> d_ln1, then
+  // The backward rows of MINIPIPE_BLOCK_TENSORS in order (the forward's kernels in reverse), then
   // dx = d_res1 + d_x_ln1.
   static void backward_input(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> dx);
   // The parameter gradients (fc_proj, fc, ln2, attn_proj, qkv, ln1: backward-input's order) added
