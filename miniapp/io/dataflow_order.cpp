@@ -1,74 +1,67 @@
-// The dataflow order of docs/design.md §5 written once as tables: a block's forward and backward-input
-// lists, the head's, the model's parameter order, and the kernel label beside each name.
+// The dataflow order of docs/design.md §5, read from the model's tables (model_tensors.hpp): a block's
+// forward and backward-input rows, the head's, the parameter order, and the kernel beside each name.
 #include "miniapp/io/dataflow_order.hpp"
 
 #include <array>
 #include <cctype>
 #include <limits>
+#include <string_view>
 #include <utility>
+#include <vector>
+
+#include "miniapp/io/model_tensors.hpp"
 
 namespace minipipe::io {
 
 namespace {
 
 struct Entry {
-  const char* name;
-  const char* kernel;
+  std::string_view name;
+  std::string_view kernel;
 };
+
+// The rows of a part's tensor table (model_tensors.hpp) that `made` marks, in computation order,
+// with `prefix` before each name.
+template <std::size_t K>
+std::vector<Entry> entries(const std::array<TensorRow, K>& rows, Made made) {
+  std::vector<Entry> out;
+  for (const TensorRow& r : rows)
+    if (r.made == made) out.push_back({r.name, r.producer});
+  return out;
+}
 
 // A block's forward, in computation order (`kernels/layer_NN/<name>`); activations/layer_NN
 // (the second residual add) comes right after.
-constexpr std::array<Entry, 14> kBlockForward{{
-    {"ln1", "LayerNorm::forward (ln1)"},
-    {"ln1_mean", "LayerNorm::forward (ln1)"},
-    {"ln1_rstd", "LayerNorm::forward (ln1)"},
-    {"qkv", "Linear::forward (qkv_w)"},
-    {"att", "Attention::forward"},
-    {"atty", "Attention::forward"},
-    {"attn_proj", "Linear::forward (attn_proj_w)"},
-    {"res1", "Elementwise::add (residual 1)"},
-    {"ln2", "LayerNorm::forward (ln2)"},
-    {"ln2_mean", "LayerNorm::forward (ln2)"},
-    {"ln2_rstd", "LayerNorm::forward (ln2)"},
-    {"fc", "Linear::forward (fc_w)"},
-    {"gelu", "Gelu::forward"},
-    {"fc_proj", "Linear::forward (fc_proj_w)"},
-}};
-
+const std::vector<Entry>& block_forward() {
+  static const std::vector<Entry> v = entries(kBlockTensors, Made::forward);
+  return v;
+}
 // A block's backward-input, in computation order; input_grads/layer_NN comes right after.
-constexpr std::array<Entry, 9> kBlockBackward{{
-    {"d_gelu", "Linear::backward_input (fc_proj_w)"},
-    {"d_fc", "Gelu::backward_input"},
-    {"d_ln2", "Linear::backward_input (fc_w)"},
-    {"d_res1_ln2", "LayerNorm::backward_input (ln2)"},
-    {"d_res1", "Elementwise::add (residual 1 gradient)"},
-    {"d_atty", "Linear::backward_input (attn_proj_w)"},
-    {"d_qkv", "Attention::backward_input"},
-    {"d_ln1", "Linear::backward_input (qkv_w)"},
-    {"d_x_ln1", "LayerNorm::backward_input (ln1)"},
-}};
+const std::vector<Entry>& block_backward() {
+  static const std::vector<Entry> v = entries(kBlockTensors, Made::backward);
+  return v;
+}
 
-// The head and the loss, from the final LayerNorm to the gradient it hands the last block.
-// Paths relative to the step group.
-constexpr std::array<Entry, 11> kHead{{
-    {"activations/lnf", "LayerNorm::forward (lnf)"},
-    {"kernels/head/lnf_mean", "LayerNorm::forward (lnf)"},
-    {"kernels/head/lnf_rstd", "LayerNorm::forward (lnf)"},
-    {"kernels/head/logits", "Linear::forward (lm_head_w)"},
-    {"kernels/head/losses", "CrossEntropy::forward"},
-    {"per_sample_loss_sum", "CrossEntropy::sample_sums"},
-    {"per_sample_tokens", "CrossEntropy::sample_sums"},
-    {"loss", "CrossEntropy::sample_sums + global loss reduction"},
-    {"kernels/head/dlogits", "CrossEntropy::backward_input"},
-    {"kernels/head/d_lnf", "Linear::backward_input (lm_head_w)"},
-    {"input_grads/lnf", "LayerNorm::backward_input (lnf)"},
-}};
-
-// Parameter names in model order (miniapp/model.cpp): embedding, then per block, then head.
-constexpr std::array<const char*, 2> kEmbeddingParams{{"wte", "wpe"}};
-constexpr std::array<const char*, 12> kBlockParams{{"ln1_w", "ln1_b", "qkv_w", "qkv_b", "attn_proj_w", "attn_proj_b",
-                                                    "ln2_w", "ln2_b", "fc_w", "fc_b", "fc_proj_w", "fc_proj_b"}};
-constexpr std::array<const char*, 3> kHeadParams{{"lnf_w", "lnf_b", "lm_head_w"}};
+// The head and the loss, from the final LayerNorm to the gradient it hands the last block, as
+// paths relative to the step group: the head's layer output and forward kernel outputs, the loss,
+// its backward kernel outputs and the input gradient.
+const std::vector<std::pair<std::string, std::string_view>>& head() {
+  static const auto v = [] {
+    std::vector<std::pair<std::string, std::string_view>> out;
+    for (const TensorRow& r : kHeadTensors)
+      if (r.made == Made::layer_output) out.emplace_back("activations/" + std::string(r.name), r.producer);
+    for (const Entry& e : entries(kHeadTensors, Made::forward))
+      out.emplace_back("kernels/head/" + std::string(e.name), e.kernel);
+    out.emplace_back("per_sample_loss_sum", "CrossEntropy::sample_sums");
+    out.emplace_back("per_sample_tokens", "CrossEntropy::sample_sums");
+    out.emplace_back("loss", "CrossEntropy::sample_sums + global loss reduction");
+    for (const Entry& e : entries(kHeadTensors, Made::backward))
+      out.emplace_back("kernels/head/" + std::string(e.name), e.kernel);
+    out.emplace_back("input_grads/lnf", "LayerNorm::backward_input (lnf)");
+    return out;
+  }();
+  return v;
+}
 
 // Positions inside a step group. Layers are numbered below kMaxLayers; each layer owns a
 // window of kLayerStride positions.
@@ -101,7 +94,8 @@ std::int64_t layer_index(const std::string& s) {
 struct Param {
   std::int64_t index = -1;  // in model parameter order; -1 unknown
   std::string layer = "-";
-  std::string base;  // name without the layer prefix
+  std::string base;              // name without the layer prefix
+  std::string_view grad_kernel;  // the table row's backward-weight kernel
 };
 
 Param param_of(const std::string& name) {
@@ -110,14 +104,16 @@ Param param_of(const std::string& name) {
   if (slash == std::string::npos) {
     p.base = name;
     for (std::size_t i = 0; i < kEmbeddingParams.size(); ++i)
-      if (name == kEmbeddingParams[i]) {
+      if (name == kEmbeddingParams[i].name) {
         p.index = static_cast<std::int64_t>(i);
         p.layer = "embedding";
+        p.grad_kernel = kEmbeddingParams[i].grad_kernel;
       }
     for (std::size_t i = 0; i < kHeadParams.size(); ++i)
-      if (name == kHeadParams[i]) {
+      if (name == kHeadParams[i].name) {
         p.index = kParamSpan - 10 + static_cast<std::int64_t>(i);
         p.layer = "head";
+        p.grad_kernel = kHeadParams[i].grad_kernel;
       }
     return p;
   }
@@ -127,19 +123,15 @@ Param param_of(const std::string& name) {
   if (l < 0) return p;
   p.layer = layer;
   for (std::size_t i = 0; i < kBlockParams.size(); ++i)
-    if (p.base == kBlockParams[i]) p.index = 10 + l * 20 + static_cast<std::int64_t>(i);
+    if (p.base == kBlockParams[i].name) {
+      p.index = 10 + l * 20 + static_cast<std::int64_t>(i);
+      p.grad_kernel = kBlockParams[i].grad_kernel;
+    }
   return p;
 }
 
-std::string backward_weight_label(const std::string& base) {
-  std::string k;
-  if (base == "wte" || base == "wpe")
-    k = "Embedding::backward_weight";
-  else if (starts_with(base, "ln"))
-    k = "LayerNorm::backward_weight";
-  else
-    k = "Linear::backward_weight";
-  return k + " (" + base + ") + GradAccum::finalize";
+std::string backward_weight_label(const Param& p) {
+  return std::string(p.grad_kernel) + " (" + p.base + ") + GradAccum::finalize";
 }
 
 // Fills position/kernel/layer for a path relative to a step group ("kernels/layer_01/qkv").
@@ -152,8 +144,9 @@ void place_in_step(const std::string& rel, const std::string& optimizer_update, 
   };
   if (rel == "tokens" || rel == "targets") return set(rel == "tokens" ? kTokens : kTargets, "input data", "-");
   if (rel == "activations/embedding") return set(kEmbedding, "Embedding::forward", "embedding");
-  for (std::size_t i = 0; i < kHead.size(); ++i)
-    if (rel == kHead[i].name) return set(kHeadBase + static_cast<std::int64_t>(i), kHead[i].kernel, "head");
+  for (std::size_t i = 0; i < head().size(); ++i)
+    if (rel == head()[i].first)
+      return set(kHeadBase + static_cast<std::int64_t>(i), std::string(head()[i].second), "head");
   const auto slash = rel.find('/');
   const std::string top = rel.substr(0, slash);
   const std::string rest = slash == std::string::npos ? std::string{} : rel.substr(slash + 1);
@@ -161,9 +154,9 @@ void place_in_step(const std::string& rel, const std::string& optimizer_update, 
     const std::int64_t l = layer_index(rest);
     if (l < 0) return;
     if (top == "activations")
-      return set(kForward + l * kLayerStride + static_cast<std::int64_t>(kBlockForward.size()),
+      return set(kForward + l * kLayerStride + static_cast<std::int64_t>(block_forward().size()),
                  "Elementwise::add (residual 2)", rest);
-    return set(kBackward + (kMaxLayers - l) * kLayerStride + static_cast<std::int64_t>(kBlockBackward.size()),
+    return set(kBackward + (kMaxLayers - l) * kLayerStride + static_cast<std::int64_t>(block_backward().size()),
                "Elementwise::add (input gradient)", rest);
   }
   if (top == "kernels") {
@@ -172,20 +165,22 @@ void place_in_step(const std::string& rel, const std::string& optimizer_update, 
     const std::string layer = rest.substr(0, s2), name = rest.substr(s2 + 1);
     const std::int64_t l = layer_index(layer);
     if (l < 0) return;
-    for (std::size_t i = 0; i < kBlockForward.size(); ++i)
-      if (name == kBlockForward[i].name)
-        return set(kForward + l * kLayerStride + static_cast<std::int64_t>(i), kBlockForward[i].kernel, layer);
-    for (std::size_t i = 0; i < kBlockBackward.size(); ++i)
-      if (name == kBlockBackward[i].name)
-        return set(kBackward + (kMaxLayers - l) * kLayerStride + static_cast<std::int64_t>(i), kBlockBackward[i].kernel,
-                   layer);
+    const auto& fwd = block_forward();
+    for (std::size_t i = 0; i < fwd.size(); ++i)
+      if (name == fwd[i].name)
+        return set(kForward + l * kLayerStride + static_cast<std::int64_t>(i), std::string(fwd[i].kernel), layer);
+    const auto& bwd = block_backward();
+    for (std::size_t i = 0; i < bwd.size(); ++i)
+      if (name == bwd[i].name)
+        return set(kBackward + (kMaxLayers - l) * kLayerStride + static_cast<std::int64_t>(i),
+                   std::string(bwd[i].kernel), layer);
     o.layer = layer;  // an unknown kernel output still names its layer
     return;
   }
   if (top == "grads" || top == "params") {
     const Param p = param_of(rest);
     if (p.index < 0) return;
-    if (top == "grads") return set(kGrads + (kParamSpan - p.index), backward_weight_label(p.base), p.layer);
+    if (top == "grads") return set(kGrads + (kParamSpan - p.index), backward_weight_label(p), p.layer);
     return set(kParams + p.index, optimizer_update + " (" + p.base + ")", p.layer);
   }
 }

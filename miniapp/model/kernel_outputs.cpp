@@ -1,6 +1,7 @@
-// Kernel outputs: the name tables of the kernel-level dump and the test hook's parser.
+// Kernel outputs: the kernel-level dump's lists, made from the tensor tables, and the test hook's parser.
 #include "miniapp/model/kernel_outputs.hpp"
 
+#include <array>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -9,48 +10,50 @@ namespace minipipe {
 std::vector<std::uint64_t> KernelOutput::dims(const ModelShape& s, int B) const {
   const std::uint64_t b = static_cast<std::uint64_t>(B), T = s.seq_len, C = s.channels;
   switch (shape) {
-    case btc:
+    case TensorShape::c:
       return {b, T, C};
-    case bt3c:
+    case TensorShape::c3:
       return {b, T, 3 * C};
-    case bt4c:
+    case TensorShape::c4:
       return {b, T, 4 * C};
-    case btv:
+    case TensorShape::v:
       return {b, T, static_cast<std::uint64_t>(s.vocab)};
-    case bt:
+    case TensorShape::one:
       return {b, T};
-    case bhtt:
+    case TensorShape::att:
       return {b, static_cast<std::uint64_t>(s.n_head), T, T};
   }
   return {};
 }
 
+namespace {
+// The rows of a table that `made` marks, in table order (their names are string literals).
+template <std::size_t K>
+std::vector<KernelOutput> outputs(const std::array<TensorRow, K>& rows, Made made) {
+  std::vector<KernelOutput> out;
+  for (const TensorRow& r : rows)
+    if (r.made == made) out.push_back({r.name.data(), r.shape});
+  return out;
+}
+}  // namespace
+
 const std::vector<KernelOutput>& block_forward_outputs() {
-  using K = KernelOutput;
-  static const std::vector<K> v = {{"ln1", K::btc},   {"ln1_mean", K::bt}, {"ln1_rstd", K::bt},   {"qkv", K::bt3c},
-                                   {"att", K::bhtt},  {"atty", K::btc},    {"attn_proj", K::btc}, {"res1", K::btc},
-                                   {"ln2", K::btc},   {"ln2_mean", K::bt}, {"ln2_rstd", K::bt},   {"fc", K::bt4c},
-                                   {"gelu", K::bt4c}, {"fc_proj", K::btc}};
+  static const std::vector<KernelOutput> v = outputs(kBlockTensors, Made::forward);
   return v;
 }
 
 const std::vector<KernelOutput>& block_backward_outputs() {
-  using K = KernelOutput;
-  static const std::vector<K> v = {{"d_gelu", K::bt4c},    {"d_fc", K::bt4c},  {"d_ln2", K::btc},
-                                   {"d_res1_ln2", K::btc}, {"d_res1", K::btc}, {"d_atty", K::btc},
-                                   {"d_qkv", K::bt3c},     {"d_ln1", K::btc},  {"d_x_ln1", K::btc}};
+  static const std::vector<KernelOutput> v = outputs(kBlockTensors, Made::backward);
   return v;
 }
 
 const std::vector<KernelOutput>& head_forward_outputs() {
-  using K = KernelOutput;
-  static const std::vector<K> v = {{"lnf_mean", K::bt}, {"lnf_rstd", K::bt}, {"logits", K::btv}, {"losses", K::bt}};
+  static const std::vector<KernelOutput> v = outputs(kHeadTensors, Made::forward);
   return v;
 }
 
 const std::vector<KernelOutput>& head_backward_outputs() {
-  using K = KernelOutput;
-  static const std::vector<K> v = {{"dlogits", K::btv}, {"d_lnf", K::btc}};
+  static const std::vector<KernelOutput> v = outputs(kHeadTensors, Made::backward);
   return v;
 }
 

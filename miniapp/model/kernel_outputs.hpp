@@ -1,5 +1,6 @@
 // The kernel outputs inside a block and the head that the kernel-level dump writes (docs/design.md §5,
-// in computation order) and the one-ULP test hook MINIPIPE_TEST_PERTURB may move.
+// in computation order), read from the tables of miniapp/io/model_tensors.hpp, and the one-ULP test
+// hook MINIPIPE_TEST_PERTURB that may move them.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,12 @@ namespace minipipe {
 // One kernel output: its dump name and its shape for a batch of B samples.
 struct KernelOutput {
   const char* name;
-  enum Shape { btc, bt3c, bt4c, btv, bt, bhtt } shape;
+  TensorShape shape;
   std::vector<std::uint64_t> dims(const ModelShape& s, int B) const;
 };
 
-// A block's forward outputs then its backward-input outputs, each in computation order.
+// A block's forward outputs then its backward-input outputs, each in computation order: the rows
+// of MINIPIPE_BLOCK_TENSORS (miniapp/io/model_tensors.hpp) a forward or backward kernel makes.
 const std::vector<KernelOutput>& block_forward_outputs();
 const std::vector<KernelOutput>& block_backward_outputs();
 // The head's: forward (after activations/lnf) then backward (before input_grads/lnf).

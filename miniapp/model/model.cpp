@@ -51,36 +51,62 @@ std::string block_name(int layer) {
   return buf;
 }
 
+namespace {
+std::vector<int> param_dims(ParamShape shape, const ModelShape& s) {
+  const int V = s.vocab, P = s.block_size, C = s.channels;
+  switch (shape) {
+    case ParamShape::v_c:
+      return {V, C};
+    case ParamShape::p_c:
+      return {P, C};
+    case ParamShape::c:
+      return {C};
+    case ParamShape::c3:
+      return {3 * C};
+    case ParamShape::c4:
+      return {4 * C};
+    case ParamShape::c3_c:
+      return {3 * C, C};
+    case ParamShape::c_c:
+      return {C, C};
+    case ParamShape::c4_c:
+      return {4 * C, C};
+    case ParamShape::c_c4:
+      return {C, 4 * C};
+  }
+  return {};
+}
+
+// The specs of one table (model_tensors.hpp), names prefixed by `prefix` ("layer_07/" or "").
+template <std::size_t K>
+std::vector<ParamSpec> specs_of(const std::array<ParamRow, K>& rows, const ModelShape& s, const std::string& prefix) {
+  std::vector<ParamSpec> out;
+  for (const ParamRow& r : rows) {
+    ParamSpec p;
+    p.name = prefix + std::string(r.name);
+    p.shape = param_dims(r.shape, s);
+    p.init = r.init == ParamInit::normal  ? ParamSpec::Init::normal
+             : r.init == ParamInit::zeros ? ParamSpec::Init::zeros
+                                          : ParamSpec::Init::ones;
+    // GPT-2 scales the residual projections by 1/sqrt(2L).
+    p.std = r.residual ? r.std / std::sqrt(2.0 * s.n_layer) : r.std;
+    p.decay = r.decay;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<ParamSpec> embedding_params(const ModelShape& s) {
-  return {{"wte", {s.vocab, s.channels}, ParamSpec::Init::normal, 0.02, true},
-          {"wpe", {s.block_size, s.channels}, ParamSpec::Init::normal, 0.01, true}};
+  return specs_of(kEmbeddingParams, s, "");
 }
 
 std::vector<ParamSpec> block_params(const ModelShape& s, int layer) {
-  const std::string p = block_name(layer) + "/";
-  const int C = s.channels;
-  // GPT-2 scales the residual projections by 1/sqrt(2L).
-  const double proj_std = 0.02 / std::sqrt(2.0 * s.n_layer);
-  using I = ParamSpec::Init;
-  return {{p + "ln1_w", {C}, I::ones, 0, false},
-          {p + "ln1_b", {C}, I::zeros, 0, false},
-          {p + "qkv_w", {3 * C, C}, I::normal, 0.02, true},
-          {p + "qkv_b", {3 * C}, I::zeros, 0, false},
-          {p + "attn_proj_w", {C, C}, I::normal, proj_std, true},
-          {p + "attn_proj_b", {C}, I::zeros, 0, false},
-          {p + "ln2_w", {C}, I::ones, 0, false},
-          {p + "ln2_b", {C}, I::zeros, 0, false},
-          {p + "fc_w", {4 * C, C}, I::normal, 0.02, true},
-          {p + "fc_b", {4 * C}, I::zeros, 0, false},
-          {p + "fc_proj_w", {C, 4 * C}, I::normal, proj_std, true},
-          {p + "fc_proj_b", {C}, I::zeros, 0, false}};
+  return specs_of(kBlockParams, s, block_name(layer) + "/");
 }
 
 std::vector<ParamSpec> head_params(const ModelShape& s) {
-  using I = ParamSpec::Init;
-  return {{"lnf_w", {s.channels}, I::ones, 0, false},
-          {"lnf_b", {s.channels}, I::zeros, 0, false},
-          {"lm_head_w", {s.vocab, s.channels}, I::normal, 0.02, true}};
+  return specs_of(kHeadParams, s, "");
 }
 
 std::vector<ParamSpec> all_params(const ModelShape& s) {

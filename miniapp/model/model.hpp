@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "miniapp/io/model_tensors.hpp"
 #include "miniapp/model/config.hpp"
 
 namespace minipipe {
@@ -31,7 +32,8 @@ struct ParamSpec {
 // Layer names used in dumps: "embedding", "layer_00".."layer_{L-1}", "lnf".
 std::string block_name(int layer);
 
-// Parameters of the embedding, of block `layer`, and of the head (lnf + lm_head), in a fixed order.
+// Parameters of the embedding, of block `layer`, and of the head (lnf + lm_head), in the order of
+// their tables (miniapp/io/model_tensors.hpp).
 std::vector<ParamSpec> embedding_params(const ModelShape& s);
 std::vector<ParamSpec> block_params(const ModelShape& s, int layer);
 std::vector<ParamSpec> head_params(const ModelShape& s);

@@ -1,27 +1,36 @@
-// ActivationStore: the table of where each activation lives per recompute mode, and the pooled
-// sets of buffers that hold them.
+// ActivationStore: where each activation lives per recompute mode, read from the rows of
+// miniapp/io/model_tensors.hpp, and the pooled sets of buffers that hold them.
 #include "miniapp/runtime/activation_store.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace minipipe {
 
 namespace {
-// Where a stored value lives, per recompute mode: kept from F to W; made by F (into scratch)
-// but remade by I and held to W; only F's scratch (backward never reads it); or a gradient
-// made by I for W.
-enum Phase { kKept, kRemade, kScratch, kGrad };
-struct Where {
-  Phase none, attention, block;
-  Phase in(Recompute r) const { return r == Recompute::none ? none : r == Recompute::attention ? attention : block; }
-};
-constexpr Where kInput{kKept, kKept, kKept};          // a block's (the head's) input
-constexpr Where kUnlessBlock{kKept, kKept, kRemade};  // remade under block recompute
-constexpr Where kAttention{kKept, kRemade, kRemade};  // remade under attention and block
-constexpr Where kLosses{kKept, kKept, kScratch};      // F's per-token losses (W never reads them)
-constexpr Where kGradient{kGrad, kGrad, kGrad};       // I -> W, in every mode
+// Where a stored value lives under one recompute mode: kept from F to W; made by F (into scratch)
+// but remade by I and held to W; only F's scratch (backward never reads it); a gradient made by I
+// for W; or nowhere of its own (transient).
+enum Phase { kKept, kRemade, kScratch, kGrad, kTransient };
+Phase phase(Lives l, Recompute r) {
+  switch (l) {
+    case Lives::kept:
+      return kKept;
+    case Lives::unless_block:
+      return r == Recompute::block ? kRemade : kKept;
+    case Lives::unless_attention:
+      return r == Recompute::none ? kKept : kRemade;
+    case Lives::scratch_under_block:
+      return r == Recompute::block ? kScratch : kKept;
+    case Lives::gradient:
+      return kGrad;
+    case Lives::transient:
+      break;
+  }
+  return kTransient;
+}
 // Which values a Set holds: F's kept set, the I -> W set, or F's scratch.
 enum Which { kKeptSet, kWorkSet, kScratchSet };
 bool in_set(Phase ph, Which set) {
@@ -35,56 +44,45 @@ bool in_set(Phase ph, Which set) {
   }
 }
 
-// Calls f(member, name, rows, cols, where) for every stored value of a block, in a fixed order.
-// The transient values (attn_proj, fc_proj, d_gelu, d_res1_ln2, d_atty, d_x_ln1) are not stored.
-template <class T, class F>
-void visit_block(const ModelShape& s, int n, F&& f) {
-  using A = BlockActivations<T>;
-  const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels, Tl = s.seq_len;
-  f(&A::x_in, "x_in", N, C, kInput);
-  f(&A::ln1, "ln1", N, C, kUnlessBlock);
-  f(&A::qkv, "qkv", N, 3 * C, kUnlessBlock);
-  f(&A::att, "att", static_cast<std::size_t>(n) * s.n_head * Tl, Tl, kAttention);
-  f(&A::atty, "atty", N, C, kAttention);
-  f(&A::res1, "res1", N, C, kUnlessBlock);
-  f(&A::ln2, "ln2", N, C, kUnlessBlock);
-  f(&A::fc, "fc", N, 4 * C, kUnlessBlock);
-  f(&A::gelu, "gelu", N, 4 * C, kUnlessBlock);
-  f(&A::ln1_mean, "mean1", N, 1, kUnlessBlock);
-  f(&A::ln1_rstd, "rstd1", N, 1, kUnlessBlock);
-  f(&A::ln2_mean, "mean2", N, 1, kUnlessBlock);
-  f(&A::ln2_rstd, "rstd2", N, 1, kUnlessBlock);
-  f(&A::dout, "dout", N, C, kGradient);
-  f(&A::d_res1, "d_res1", N, C, kGradient);
-  f(&A::d_qkv, "d_qkv", N, 3 * C, kGradient);
-  f(&A::d_ln1, "d_ln1", N, C, kGradient);
-  f(&A::d_fc, "d_fc", N, 4 * C, kGradient);
-  f(&A::d_ln2, "d_ln2", N, C, kGradient);
+// A row's (rows, cols) for n samples (model_tensors.hpp's TensorShape).
+std::pair<std::size_t, std::size_t> extent(TensorShape shape, const ModelShape& s, int n) {
+  const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels;
+  switch (shape) {
+    case TensorShape::c:
+      return {N, C};
+    case TensorShape::c3:
+      return {N, 3 * C};
+    case TensorShape::c4:
+      return {N, 4 * C};
+    case TensorShape::v:
+      return {N, static_cast<std::size_t>(s.vocab)};
+    case TensorShape::one:
+      return {N, 1};
+    case TensorShape::att:
+      break;
+  }
+  return {static_cast<std::size_t>(n) * s.n_head * s.seq_len, static_cast<std::size_t>(s.seq_len)};
 }
 
-template <class T, class F>
-void visit_head(const ModelShape& s, int n, F&& f) {
-  using A = HeadActivations<T>;
-  const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels, V = s.vocab;
-  f(&A::x, "h_x", N, C, kInput);
-  f(&A::lnf, "lnf", N, C, kUnlessBlock);
-  f(&A::logits, "logits", N, V, kUnlessBlock);
-  f(&A::losses, "losses", N, 1, kLosses);
-  f(&A::lnf_mean, "h_mean", N, 1, kUnlessBlock);
-  f(&A::lnf_rstd, "h_rstd", N, 1, kUnlessBlock);
-  f(&A::dlogits, "dlogits", N, V, kGradient);
-  f(&A::d_lnf, "d_lnf", N, C, kGradient);
+// Calls f(tensor, row) for every row of a part's table, in table order.
+template <class F>
+void visit_block(F&& f) {
+  for (std::size_t k = 0; k < kBlockTensors.size(); ++k) f(static_cast<BlockTensor>(k), kBlockTensors[k]);
+}
+template <class F>
+void visit_head(F&& f) {
+  for (std::size_t k = 0; k < kHeadTensors.size(); ++k) f(static_cast<HeadTensor>(k), kHeadTensors[k]);
 }
 
 // The first of kept, work, scratch that holds the member (a value lives in exactly one of them).
-template <class S, class M>
-void resolve(S& out, M m, const S* kept, const S* work, const S* scratch) {
-  if ((kept->*m).data())
-    out.*m = kept->*m;
-  else if (work && (work->*m).data())
-    out.*m = work->*m;
+template <class S, class K>
+void resolve(S& out, K t, const S* kept, const S* work, const S* scratch) {
+  if (kept->operator[](t).data())
+    out[t] = (*kept)[t];
+  else if (work && (*work)[t].data())
+    out[t] = (*work)[t];
   else if (scratch)
-    out.*m = scratch->*m;
+    out[t] = (*scratch)[t];
 }
 }  // namespace
 
@@ -138,22 +136,22 @@ std::unique_ptr<typename ActivationStore<T>::Set> ActivationStore<T>::take(std::
   b->n = n;
   b->r = recompute_;
   const Recompute r = recompute_;
-  auto alloc = [&](View2<T>& v, const char* name, std::size_t rows, std::size_t cols, const Where& w) {
-    if (!in_set(w.in(r), static_cast<Which>(which))) return;
-    v = View2<T>(Kokkos::view_alloc(std::string("Stage::saved::") + name, Kokkos::WithoutInitializing), rows, cols);
+  auto alloc = [&](View2<T>& v, const std::string& name, TensorShape shape, Lives lives) {
+    if (!in_set(phase(lives, r), static_cast<Which>(which))) return;
+    const auto [rows, cols] = extent(shape, shape_, n);
+    v = View2<T>(Kokkos::view_alloc("Stage::saved::" + name, Kokkos::WithoutInitializing), rows, cols);
     b->bytes += rows * cols * sizeof(T);
   };
   // F's scratch is one block's worth, shared by the blocks.
   b->blocks.resize(which == kScratchSet ? (num_layers_ > 0 ? 1 : 0) : static_cast<std::size_t>(num_layers_));
   for (auto& blk : b->blocks)
-    visit_block<T>(shape_, n,
-                   [&](View2<T> BlockActivations<T>::*m, const char* name, std::size_t rows, std::size_t cols,
-                       const Where& w) { alloc(blk.*m, name, rows, cols, w); });
-  if (first_) alloc(b->emb_dout, "emb_dout", static_cast<std::size_t>(n) * shape_.seq_len, shape_.channels, kGradient);
+    visit_block(
+        [&](BlockTensor t, const TensorRow& row) { alloc(blk[t], std::string(row.name), row.shape, row.lives); });
+  if (first_) alloc(b->emb_dout, "emb_dout", TensorShape::c, Lives::gradient);
   if (last_)
-    visit_head<T>(shape_, n,
-                  [&](View2<T> HeadActivations<T>::*m, const char* name, std::size_t rows, std::size_t cols,
-                      const Where& w) { alloc(b->head.*m, name, rows, cols, w); });
+    visit_head([&](HeadTensor t, const TensorRow& row) {
+      alloc(b->head[t], "head/" + std::string(row.name), row.shape, row.lives);
+    });
   return b;
 }
 
@@ -161,10 +159,17 @@ template <class T>
 void ActivationStore<T>::ensure_transient(std::size_t N) {
   if (N <= rows_) return;
   rows_ = N;
-  const std::size_t C = shape_.channels;
-  c1_ = View2<T>(Kokkos::view_alloc("Stage::ws::c1", Kokkos::WithoutInitializing), N, C);
-  c2_ = View2<T>(Kokkos::view_alloc("Stage::ws::c2", Kokkos::WithoutInitializing), N, C);
-  d4_ = View2<T>(Kokkos::view_alloc("Stage::ws::d4", Kokkos::WithoutInitializing), N, 4 * C);
+  std::vector<std::size_t> width;  // per buffer, the widest row it holds
+  visit_block([&](BlockTensor, const TensorRow& row) {
+    if (row.lives != Lives::transient) return;
+    const auto b = static_cast<std::size_t>(row.buffer);
+    if (width.size() <= b) width.resize(b + 1, 0);
+    width[b] = std::max(width[b], extent(row.shape, shape_, 1).second);
+  });
+  transient_.clear();
+  for (std::size_t b = 0; b < width.size(); ++b)
+    transient_.emplace_back(Kokkos::view_alloc("Stage::ws::transient" + std::to_string(b), Kokkos::WithoutInitializing),
+                            N, width[b]);
 }
 
 template <class T>
@@ -220,16 +225,16 @@ BlockActivations<T> ActivationStore<T>::block(int mb, int b) const {
   const Entry& e = *store_.at(mb);
   const auto i = static_cast<std::size_t>(b);
   BlockActivations<T> out;
-  visit_block<T>(shape_, e.n,
-                 [&](View2<T> BlockActivations<T>::*m, const char*, std::size_t, std::size_t, const Where&) {
-                   resolve(out, m, &e.kept->blocks[i], e.work ? &e.work->blocks[i] : nullptr,
-                           e.scratch ? &e.scratch->blocks[0] : nullptr);
-                 });
-  // The transient values: each is read only by the kernel right after the one that made it.
-  const std::size_t N = static_cast<std::size_t>(e.n) * shape_.seq_len, C = shape_.channels;
-  out.attn_proj = out.fc_proj = out.d_res1_ln2 = out.d_x_ln1 = View2<T>(c1_.data(), N, C);
-  out.d_atty = View2<T>(c2_.data(), N, C);
-  out.d_gelu = View2<T>(d4_.data(), N, 4 * C);
+  visit_block([&](BlockTensor t, const TensorRow& row) {
+    if (row.lives == Lives::transient) {
+      // Read only by the kernel right after the one that made it: a view of the shared buffer.
+      const auto [rows, cols] = extent(row.shape, shape_, e.n);
+      out[t] = View2<T>(transient_[static_cast<std::size_t>(row.buffer)].data(), rows, cols);
+    } else {
+      resolve(out, t, &e.kept->blocks[i], e.work ? &e.work->blocks[i] : nullptr,
+              e.scratch ? &e.scratch->blocks[0] : nullptr);
+    }
+  });
   return out;
 }
 
@@ -237,8 +242,8 @@ template <class T>
 HeadActivations<T> ActivationStore<T>::head(int mb) const {
   const Entry& e = *store_.at(mb);
   HeadActivations<T> out;
-  visit_head<T>(shape_, e.n, [&](View2<T> HeadActivations<T>::*m, const char*, std::size_t, std::size_t, const Where&) {
-    resolve(out, m, &e.kept->head, e.work ? &e.work->head : nullptr, e.scratch ? &e.scratch->head : nullptr);
+  visit_head([&](HeadTensor t, const TensorRow&) {
+    resolve(out, t, &e.kept->head, e.work ? &e.work->head : nullptr, e.scratch ? &e.scratch->head : nullptr);
   });
   return out;
 }
@@ -266,7 +271,8 @@ std::size_t ActivationStore<T>::stored_bytes() const {
 
 template <class T>
 std::size_t ActivationStore<T>::scratch_bytes() const {
-  std::size_t b = (c1_.size() + c2_.size() + d4_.size()) * sizeof(T);
+  std::size_t b = 0;
+  for (const auto& t : transient_) b += t.size() * sizeof(T);
   for (const auto& s : forward_scratch_) b += s->bytes;
   return b;
 }

@@ -2,6 +2,7 @@
 // recompute mode has I remake instead: the storage policy, apart from the block's math (block.hpp).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -13,23 +14,33 @@
 
 namespace minipipe {
 
-// The last stage's final LayerNorm, LM head and loss for n samples (N = n*T rows).
+// The last stage's final LayerNorm, LM head and loss for n samples (N = n*T rows): a member per
+// row of MINIPIPE_HEAD_TENSORS (miniapp/io/model_tensors.hpp), with its shape.
 template <class T>
 struct HeadActivations {
-  View2<T> x;                   // (N, C) the head's input: the last block's output
-  View2<T> lnf;                 // (N, C)
-  View2<T> lnf_mean, lnf_rstd;  // (N, 1)
-  View2<T> logits;              // (N, V)
-  View2<T> losses;              // (N, 1) per-token losses
-  View2<T> dlogits;             // (N, V)
-  View2<T> d_lnf;               // (N, C)
+#define MINIPIPE_TENSOR_MEMBER(name, ...) View2<T> name;
+  MINIPIPE_HEAD_TENSORS(MINIPIPE_TENSOR_MEMBER)
+#undef MINIPIPE_TENSOR_MEMBER
+  View2<T>& operator[](HeadTensor t) {
+    return this->*members()[static_cast<std::size_t>(t)];
+  }
+  const View2<T>& operator[](HeadTensor t) const {
+    return this->*members()[static_cast<std::size_t>(t)];
+  }
+
+ private:
+  static constexpr std::array<View2<T> HeadActivations::*, kHeadTensors.size()> members() {
+#define MINIPIPE_TENSOR_POINTER(name, ...) &HeadActivations::name,
+    return {MINIPIPE_HEAD_TENSORS(MINIPIPE_TENSOR_POINTER)};
+#undef MINIPIPE_TENSOR_POINTER
+  }
 };
 
 // A stage's stored micro-batches. Per recompute mode each value is kept from F to W, made by F
 // into scratch and remade by I (held to W), only F's scratch (backward never reads it), or a
-// gradient that I makes for W; the block's transient values (BlockActivations) live in buffers
-// all blocks and micro-batches share. Sets of buffers are pooled per micro-batch size and mode, so
-// the hot path allocates nothing once every size has been seen.
+// gradient that I makes for W, as its row's `Lives` says (miniapp/io/model_tensors.hpp); the
+// block's transient values live in buffers all blocks and micro-batches share. Sets of buffers are pooled per
+// micro-batch size and mode, so the hot path allocates nothing once every size has been seen.
 template <class T>
 class ActivationStore {
  public:
@@ -87,8 +98,9 @@ class ActivationStore {
   // device holds as many of each as are ever alive at once; F's scratch, one block's worth per
   // micro-batch size (blocks run one after the other).
   std::vector<std::unique_ptr<Set>> kept_pool_, work_pool_, forward_scratch_;
-  // Transient buffers shared by the blocks: (N, C) twice and (N, 4C), grown to the largest N.
-  View2<T> c1_, c2_, d4_;
+  // Transient buffers shared by the blocks, one per `buffer` of the transient rows, as wide as the
+  // widest row it holds, grown to the largest N.
+  std::vector<View2<T>> transient_;
   std::size_t rows_ = 0;
 };
 

@@ -28,9 +28,10 @@ template <class T>
 Vec<T> flat_mut(const View2<T>& x) {
   return Vec<T>(x.data(), x.size());
 }
+// Hands row t's value to the call's tap under the row's name (a string literal, so it ends in NUL).
 template <class T>
-void tap(const typename Block<T>::Call& c, const char* name, const View2<T>& x) {
-  if (c.tap) c.tap->produced(name, x);
+void tap(const typename Block<T>::Call& c, const BlockActivations<T>& a, BlockTensor t) {
+  if (c.tap) c.tap->produced(row_of(t).name.data(), a[t]);
 }
 }  // namespace
 
@@ -38,42 +39,42 @@ template <class T>
 void Block<T>::forward_attention(const Call& c, const BlockActivations<T>& a) {
   const ModelShape& s = c.shape;
   Attention<T>::forward(c.mode, c.n, s.seq_len, s.channels, s.n_head, a.qkv, a.att, a.atty);  // (N,3C) -> att, (N,C)
-  tap(c, "att", a.att);
-  tap(c, "atty", a.atty);
+  tap(c, a, BlockTensor::att);
+  tap(c, a, BlockTensor::atty);
 }
 
 template <class T>
-void Block<T>::forward_to_gelu(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a) {
+void Block<T>::forward_saved(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a) {
   LayerNorm<T>::forward(c.mode, a.x_in, vec(P.ln1_w), vec(P.ln1_b), a.ln1, flat_mut(a.ln1_mean),
                         flat_mut(a.ln1_rstd));  // (N,C) -> (N,C), (N,1), (N,1)
-  tap(c, "ln1", a.ln1);
-  tap(c, "ln1_mean", a.ln1_mean);
-  tap(c, "ln1_rstd", a.ln1_rstd);
+  tap(c, a, BlockTensor::ln1);
+  tap(c, a, BlockTensor::ln1_mean);
+  tap(c, a, BlockTensor::ln1_rstd);
   Linear<T>::forward(c.mode, a.ln1, weight(P.qkv_w), vec(P.qkv_b), a.qkv, c.kernels, &P.qkv_w->packed_fwd);  // (N,3C)
-  tap(c, "qkv", a.qkv);
+  tap(c, a, BlockTensor::qkv);
   forward_attention(c, a);
   Linear<T>::forward(c.mode, a.atty, weight(P.attn_proj_w), vec(P.attn_proj_b), a.attn_proj, c.kernels,
                      &P.attn_proj_w->packed_fwd);  // (N,C)
-  tap(c, "attn_proj", a.attn_proj);
+  tap(c, a, BlockTensor::attn_proj);
   Elementwise<T>::add(flat(a.x_in), flat(a.attn_proj), flat_mut(a.res1));  // (N,C)
-  tap(c, "res1", a.res1);
+  tap(c, a, BlockTensor::res1);
   LayerNorm<T>::forward(c.mode, a.res1, vec(P.ln2_w), vec(P.ln2_b), a.ln2, flat_mut(a.ln2_mean),
                         flat_mut(a.ln2_rstd));  // (N,C) -> (N,C), (N,1), (N,1)
-  tap(c, "ln2", a.ln2);
-  tap(c, "ln2_mean", a.ln2_mean);
-  tap(c, "ln2_rstd", a.ln2_rstd);
+  tap(c, a, BlockTensor::ln2);
+  tap(c, a, BlockTensor::ln2_mean);
+  tap(c, a, BlockTensor::ln2_rstd);
   Linear<T>::forward(c.mode, a.ln2, weight(P.fc_w), vec(P.fc_b), a.fc, c.kernels, &P.fc_w->packed_fwd);  // (N,4C)
-  tap(c, "fc", a.fc);
+  tap(c, a, BlockTensor::fc);
   Gelu<T>::forward(c.mode, flat(a.fc), flat_mut(a.gelu));  // (N,4C)
-  tap(c, "gelu", a.gelu);
+  tap(c, a, BlockTensor::gelu);
 }
 
 template <class T>
 void Block<T>::forward(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> x_out) {
-  forward_to_gelu(c, P, a);
+  forward_saved(c, P, a);
   Linear<T>::forward(c.mode, a.gelu, weight(P.fc_proj_w), vec(P.fc_proj_b), a.fc_proj, c.kernels,
                      &P.fc_proj_w->packed_fwd);  // (N,4C) -> (N,C)
-  tap(c, "fc_proj", a.fc_proj);
+  tap(c, a, BlockTensor::fc_proj);
   Elementwise<T>::add(flat(a.res1), flat(a.fc_proj), Vec<T>(x_out.data(), x_out.size()));  // (N,C)
 }
 
@@ -82,27 +83,27 @@ void Block<T>::backward_input(const Call& c, const BlockParams<T>& P, const Bloc
   const ModelShape& s = c.shape;
   Linear<T>::backward_input(c.mode, a.dout, weight(P.fc_proj_w), a.d_gelu, c.kernels,
                             &P.fc_proj_w->packed_bwd);  // (N,C) -> (N,4C)
-  tap(c, "d_gelu", a.d_gelu);
+  tap(c, a, BlockTensor::d_gelu);
   Gelu<T>::backward_input(c.mode, flat(a.fc), flat(a.d_gelu), flat_mut(a.d_fc));  // (N,4C)
-  tap(c, "d_fc", a.d_fc);
+  tap(c, a, BlockTensor::d_fc);
   Linear<T>::backward_input(c.mode, a.d_fc, weight(P.fc_w), a.d_ln2, c.kernels, &P.fc_w->packed_bwd);  // (N,C)
-  tap(c, "d_ln2", a.d_ln2);
+  tap(c, a, BlockTensor::d_ln2);
   LayerNorm<T>::backward_input(c.mode, a.res1, vec(P.ln2_w), flat(a.ln2_mean), flat(a.ln2_rstd), a.d_ln2,
                                a.d_res1_ln2);  // (N,C)
-  tap(c, "d_res1_ln2", a.d_res1_ln2);
+  tap(c, a, BlockTensor::d_res1_ln2);
   Elementwise<T>::add(flat(a.dout), flat(a.d_res1_ln2), flat_mut(a.d_res1));  // (N,C)
-  tap(c, "d_res1", a.d_res1);
+  tap(c, a, BlockTensor::d_res1);
   Linear<T>::backward_input(c.mode, a.d_res1, weight(P.attn_proj_w), a.d_atty, c.kernels,
                             &P.attn_proj_w->packed_bwd);  // (N,C)
-  tap(c, "d_atty", a.d_atty);
+  tap(c, a, BlockTensor::d_atty);
   Attention<T>::backward_input(c.mode, c.n, s.seq_len, s.channels, s.n_head, a.qkv, a.att, a.d_atty,
                                a.d_qkv);  // (N,3C)
-  tap(c, "d_qkv", a.d_qkv);
+  tap(c, a, BlockTensor::d_qkv);
   Linear<T>::backward_input(c.mode, a.d_qkv, weight(P.qkv_w), a.d_ln1, c.kernels, &P.qkv_w->packed_bwd);  // (N,C)
-  tap(c, "d_ln1", a.d_ln1);
+  tap(c, a, BlockTensor::d_ln1);
   LayerNorm<T>::backward_input(c.mode, a.x_in, vec(P.ln1_w), flat(a.ln1_mean), flat(a.ln1_rstd), a.d_ln1,
                                a.d_x_ln1);  // (N,C)
-  tap(c, "d_x_ln1", a.d_x_ln1);
+  tap(c, a, BlockTensor::d_x_ln1);
   Elementwise<T>::add(flat(a.d_res1), flat(a.d_x_ln1), Vec<T>(dx.data(), dx.size()));  // (N,C)
 }
 

@@ -61,6 +61,8 @@ class Stage<T>::Tap final : public KernelTap<T> {
   // Whether a call does anything (else the stage passes no tap at all).
   bool active() const { return observer_ || perturb_; }
   const KernelTap<T>* get() const { return active() ? this : nullptr; }
+  // Row t of the head's table, under its name (a string literal, so it ends in NUL).
+  void produced(const HeadActivations<T>& h, HeadTensor t) const { produced(row_of(t).name.data(), h[t]); }
   void produced(const char* name, const View2<T>& x) const override {
     if (perturb_ && mb_.sample0 == 0 && perturb_->name == name)
       Elementwise<T>::next_up_first(Vec<T>(x.data(), x.size()));
@@ -118,25 +120,26 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
     Kokkos::deep_copy(p.value, host);
     params_.push_back(std::move(p));
   }
-  // Resolve every part's parameters by global name, after params_ stops growing.
-  if (first_) embedding_ = {find_param("wte"), find_param("wpe")};
+  // Resolve every part's parameters by global name (their tables' rows), after params_ stops growing.
+  if (first_)
+    for (std::size_t k = 0; k < kEmbeddingParams.size(); ++k) embedding_.at(k) = find_param(kEmbeddingParams[k].name);
   for (int l = first_layer_; l < first_layer_ + num_layers_; ++l) {
-    const std::string b = block_name(l) + "/";
-    blocks_.push_back({find_param(b + "ln1_w"), find_param(b + "ln1_b"), find_param(b + "qkv_w"),
-                       find_param(b + "qkv_b"), find_param(b + "attn_proj_w"), find_param(b + "attn_proj_b"),
-                       find_param(b + "ln2_w"), find_param(b + "ln2_b"), find_param(b + "fc_w"), find_param(b + "fc_b"),
-                       find_param(b + "fc_proj_w"), find_param(b + "fc_proj_b")});
+    BlockParams<T> b;
+    for (std::size_t k = 0; k < kBlockParams.size(); ++k)
+      b.at(k) = find_param(block_name(l) + "/" + std::string(kBlockParams[k].name));
+    blocks_.push_back(b);
   }
-  if (last_) head_ = {find_param("lnf_w"), find_param("lnf_b"), find_param("lm_head_w")};
+  if (last_)
+    for (std::size_t k = 0; k < kHeadParams.size(); ++k) head_.at(k) = find_param(kHeadParams[k].name);
   for (int l = first_layer_; l < first_layer_ + num_layers_; ++l) layer_names_.push_back(block_name(l));
   perturb_ = perturb_from_environment(shape.n_layer);
 }
 
 template <class T>
-Param<T>* Stage<T>::find_param(const std::string& name) {
+Param<T>* Stage<T>::find_param(std::string_view name) {
   for (auto& p : params_)
     if (p.spec.name == name) return &p;
-  throw std::logic_error(describe() + ": the model description has no parameter '" + name + "'");
+  throw std::logic_error(describe() + ": the model description has no parameter '" + std::string(name) + "'");
 }
 
 const char* to_string(OptimizerKind k) {
@@ -218,12 +221,12 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
                           flat_mut(t.lnf_rstd));
     if (observer_) observer_->activation("lnf", mb, t.lnf);
     const Tap k = tap(kHead, mb, true);
-    k.produced("lnf_mean", t.lnf_mean);
-    k.produced("lnf_rstd", t.lnf_rstd);
+    k.produced(t, HeadTensor::lnf_mean);
+    k.produced(t, HeadTensor::lnf_rstd);
     Linear<T>::forward(mode_, t.lnf, cmat(*h.lm_head_w), CVec<T>(), t.logits, kernels_, &h.lm_head_w->packed_fwd);
-    k.produced("logits", t.logits);
+    k.produced(t, HeadTensor::logits);
     CrossEntropy<T>::forward(mode_, t.logits, targets, flat_mut(t.losses));
-    k.produced("losses", t.losses);
+    k.produced(t, HeadTensor::losses);
     const std::size_t s0 = static_cast<std::size_t>(mb.sample0), s1 = s0 + static_cast<std::size_t>(n);
     if (in.sample_loss.extent(0) < s1 || in.sample_tokens.extent(0) < s1)
       throw std::logic_error("F on the last stage " + std::to_string(id_) + ", micro-batch " +
@@ -251,18 +254,18 @@ void Stage<T>::recompute(const MicroBatch& mb) {
     if (r == Recompute::attention)
       Block<T>::forward_attention(block_call(mb.nsamples, t.get()), a);
     else
-      Block<T>::forward_to_gelu(block_call(mb.nsamples, t.get()), blocks_[static_cast<std::size_t>(b)], a);
+      Block<T>::forward_saved(block_call(mb.nsamples, t.get()), blocks_[static_cast<std::size_t>(b)], a);
   }
   if (last_ && r == Recompute::block) {
     const HeadActivations<T> t = acts_.head(mb.index);
     const Tap k = tap(kHead, mb, false);
     LayerNorm<T>::forward(mode_, t.x, cvec(head_.lnf_w->value), cvec(head_.lnf_b->value), t.lnf, flat_mut(t.lnf_mean),
                           flat_mut(t.lnf_rstd));
-    k.produced("lnf_mean", t.lnf_mean);
-    k.produced("lnf_rstd", t.lnf_rstd);
+    k.produced(t, HeadTensor::lnf_mean);
+    k.produced(t, HeadTensor::lnf_rstd);
     Linear<T>::forward(mode_, t.lnf, cmat(*head_.lm_head_w), CVec<T>(), t.logits, kernels_,
                        &head_.lm_head_w->packed_fwd);
-    k.produced("logits", t.logits);
+    k.produced(t, HeadTensor::logits);
   }
 }
 
@@ -291,10 +294,10 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     const T scale = static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens));
     const Tap k = tap(kHead, mb, true);
     CrossEntropy<T>::backward_input(mode_, t.logits, targets, scale, t.dlogits);
-    k.produced("dlogits", t.dlogits);
+    k.produced(t, HeadTensor::dlogits);
     Linear<T>::backward_input(mode_, t.dlogits, cmat(*head_.lm_head_w), t.d_lnf, kernels_,
                               &head_.lm_head_w->packed_bwd);
-    k.produced("d_lnf", t.d_lnf);
+    k.produced(t, HeadTensor::d_lnf);
     LayerNorm<T>::backward_input(mode_, t.x, cvec(head_.lnf_w->value), cv(t.lnf_mean), cv(t.lnf_rstd), t.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
   } else if (top.data() != dy.data()) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/gemm.hpp"
@@ -75,16 +76,6 @@ class TensorObserver {
   virtual void kernel_output(const std::string& /*layer*/, const char* /*name*/, const MicroBatch& /*mb*/,
                              CMat<T> /*x*/) {}
   virtual bool wants_kernel_outputs() const { return false; }
-};
-
-// The parameters of one part of the model, resolved by global name (never by position).
-template <class T>
-struct EmbeddingParams {
-  Param<T>*wte = nullptr, *wpe = nullptr;
-};
-template <class T>
-struct HeadParams {
-  Param<T>*lnf_w = nullptr, *lnf_b = nullptr, *lm_head_w = nullptr;
 };
 
 template <class T>
@@ -159,7 +150,7 @@ class Stage {
   // The tap of one part ("layer_03", "head") for an action: observes when `observe` and the
   // observer wants kernel outputs, and applies the test hook.
   Tap tap(const std::string& layer, const MicroBatch& mb, bool observe) const;
-  Param<T>* find_param(const std::string& name);
+  Param<T>* find_param(std::string_view name);
 
   ModelShape shape_;
   int id_, first_layer_, num_layers_, copy_;

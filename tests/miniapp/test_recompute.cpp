@@ -137,5 +137,45 @@ TEST(Recompute, SwitchingModesBetweenStepsKeepsBitsAndBytes) {
   }
 }
 
+// The taps the kernel-level dump sees come in the order of the tensor table (model_tensors.hpp),
+// which the dump and the first-divergence locator take for computation order: each block's forward
+// rows, the head's, then the head's backward rows and each block's, last block first; in every
+// mode (I's recompute reports nothing again).
+class TapOrder final : public TensorObserver<float> {
+ public:
+  std::vector<std::string> seen;
+  void activation(const std::string&, const MicroBatch&, CMat<float>) override {}
+  void input_grad(const std::string&, const MicroBatch&, CMat<float>) override {}
+  void kernel_output(const std::string& layer, const char* name, const MicroBatch&, CMat<float>) override {
+    seen.push_back(layer + "/" + name);
+  }
+  bool wants_kernel_outputs() const override { return true; }
+};
+
+TEST(Recompute, KernelOutputsComeInTheTableOrderInEveryMode) {
+  const ModelShape s = shape();
+  std::vector<std::string> want;
+  auto add = [&](const std::string& part, const std::vector<KernelOutput>& list) {
+    for (const auto& k : list) want.push_back(part + "/" + k.name);
+  };
+  for (int l = 0; l < s.n_layer; ++l) add(block_name(l), block_forward_outputs());
+  add("head", head_forward_outputs());
+  add("head", head_backward_outputs());
+  for (int l = s.n_layer - 1; l >= 0; --l) add(block_name(l), block_backward_outputs());
+  for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+    SCOPED_TRACE(to_string(r));
+    SingleStage<float> model(s, Mode::deterministic, 7, r);
+    TapOrder taps;
+    model.stage.observe(&taps);
+    const Batch b = test_batch(s, 2);
+    auto in = model.inputs(b);
+    const MicroBatch mb{0, 0, 2};
+    model.stage.forward(mb, in, CMat<float>(), Mat<float>());
+    model.stage.backward_input(mb, in, CMat<float>(), Mat<float>());
+    model.stage.backward_weight(mb, in);
+    EXPECT_EQ(taps.seen, want);
+  }
+}
+
 }  // namespace
 }  // namespace minipipe::testing
