@@ -4,6 +4,7 @@
 // (minipipe_bench_kernels layernorm_f32), and fast mode's tolerance contract allows the exact bits.
 #include "layernorm.hpp"
 
+#include "exact_row.hpp"
 #include "kernel_path.hpp"
 #include "row_reduce.hpp"
 #include "team.hpp"
@@ -175,6 +176,72 @@ team::Shape backward_weight_shape(team::Target target, int C) {
   s.scratch = team::scratch_bytes<T>(2 * kWChunks * kWCols);
   return s;
 }
+
+// The host path's weight-gradient chains of one block of w <= kHostBlock channels over `rows` rows
+// (x and dout from the block's first element, rows ld apart; mean and rstd from the first row):
+// pw[j] and pb[j] start at zero and take the rows in order with the device loop's operations
+// (BackwardWeight), written once each at the end.
+constexpr int kHostBlock = 128;
+template <class T>
+inline void weight_chains(const T* x, const T* dout, std::size_t ld, const T* mean, const T* rstd, int rows, int w,
+                          bool det, T* pw, T* pb) {
+  for (int j = 0; j < w; ++j) pw[j] = pb[j] = 0;
+  for (int n = 0; n < rows; ++n) {
+    const T m = mean[n], r = rstd[n];
+    const T* xn = x + n * ld;
+    const T* gn = dout + n * ld;
+    if (det)
+      for (int j = 0; j < w; ++j) {
+        pw[j] = fma_exact(gn[j], (xn[j] - m) * r, pw[j]);
+        pb[j] += gn[j];
+      }
+    else
+      for (int j = 0; j < w; ++j) {
+        pw[j] += gn[j] * ((xn[j] - m) * r);
+        pb[j] += gn[j];
+      }
+  }
+}
+#ifdef MINIPIPE_HOST_AVX512
+// float: the same operations per lane, the 2 x 128 partials held in 16 registers across the rows
+// (the loops above store and reload them every row) and the rows ahead prefetched.
+template <>
+inline void weight_chains<float>(const float* x, const float* dout, std::size_t ld, const float* mean,
+                                 const float* rstd, int rows, int w, bool det, float* pw, float* pb) {
+  constexpr int K = kHostBlock / 16;
+  __mmask16 lanes[K];
+  for (int k = 0; k < K; ++k) {
+    const int left = w - 16 * k;
+    lanes[k] = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : left <= 0 ? 0u : (1u << left) - 1u);
+  }
+  __m512 aw[K], ab[K];
+  for (int k = 0; k < K; ++k) aw[k] = ab[k] = _mm512_setzero_ps();
+  for (int n = 0; n < rows; ++n) {
+    const __m512 m = _mm512_set1_ps(mean[n]), r = _mm512_set1_ps(rstd[n]);
+    const float* xn = x + n * ld;
+    const float* gn = dout + n * ld;
+    // The rows are C apart and a block reads a slice of each: the hardware prefetchers left this
+    // loop waiting on memory at under half the triad's rate; 8 rows ahead hides it.
+    if (n + 8 < rows)
+      for (int k = 0; k < K; ++k) {
+        _mm_prefetch(reinterpret_cast<const char*>(xn + 8 * ld + 16 * k), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(gn + 8 * ld + 16 * k), _MM_HINT_T0);
+      }
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const __m512 g = _mm512_maskz_loadu_ps(lanes[k], gn + 16 * k);
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], xn + 16 * k), m), r);
+      aw[k] = det ? _mm512_fmadd_ps(g, xh, aw[k]) : _mm512_add_ps(aw[k], _mm512_mul_ps(g, xh));
+      ab[k] = _mm512_add_ps(ab[k], g);
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    _mm512_mask_storeu_ps(pw + 16 * k, lanes[k], aw[k]);
+    _mm512_mask_storeu_ps(pb + 16 * k, lanes[k], ab[k]);
+  }
+}
+#endif
+
 }  // namespace
 
 template <class T>
@@ -293,46 +360,35 @@ void LayerNorm<T>::backward_weight(Mode mode, CMat<T> x, CVec<T> mean, CVec<T> r
     // A GPU never takes the host path: not compiled for it (its 2 x 64 partials a thread took 167
     // (float) and 255 registers plus 328 B of spills (double) in device code; scripts/device_budgets.sh).
   } else if (!use_device_path()) {
-    // Host: a thread per block of kBlock channels walks the rows in order with the block's channels
+    // Host: a thread per block of kHostBlock channels walks the rows in order with the block's channels
     // side by side (contiguous loads, SIMD across channels), where a thread per channel strides
     // down a column. Each channel's chain is the device loop's below, so the bits are the same.
-    constexpr int kBlock = 64;
+    if (N == 0) return;
     const bool det = mode == Mode::deterministic;
     Kokkos::parallel_for(
-        "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, (C + kBlock - 1) / kBlock),
+        "LayerNorm::backward_weight", Kokkos::RangePolicy<ExecSpace>(0, (C + kHostBlock - 1) / kHostBlock),
         KOKKOS_LAMBDA(const int blk) {
-          const int c0 = blk * kBlock;
-          const int w = C - c0 < kBlock ? C - c0 : kBlock;
-          T pw[kBlock], pb[kBlock];
+          const int c0 = blk * kHostBlock;
+          const int w = C - c0 < kHostBlock ? C - c0 : kHostBlock;
+          T pw[kHostBlock], pb[kHostBlock];
           const int groups = det ? S : 1;  // deterministic: one exact add per sample
           const int rows = det ? R : N;
+          int ov_w = 0, ov_b = 0;
           for (int s = 0; s < groups; ++s) {
-            for (int j = 0; j < kBlock; ++j) pw[j] = pb[j] = 0;
-            for (int n = s * rows; n < (s + 1) * rows; ++n) {
-              const T m = mean(n), r = rstd(n);
-              const T* xn = &x(n, c0);
-              const T* gn = &dout(n, c0);
-              if (det)
-                for (int j = 0; j < w; ++j) {
-                  pw[j] = fma_exact(gn[j], (xn[j] - m) * r, pw[j]);
-                  pb[j] += gn[j];
-                }
-              else
-                for (int j = 0; j < w; ++j) {
-                  pw[j] += gn[j] * ((xn[j] - m) * r);
-                  pb[j] += gn[j];
-                }
-            }
-            for (int j = 0; j < w; ++j) {
-              if (det) {
-                gw.add(c0 + j, static_cast<double>(pw[j]));
-                gb.add(c0 + j, static_cast<double>(pb[j]));
-              } else {
+            weight_chains<T>(&x(s * rows, c0), &dout(s * rows, c0), std::size_t(C), &mean(s * rows), &rstd(s * rows),
+                             rows, w, det, pw, pb);
+            if (det) {
+              exact_row::add(&gw.exact(c0), pw, w, ov_w);
+              exact_row::add(&gb.exact(c0), pb, w, ov_b);
+            } else {
+              for (int j = 0; j < w; ++j) {
                 sw(c0 + j) += pw[j];
                 sb(c0 + j) += pb[j];
               }
             }
           }
+          if (ov_w) gw.overflow() = 1;
+          if (ov_b) gb.overflow() = 1;
         });
     return;
   }

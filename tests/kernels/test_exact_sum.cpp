@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/exact_row.hpp"
 #include "kernels/exact_sum.hpp"
 
 using minipipe::ExactSum;
@@ -282,4 +283,54 @@ TEST(ExactSum, FloatLimbSumOverflowIsExact) {
   ov = 0;
   limb_sum(v, 3, ov);
   EXPECT_EQ(ov, 1);
+}
+
+// ---- Rows of accumulators (kernels/exact_row.hpp, the host paths of Embedding and LayerNorm) ----
+
+// exact_row::add over a row must leave every accumulator and the overflow flag exactly as
+// ExactSum::add of double(v[j]) per element does: values of every exponent (subnormal, huge, inf,
+// NaN), accumulators of every magnitude (carries out of the low word, signed overflow at the top),
+// and row lengths that end inside a SIMD block.
+TEST(ExactRow, FloatRowMatchesPerElementAdd) {
+  std::mt19937_64 g(20261204);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = 1 + static_cast<int>(g() % 150);
+    std::vector<float> v(n);
+    std::vector<Fixed128> acc(n), ref(n);
+    for (int j = 0; j < n; ++j) {
+      const std::uint32_t u = static_cast<std::uint32_t>(g());
+      // Mostly the exponents gradients take (|v| from 2^-90 to 2^50), sometimes any bit pattern.
+      const std::uint32_t q = trial % 5 == 0 ? (u >> 23) & 0xFFu : 37u + static_cast<std::uint32_t>(g() % 140);
+      v[j] = float_of_bits((u & 0x807FFFFFu) | (q << 23));
+      acc[j].lo = g();
+      const int kind = static_cast<int>(g() % 4);  // small, large, near the top of the range, any
+      acc[j].hi = kind == 0   ? static_cast<std::int64_t>(g() % 5) - 2
+                  : kind == 1 ? static_cast<std::int64_t>(g() >> 20) * (g() % 2 ? 1 : -1)
+                  : kind == 2
+                      ? (g() % 2 ? std::numeric_limits<std::int64_t>::max() - static_cast<std::int64_t>(g() % 3)
+                                 : std::numeric_limits<std::int64_t>::min() + static_cast<std::int64_t>(g() % 3))
+                      : static_cast<std::int64_t>(g());
+      ref[j] = acc[j];
+    }
+    int ov = 0, ov_ref = 0;
+    minipipe::exact_row::add(acc.data(), v.data(), n, ov);
+    for (int j = 0; j < n; ++j) ExactSum::add(ref[j], static_cast<double>(v[j]), ov_ref);
+    ASSERT_EQ(ov, ov_ref) << "trial " << trial << " n " << n;
+    for (int j = 0; j < n; ++j) ASSERT_EQ(bits(acc[j]), bits(ref[j])) << "trial " << trial << " element " << j;
+  }
+}
+
+// Without overflow the flag stays clear: a row of ordinary values into small accumulators.
+TEST(ExactRow, OrdinaryRowRaisesNoFlag) {
+  std::vector<float> v(131);
+  std::vector<Fixed128> acc(v.size()), ref(v.size());
+  for (std::size_t j = 0; j < v.size(); ++j) v[j] = (static_cast<float>(j) - 60.0f) * 0.37f;
+  int ov = 0, ov_ref = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    minipipe::exact_row::add(acc.data(), v.data(), static_cast<int>(v.size()), ov);
+    for (std::size_t j = 0; j < v.size(); ++j) ExactSum::add(ref[j], static_cast<double>(v[j]), ov_ref);
+  }
+  EXPECT_EQ(ov, 0);
+  EXPECT_EQ(ov_ref, 0);
+  for (std::size_t j = 0; j < v.size(); ++j) ASSERT_EQ(bits(acc[j]), bits(ref[j])) << j;
 }

@@ -237,9 +237,10 @@ TEST(KernelPath, LinearForwardInputWeightDeviceEqualsHost) {
 
 // The weight gradients with repeated tokens; the device path splits the vocabulary into 32 token
 // ranges (V = 70: ranges of 3, the last one short; V = 5: one token a range) and channels into
-// blocks of 32. Both modes: each element's rows are added in row order on both paths.
+// blocks of 32; the host path walks the rows with blocks of 64 channels side by side (C = 150: two
+// whole blocks and a short one). Both modes: each element's rows are added in row order on both paths.
 TEST(KernelPath, EmbeddingWeightsDeviceEqualsHost) {
-  const int cases[][4] = {{3, 7, 70, 33}, {2, 5, 5, 1}, {1, 1, 40, 64}};  // B, T, V, C
+  const int cases[][4] = {{3, 7, 70, 33}, {2, 5, 5, 1}, {1, 1, 40, 64}, {2, 9, 37, 150}};  // B, T, V, C
   for (const auto& cs : cases)
     for (Mode mode : {Mode::deterministic, Mode::fast}) {
       const int B = cs[0], Tn = cs[1], V = cs[2], C = cs[3], N = B * Tn;
