@@ -12,6 +12,7 @@
 #include "miniapp/runtime/version.hpp"
 #include "miniapp/tools/command.hpp"
 #include "miniapp/tools/compare_tool.hpp"
+#include "miniapp/tools/deck_tool.hpp"
 #include "miniapp/tools/profile_tool.hpp"
 #include "miniapp/tools/run_tool.hpp"
 #include "miniapp/tools/scale_tool.hpp"
@@ -54,6 +55,7 @@ int dispatch(std::vector<char*>& args) {
   ProfileTool profile;
   TuneTool tune;
   ScaleTool scale;
+  DeckTool deck_tool;
   run.attach(app, deck);
   schedule.attach(app);
   compare.attach(app);
@@ -61,6 +63,7 @@ int dispatch(std::vector<char*>& args) {
   profile.attach(app);
   tune.attach(app);
   scale.attach(app);
+  deck_tool.attach(app);
   const std::string repeated = repeated_option(app, args, deck.key_of);
   if (!repeated.empty()) return world_rank() == 0 ? print_error(std::cerr, repeated, kExitUsage) : kExitUsage;
   try {
@@ -75,6 +78,7 @@ int dispatch(std::vector<char*>& args) {
   if (schedule.sub->parsed()) return on_rank_zero(world, [&] { return schedule.run(std::cout); });
   if (compare.sub->parsed()) return on_rank_zero(world, [&] { return compare.run(std::cout); });
   if (scale.sub->parsed()) return on_rank_zero(world, [&] { return scale.run(deck.overrides, std::cout, std::cerr); });
+  if (deck_tool.sub->parsed()) return on_rank_zero(world, [&] { return deck_tool.run(deck, std::cout); });
   if (tokenize.sub->parsed()) return on_rank_zero(world, [&] { return tokenize.run(std::cout); });
   if (profile.sub->parsed()) return profile.run(deck, world, std::cout);
   if (tune.sub->parsed()) return tune.run(deck, world, std::cout);

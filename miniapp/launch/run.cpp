@@ -93,26 +93,28 @@ std::string picture_path(const std::string& path, const Plan& pl, bool sweep, co
 
 sched::ScheduleOptions schedule_options(const Deck& deck) {
   sched::ScheduleOptions opt;
-  opt.group = static_cast<int>(deck.get_int("pipeline.group"));
-  opt.memory_cap = static_cast<int>(deck.get_int("pipeline.memory_cap"));
+  opt.group = static_cast<int>(deck.config().pipeline.group);
+  opt.memory_cap = static_cast<int>(deck.config().pipeline.memory_cap);
   return opt;
 }
 
 sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p, int m, int v) {
   if (name != "csv") return sched::make_schedule(name, p, m, v, schedule_options(deck));
   // Every error of a CSV schedule names the key and the file, whichever check finds it.
-  const std::string& path = deck.get_string("pipeline.csv");
+  const std::string& path = deck.config().pipeline.csv;
   const std::string key = "deck: key 'pipeline.csv' has value " + quoted_text(path);
   try {
     std::ifstream in(path);
     if (!in) throw InputError(key + ", which cannot be read");
-    sched::Schedule s = sched::read_csv(in, p, sched::parse_placement(deck.get_string("pipeline.placement")), path);
+    sched::Schedule s = sched::read_csv(in, p, sched::parse_placement(deck.config().pipeline.placement), path);
     if (s.p != p)
-      throw InputError(key + ", which has " + std::to_string(s.p) +
-                       " rank rows but the launch has p = " + std::to_string(p) + " ranks; allowed: one row per rank");
+      key_error(
+          "pipeline.csv", quoted_text(path), "one row per rank",
+          ", which has " + std::to_string(s.p) + " rank rows but the launch has p = " + std::to_string(p) + " ranks");
     if (s.m != m)
-      throw InputError(key + ", which schedules " + std::to_string(s.m) +
-                       " micro-batches but pipeline.microbatches = " + std::to_string(m) + "; allowed: the file's m");
+      key_error("pipeline.csv", quoted_text(path), "the file's m",
+                ", which schedules " + std::to_string(s.m) +
+                    " micro-batches but pipeline.microbatches = " + std::to_string(m));
     sched::validate(s);
     return s;
   } catch (const InputError&) {
@@ -126,13 +128,13 @@ sched::Schedule build_schedule(const Deck& deck, const std::string& name, int p,
 
 OptimizerConfig optimizer_from_deck(const Deck& deck) {
   OptimizerConfig opt;
-  opt.kind = deck.get_string("train.optimizer") == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
-  opt.adamw.lr = opt.sgd.lr = deck.get_double("train.lr");
-  opt.adamw.beta1 = deck.get_double("train.beta1");
-  opt.adamw.beta2 = deck.get_double("train.beta2");
-  opt.adamw.eps = deck.get_double("train.eps");
-  opt.adamw.weight_decay = opt.sgd.weight_decay = deck.get_double("train.weight_decay");
-  opt.sgd.momentum = deck.get_double("train.momentum");
+  opt.kind = deck.config().train.optimizer == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
+  opt.adamw.lr = opt.sgd.lr = deck.config().train.lr;
+  opt.adamw.beta1 = deck.config().train.beta1;
+  opt.adamw.beta2 = deck.config().train.beta2;
+  opt.adamw.eps = deck.config().train.eps;
+  opt.adamw.weight_decay = opt.sgd.weight_decay = deck.config().train.weight_decay;
+  opt.sgd.momentum = deck.config().train.momentum;
   return opt;
 }
 
@@ -142,8 +144,7 @@ void choose_splits(RunSetup& su, MPI_Comm* comm);
 // environment variable when that is set, so `MINIPIPE_KERNEL_PATH=device minipipe run` takes
 // effect while an explicit deck or command-line value still wins. `where` names the source for
 // the parse error.
-std::string auto_or_environment(const Deck& deck, const char* key, const char* variable, std::string& where) {
-  const std::string& text = deck.get_string(key);
+std::string auto_or_environment(const std::string& text, const char* key, const char* variable, std::string& where) {
   const char* env = std::getenv(variable);
   if (text != "auto" || env == nullptr || *env == '\0') {
     where = std::string("deck: key '") + key + "'";
@@ -159,8 +160,7 @@ std::string auto_or_environment(const Deck& deck, const char* key, const char* v
 void check_verify_reference(const std::string& path) {
   if (path.empty()) return;
   auto bad = [&](const std::string& why) {
-    throw InputError("deck: key 'output.verify' has value " + quoted_text(path) + ", " + why +
-                     "; allowed: a dump of `minipipe run` (HDF5)");
+    key_error("output.verify", quoted_text(path), "a dump of `minipipe run` (HDF5)", ", " + why);
   };
   try {
     io::DumpReader r(path);
@@ -177,52 +177,53 @@ void check_verify_reference(const std::string& path) {
 // plan_run's training keys: batch, steps, seed, mode, the kernel settings, the optimizer,
 // recompute, the dump level and output keys, a restart's checkpoint, the data and the disk.
 void plan_training(const Deck& deck, RunSetup& su) {
-  su.B = static_cast<int>(deck.get_int("train.batch"));
-  su.steps = static_cast<int>(deck.get_int("train.steps"));
-  su.seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
-  su.mode = deck.get_string("train.mode") == "fast" ? Mode::fast : Mode::deterministic;
+  su.B = static_cast<int>(deck.config().train.batch);
+  su.steps = static_cast<int>(deck.config().train.steps);
+  su.seed = static_cast<std::uint64_t>(deck.config().train.seed);
+  su.mode = deck.config().train.mode == "fast" ? Mode::fast : Mode::deterministic;
   std::string where;
-  const std::string kernel_path = auto_or_environment(deck, "train.kernel_path", "MINIPIPE_KERNEL_PATH", where);
+  const std::string kernel_path =
+      auto_or_environment(deck.config().train.kernel_path, "train.kernel_path", "MINIPIPE_KERNEL_PATH", where);
   set_kernel_path(parse_kernel_path(kernel_path, where.c_str()));
-  const std::string fast_gemm = auto_or_environment(deck, "train.fast_gemm", "MINIPIPE_FAST_GEMM", where);
+  const std::string fast_gemm =
+      auto_or_environment(deck.config().train.fast_gemm, "train.fast_gemm", "MINIPIPE_FAST_GEMM", where);
   set_fast_gemm(parse_fast_gemm(fast_gemm, where.c_str()));
   su.opt = optimizer_from_deck(deck);
-  su.recompute = parse_recompute(deck.get_string("train.recompute"));
-  su.level = io::parse_dump_level(deck.get_string("output.dump_level"));
+  su.recompute = parse_recompute(deck.config().train.recompute);
+  su.level = io::parse_dump_level(deck.config().output.dump_level);
   (void)perturb_from_environment(su.shape.n_layer);  // the test hook's value, refused up front
-  su.force = deck.get_bool("output.force");
-  su.print_every = static_cast<int>(deck.get_int("output.print_every"));
+  su.force = deck.config().output.force;
+  su.print_every = static_cast<int>(deck.config().output.print_every);
   su.timeout = pipeline_timeout(deck);
-  if (!deck.get_string("checkpoint.restart").empty()) {
-    su.restart = std::make_shared<const Checkpoint>(deck.get_string("checkpoint.restart"), sizeof(Real));
+  if (!deck.config().checkpoint.restart.empty()) {
+    su.restart = std::make_shared<const Checkpoint>(deck.config().checkpoint.restart, sizeof(Real));
     su.restart->check_same_training(deck, su.data.fingerprint());
     su.first_step = static_cast<int>(su.restart->completed_steps());
   }
-  su.data.check_every_batch_has_targets(su.first_step, deck.get_int("train.steps"), deck.get_int("train.batch"),
-                                        deck.get_string("data.path"), deck.get_string("data.dataset"));
-  check_verify_reference(deck.get_string("output.verify"));
+  su.data.check_every_batch_has_targets(su.first_step, deck.config().train.steps, deck.config().train.batch,
+                                        deck.config().data.path, deck.config().data.dataset);
+  check_verify_reference(deck.config().output.verify);
   check_output_space(deck, su.shape, su.first_step, sizeof(Real));
-  su.checkpoint = deck.get_string("checkpoint.path");
-  su.checkpoint_every = static_cast<int>(deck.get_int("checkpoint.every"));
+  su.checkpoint = deck.config().checkpoint.path;
+  su.checkpoint_every = static_cast<int>(deck.config().checkpoint.every);
 }
 
 // plan_run's launch: pipeline.dp against the rank count and the batch, pipeline.p against
 // ranks / dp. Returns the smallest replica's share of the batch.
 int plan_ranks(const Deck& deck, RunSetup& su, int world) {
-  su.dp = static_cast<int>(deck.get_int("pipeline.dp"));
+  su.dp = static_cast<int>(deck.config().pipeline.dp);
   if (world % su.dp != 0)
-    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + " but " + std::to_string(world) +
-                     " MPI ranks were launched; allowed: a divisor of the rank count (mpiexec -n p*dp)");
+    key_error("pipeline.dp", std::to_string(su.dp), "a divisor of the rank count (mpiexec -n p*dp)",
+              " but " + std::to_string(world) + " MPI ranks were launched");
   if (su.dp > su.B)
-    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(su.dp) + "; allowed: 1 .. train.batch (" +
-                     std::to_string(su.B) + ") so every replica has a sample");
+    key_error("pipeline.dp", std::to_string(su.dp),
+              "1 .. train.batch (" + std::to_string(su.B) + ") so every replica has a sample");
   const int pp = world / su.dp;
-  const long long p_key = deck.get_int("pipeline.p");
+  const long long p_key = deck.config().pipeline.p;
   if (p_key > 0 && p_key != pp)
-    throw InputError("deck: key 'pipeline.p' has value " + std::to_string(p_key) + " but " + std::to_string(world) +
-                     " MPI ranks were launched with pipeline.dp = " + std::to_string(su.dp) +
-                     "; allowed: 0 (use ranks / dp) or exactly " + std::to_string(pp) +
-                     " (launch mpiexec -n P*dp with P = pipeline.p)");
+    key_error("pipeline.p", std::to_string(p_key),
+              "0 (use ranks / dp) or exactly " + std::to_string(pp) + " (launch mpiexec -n P*dp with P = pipeline.p)",
+              " but " + std::to_string(world) + " MPI ranks were launched with pipeline.dp = " + std::to_string(su.dp));
   su.p = pp;
   return replica_share(su.B, su.dp, su.dp - 1).count;
 }
@@ -230,15 +231,14 @@ int plan_ranks(const Deck& deck, RunSetup& su, int world) {
 // plan_run's plans: one per (schedule, m) of the sweep, each built, lowered and validated, its
 // message tags within MPI_TAG_UB, its layout and its dump path.
 void plan_sweep(const Deck& deck, RunSetup& su, int smallest_share, long long tag_ub) {
-  const long long v_key = deck.get_int("pipeline.chunks");
-  const auto& names = deck.get_string_list("pipeline.schedule");
-  const auto& ms = deck.get_int_list("pipeline.microbatches");
-  const std::string& dump_path = deck.get_string("output.dump");
+  const long long v_key = deck.config().pipeline.chunks;
+  const auto& names = deck.config().pipeline.schedule;
+  const auto& ms = deck.config().pipeline.microbatches;
+  const std::string& dump_path = deck.config().output.dump;
   const bool sweep = names.size() * ms.size() > 1;
   if (sweep && !su.checkpoint.empty())
-    throw InputError("deck: key 'checkpoint.path' has value \"" + su.checkpoint + "\" with a sweep of " +
-                     std::to_string(names.size() * ms.size()) +
-                     " runs; allowed: one (schedule, m) per launch when checkpointing");
+    key_error("checkpoint.path", "\"" + su.checkpoint + "\"", "one (schedule, m) per launch when checkpointing",
+              " with a sweep of " + std::to_string(names.size() * ms.size()) + " runs");
   std::set<std::pair<std::string, long long>> seen;
   for (const auto& name : names) {
     for (long long m : ms) {
@@ -246,9 +246,10 @@ void plan_sweep(const Deck& deck, RunSetup& su, int smallest_share, long long ta
         throw InputError("deck: keys 'pipeline.schedule' x 'pipeline.microbatches' list (" + name +
                          ", m = " + std::to_string(m) + ") twice; allowed: each pair once");
       if (m > smallest_share)
-        throw InputError("deck: key 'pipeline.microbatches' has value " + std::to_string(m) + "; allowed: 1 .. " +
-                         (su.dp > 1 ? "the smallest replica's share of train.batch (" : "train.batch (") +
-                         std::to_string(smallest_share) + ") so every micro-batch has a sample");
+        key_error("pipeline.microbatches", std::to_string(m),
+                  std::string("1 .. ") +
+                      (su.dp > 1 ? "the smallest replica's share of train.batch (" : "train.batch (") +
+                      std::to_string(smallest_share) + ") so every micro-batch has a sample");
       const int v = v_key > 0 || name == "csv" ? static_cast<int>(v_key) : sched::default_v(name);
       Plan pl;
       pl.schedule = name;
@@ -266,7 +267,7 @@ void plan_sweep(const Deck& deck, RunSetup& su, int smallest_share, long long ta
       // One layer split for the model's parts, repeated for each copy (DualPipe's two).
       if (!su.auto_split)
         pl.layout = model_copies(make_stage_layout(su.shape.n_layer, pl.lowered.chain_length(),
-                                                   deck.get_int_list("pipeline.layers_per_stage"), pl.lowered.chains),
+                                                   deck.config().pipeline.layers_per_stage.counts, pl.lowered.chains),
                                  pl.lowered.chains);
       pl.dump = dump_path.empty() || su.level == io::DumpLevel::none
                     ? ""
@@ -298,20 +299,20 @@ RunSetup plan_run(const Deck& deck, const std::string& deck_path, int world, lon
   plan_training(deck, su);
 
   const int smallest_share = plan_ranks(deck, su, world);
-  su.path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), su.why);
-  su.action_fence = deck.get_bool("profile.action_fence");
-  su.reduce.overlap = deck.get_bool("pipeline.overlap_allreduce");
-  su.reduce.compact = deck.get_string("pipeline.allreduce_limbs") == "compact";
+  su.path = choose_comm_path(deck.config().pipeline.cuda_aware, su.why);
+  su.action_fence = deck.config().profile.action_fence;
+  su.reduce.overlap = deck.config().pipeline.overlap_allreduce;
+  su.reduce.compact = deck.config().pipeline.allreduce_limbs == "compact";
   su.reduce.kind =
-      deck.get_string("pipeline.allreduce") == "hierarchical" ? AllreduceKind::hierarchical : AllreduceKind::flat;
-  su.reduce.ranks_per_node = static_cast<int>(deck.get_int("pipeline.ranks_per_node"));
-  su.pp_major = deck.get_string("pipeline.rank_order") == "pp-major";
+      deck.config().pipeline.allreduce == "hierarchical" ? AllreduceKind::hierarchical : AllreduceKind::flat;
+  su.reduce.ranks_per_node = static_cast<int>(deck.config().pipeline.ranks_per_node);
+  su.pp_major = deck.config().pipeline.rank_order == "pp-major";
 
-  su.auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
-  if (su.auto_split && !deck.get_string("pipeline.costs").empty()) {
-    su.costs = std::make_shared<const CostFile>(read_cost_file(deck.get_string("pipeline.costs")));
-    su.costs->check_shape(su.shape, deck.get_string("pipeline.costs"));
-    su.costs->check_setting(deck.get_string("train.mode"), ExecSpace::name(), deck.get_string("pipeline.costs"));
+  su.auto_split = deck.config().pipeline.layers_per_stage.automatic;
+  if (su.auto_split && !deck.config().pipeline.costs.empty()) {
+    su.costs = std::make_shared<const CostFile>(read_cost_file(deck.config().pipeline.costs));
+    su.costs->check_shape(su.shape, deck.config().pipeline.costs);
+    su.costs->check_setting(deck.config().train.mode, ExecSpace::name(), deck.config().pipeline.costs);
   }
   plan_sweep(deck, su, smallest_share, tag_ub);
   check_delay_stages(su);
@@ -636,7 +637,7 @@ RunMeasurements gather_measurements(MPI_Comm comm, const TrainRecord& rec) {
 // Phase 5 (rank 0): the measured timeline as SVG and Chrome trace, where asked for.
 void write_pictures(const Deck& deck, const RunSetup& su, const Plan& pl, const RunContext& ctx,
                     const RunMeasurements& meas, const RunReport& rep) {
-  const std::string svg = deck.get_string("output.svg"), trace = deck.get_string("output.trace");
+  const std::string svg = deck.config().output.svg, trace = deck.config().output.trace;
   if (svg.empty() && trace.empty()) return;
   const bool sweep = su.plans.size() > 1;
   const sched::Timeline tl = measured_timeline(ctx, pl.lowered, meas);
@@ -703,7 +704,7 @@ void report_kernel_counters(const Deck& deck, const RunSetup& su, const Plan& pl
   r.peaks = counters::measure_peaks(host_memory ? 512 : 4096, host_memory ? (1u << 22) : (1u << 26), 5);
   print_kernel_report(r, out);
   rep.kernel_counters_json = kernel_counters_json(r);
-  const std::string svg = deck.get_string("output.roofline");
+  const std::string svg = deck.config().output.roofline;
   if (!svg.empty()) {
     const std::string path = picture_path(svg, pl, su.plans.size() > 1, ".svg");
     io::write_output_file(path, su.force, [&](std::ostream& f) { write_roofline_svg(r, f); });
@@ -785,7 +786,7 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
   const FigureOfMerit fom = figure_of_merit(reports, su.shape);
   const Verdict verdict_checks =
       stopped ? *stopped
-              : verify_runs(reports, deck.get_string("output.verify"), su.mode,
+              : verify_runs(reports, deck.config().output.verify, su.mode,
                             su.restart ? su.restart->first_loss() : std::numeric_limits<double>::quiet_NaN(),
                             su.opt.kind == OptimizerKind::adamw, su.first_step);
   const Verdict& verdict = verdict_checks;
@@ -795,7 +796,7 @@ bool write_reports(const Deck& deck, const RunSetup& su, const std::vector<RunRe
   launch.verified = verdict.pass;
   launch.verification = verdict_text(verdict, hooks);
   launch.test_hooks = active_test_hooks();
-  const std::string json = deck.get_string("output.json");
+  const std::string json = deck.config().output.json;
   if (!json.empty()) {
     io::write_output_file(json, su.force,
                           [&](std::ostream& f) { write_json(reports, launch, deck.effective_toml(), f); });
@@ -818,7 +819,7 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
   std::string reference_dump;
   const Coordinates at(comm, su.p, su.dp, su.pp_major);
   std::unique_ptr<Verdict> stopped;  // a run diverged: the launch stops, its report says why
-  KernelCountersOn counters_on(deck.get_bool("profile.kernels"));
+  KernelCountersOn counters_on(deck.config().profile.kernels);
   for (const auto& pl : su.plans) {
     counters::reset_work();
     if (rank == 0)

@@ -17,8 +17,6 @@
 #include <toml++/toml.h>
 
 #include "miniapp/io/message_text.hpp"
-#include "schedules/schedule.hpp"
-#include "schedules/variant.hpp"
 
 namespace minipipe {
 
@@ -88,144 +86,68 @@ std::string Allowed::text() const {
   return t;
 }
 
-const std::vector<DeckKey>& deck_keys() {
-  using A = Allowed;
-  static const std::vector<DeckKey> keys = {
-      {"model.vocab", 64LL, "vocabulary size V", {}},
-      {"model.seq_len", 32LL, "sequence length T of every sample", {}},
-      {"model.block_size", 0LL, "rows of the position table wpe (0 = model.seq_len); seq_len <= block_size", {}},
-      {"model.channels", 64LL, "embedding width C (divisible by model.n_head)", {}},
-      {"model.n_head", 4LL, "attention heads H", {}},
-      {"model.n_layer", 4LL, "transformer blocks L", {}},
-      {"train.batch", 8LL, "global batch B (sequences per optimizer step)", A::range(1, 16777216)},
-      {"train.steps", 30LL, "optimizer steps", A::range(1, 1000000)},
-      {"train.seed", 1234LL, "seed of parameter init and synthetic data", A::at_least(0)},
-      {"train.mode", std::string("deterministic"), "arithmetic", A::one_of({"deterministic", "fast"})},
-      {"train.optimizer", std::string("adamw"), "optimizer", A::one_of({"adamw", "sgd"})},
-      // Kernel path of the deterministic kernels (kernels/kernel_path.hpp): the same bits either way.
-      {"train.kernel_path", std::string("auto"), "deterministic kernels: auto (host path on host memory), host, device",
-       A::one_of({"auto", "host", "device"})},
-      // GEMMs of fast mode (kernels/kernel_path.hpp): auto = gemm_det where its SIMD microkernel runs.
-      {"train.fast_gemm", std::string("auto"),
-       "fast-mode GEMMs: auto (gemm_det on the host path where it has a SIMD microkernel, else blas), blas "
-       "(KokkosBlas::gemm: BLAS, cuBLAS, rocBLAS), gemm_det",
-       A::one_of({"auto", "blas", "gemm_det"})},
-      {"train.lr", 5e-3, "learning rate", A::range(0, 10).open_below()},
-      {"train.beta1", 0.9, "AdamW beta1", A::range(0, 1).open_above()},
-      {"train.beta2", 0.95, "AdamW beta2", A::range(0, 1).open_above()},
-      {"train.eps", 1e-8, "AdamW epsilon", A::at_least(0).open_below()},
-      {"train.weight_decay", 0.0, "weight decay (2-D weights only)", A::at_least(0)},
-      {"train.momentum", 0.0, "SGD momentum", A::range(0, 1).open_above()},
-      {"train.recompute", std::string("none"),
-       "what F keeps for backward: none = every value; attention = all but the attention probabilities and output; "
-       "block = only each block's input (I recomputes the rest, bitwise the same)",
-       A::one_of({"none", "attention", "block"})},
-      {"data.source", std::string("synthetic"), "where tokens come from", A::one_of({"synthetic", "hdf5"})},
-      {"data.path", std::string(""), "HDF5 token file (data.source = hdf5)", {}},
-      {"data.dataset", std::string("tokens"), "int32 [N, seq_len+1] dataset in data.path", {}},
-      {"data.min_len", 0LL, "shortest synthetic sequence (0 = seq_len/2); shorter ones are right-padded",
-       A::at_least(0)},
-      {"pipeline.schedule", StrList{"sequential"},
-       "schedule name(s); a list runs a sweep in one launch; \"all\" = every schedule, in `minipipe schedule --list` "
-       "order",
-       [] {
-         auto names = sched::schedule_names();
-         names.push_back("csv");
-         return A::one_of(names).not_empty();
-       }()},
-      {"pipeline.microbatches", IntList{1}, "micro-batch count(s) m; a list runs a sweep",
-       A::at_least(1, "at most train.batch").not_empty()},
-      {"pipeline.dp", 1LL, "data-parallel replicas of the pipeline (launch p*dp ranks)", A::at_least(1)},
-      {"pipeline.p", 0LL, "pipeline ranks p; 0 = launched ranks / pipeline.dp (which must equal p otherwise)",
-       A::at_least(0)},
-      {"pipeline.chunks", 0LL, "model chunks v per rank", A::range(0, 64, "0 = what the schedule needs")},
-      {"pipeline.group", 0LL,
-       sched::names_reading(sched::kGroup) +
-           ": micro-batches per group through the chunks (p = Megatron's depth-first, >= m = breadth-first)",
-       A::at_least(0, "0 = p")},
-      {"pipeline.memory_cap", 0LL,
-       sched::names_reading(sched::kMemoryCap) + ": stored micro-batches per rank (the list scheduling keeps under it)",
-       A::at_least(0, "0 = p, 1F1B's")},
-      {"pipeline.layers_per_stage", IntList{},
-       "explicit layer split over the p*v stages (empty = even; \"auto\" = the split whose slowest stage is "
-       "fastest by measured costs, embedding and head counted)",
-       A::at_least(0)},
-      {"pipeline.costs",
-       std::string(""),
-       "cost file of `minipipe profile` for layers_per_stage = \"auto\" (empty = a short profiling step at start)",
-       {}},
-      {"pipeline.csv", std::string(""), "PyTorch-format CSV schedule (used when schedule = \"csv\")", {}},
-      {"pipeline.placement", std::string("loop"), "stage placement for CSV schedules", A::one_of({"loop", "v"})},
-      {"pipeline.cuda_aware", std::string("auto"), "device buffers straight to MPI", A::one_of({"auto", "on", "off"})},
-      // The data-parallel gradient reduction (miniapp/runtime/grad_reduce.hpp): bitwise the same
-      // in deterministic mode whatever these say.
-      {"pipeline.overlap_allreduce",
-       true,
-       "start each stage's gradient all-reduce over the replicas when its last W is done (false: after the pipeline)",
-       {}},
-      {"pipeline.allreduce", std::string("flat"),
-       "gradient all-reduce over the replicas: flat (one collective) or hierarchical (two-level: reduce-scatter "
-       "inside each node, all-reduce of each shard across nodes, all-gather inside the node; with nodes of unequal "
-       "size the leader form: reduce to a node leader, all-reduce among leaders, broadcast inside the node)",
-       A::one_of({"flat", "hierarchical"})},
-      {"pipeline.allreduce_limbs", std::string("compact"),
-       "deterministic all-reduce words: compact (a shared exponent per tensor piece, 8 or 16 bytes per element where "
-       "the agreed range fits, else full) or full (four 32-bit limbs, 32 bytes per element)",
-       A::one_of({"compact", "full"})},
-      {"pipeline.ranks_per_node", 0LL,
-       "hierarchical all-reduce: consecutive ranks per node (lets one machine stand for several nodes)",
-       A::at_least(0, "0 = the nodes MPI reports (shared memory)")},
-      {"pipeline.rank_order", std::string("dp-major"),
-       "placement of the p x dp ranks: dp-major (rank = dp * p + pp, a replica's pipeline on consecutive ranks) or "
-       "pp-major (rank = pp * dp + dp index, one pipeline rank's replicas on consecutive ranks)",
-       A::one_of({"dp-major", "pp-major"})},
-      {"pipeline.timeout", 600.0, "seconds any wait for a peer rank may take before the job aborts naming the wait",
-       A::at_least(0, "0 = wait forever")},
-      {"checkpoint.path", std::string(""), "HDF5 checkpoint written after complete optimizer steps (empty = none)", {}},
-      {"checkpoint.every", 0LL, "write the checkpoint every N steps and after the last one",
-       A::at_least(0, "0 = after the last step only")},
-      {"checkpoint.restart", std::string(""), "continue from this checkpoint (train.steps counts all steps)", {}},
-      {"output.dump", std::string(""), "HDF5 dump file (empty = none); a sweep adds _<schedule>_m<M>", {}},
-      {"output.dump_level", std::string("full"), "what the dump holds",
-       A::one_of({"none", "loss", "grads", "full", "kernels"})},
-      {"output.force", false, "overwrite existing output files", {}},
-      {"output.json", std::string(""), "JSON report file (empty = none)", {}},
-      {"output.svg", std::string(""), "SVG timeline of the last step (empty = none)", {}},
-      {"output.trace", std::string(""), "Chrome-trace JSON of the last step (empty = none)", {}},
-      {"output.print_every", 1LL, "print a step line every N steps", A::at_least(1)},
-      {"output.roofline",
-       std::string(""),
-       "SVG roofline of the kernel counters (needs profile.kernels; empty = none); a sweep adds _<schedule>_m<M>",
-       {}},
-      {"output.verify",
-       std::string(""),
-       "reference dump: verification compares every run's dump with it (bitwise; fast mode 1e-4 normwise, with AdamW "
-       "up "
-       "to its first update)",
-       {}},
-      // Built-in kernel counters (kernels/kernel_counters.hpp): Kokkos Tools callbacks miniPipe
-      // registers itself; off, nothing is registered.
-      {"profile.kernels",
-       false,
-       "built-in kernel counters: per kernel calls, fenced time, FLOPs, bytes and rates beside a same-run sgemm and "
-       "triad; per step fences and host-device copies (kernels are fenced while on, so steps run slower)",
-       {}},
-      // The executor's fence after each compute action (docs/device-path.md): it gives every
-      // action its own end time; off, actions are only enqueued and the fences left are those
-      // where MPI or the host reads device memory.
-      {"profile.action_fence",
-       true,
-       "fence after every compute action, so each action's time is its own (the measured bubble, per-rank F/I/W/B, "
-       "the time budget and the timelines need it); false: actions are only enqueued, fences remain only where MPI "
-       "or the host reads device memory, and the report marks per-action times unavailable",
-       {}},
-  };
-  return keys;
+DeckValue field_value(const LayerSplit& x) {
+  return x.automatic ? DeckValue(std::string("auto")) : DeckValue(x.counts);
+}
+
+void set_field(LayerSplit& x, const DeckValue& v) {
+  x.automatic = std::holds_alternative<std::string>(v);
+  x.counts = x.automatic ? IntList{} : std::get<IntList>(v);
+}
+
+const DeckKey* find_deck_key(const std::string& name) {
+  for (const auto& k : deck_keys())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string commands_text(unsigned flags) {
+  std::string t;
+  for (const auto& [flag, name] : {std::pair{kRun, "run"}, {kProfile, "profile"}, {kTune, "tune"}, {kScale, "scale"}})
+    if (flags & flag) t += (t.empty() ? "" : ", ") + std::string(name);
+  return t;
+}
+
+std::string key_error_text(const std::string& key, const std::string& value, const std::string& allowed,
+                           const std::string& detail, const std::string& where) {
+  return where + ": key '" + key + "' has value " + value + detail + "; allowed: " + allowed;
+}
+
+void key_error(const std::string& key, const std::string& value, const std::string& allowed, const std::string& detail,
+               const std::string& where) {
+  throw InputError(key_error_text(key, value, allowed, detail, where));
 }
 
 std::string help_text(const DeckKey& key) {
   const std::string allowed = key.allowed.text();
   return allowed.empty() ? key.help : key.help + "; allowed: " + allowed;
+}
+
+const char* kind_text(const DeckValue& def) {
+  static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
+  return kinds[def.index()];
+}
+
+std::string deck_markdown_tables() {
+  auto cell = [](const std::string& text) {  // a table cell: '|' would end it
+    std::string o;
+    for (char c : text) o += c == '|' ? std::string("\\|") : std::string(1, c);
+    return o;
+  };
+  std::ostringstream os;
+  std::string section;
+  for (const auto& k : deck_keys()) {
+    const std::string sec = k.name.substr(0, k.name.find('.'));
+    if (sec != section) {
+      os << (section.empty() ? "" : "\n") << "### [" << sec << "]\n\n"
+         << "| key | type | default | commands | restart | meaning |\n|---|---|---|---|---|---|\n";
+      section = sec;
+    }
+    os << "| `" << k.name << "` | " << cell(kind_text(k.def)) << " | `" << cell(to_text(k.def)) << "` | "
+       << commands_text(k.flags) << " | " << (k.flags & kRestartMatch ? "must match" : "") << " | "
+       << cell(help_text(k)) << " |\n";
+  }
+  return os.str();
 }
 
 namespace {
@@ -325,8 +247,8 @@ StrList split_list(const std::string& key, const std::string& text) {
     const auto b = cur.find_first_not_of(" \t[]\"");
     const auto e = cur.find_last_not_of(" \t[]\"");
     if (b == std::string::npos)
-      throw InputError("command line: key '" + key + "' has value " + quoted_text(text) + ", whose entry " +
-                       std::to_string(index) + " is empty; allowed: a comma-separated list without empty entries");
+      key_error(key, quoted_text(text), "a comma-separated list without empty entries",
+                ", whose entry " + std::to_string(index) + " is empty", "command line");
     out.push_back(cur.substr(b, e - b + 1));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -342,14 +264,13 @@ long long parse_int(const std::string& key, const std::string& text) {
   if (whole && errno == ERANGE) {
     // An integer, but past what 64 bits hold: say so, with the range Deck::validate applies (the
     // key's rule, and int's magnitude for every key but the 64-bit seed).
-    std::string rule;
-    for (const auto& k : deck_keys())
-      if (k.name == key) rule = k.allowed.text();
+    const DeckKey* row = find_deck_key(key);
+    const std::string rule = row ? row->allowed.text() : "";
     const std::string bits =
         key == "train.seed" ? "an integer in [" + std::to_string(LLONG_MIN) + ", " + std::to_string(LLONG_MAX) + "]"
                             : "at most 2147483647 in magnitude";
-    throw InputError("command line: key '" + key + "' has value " + quoted_text(text) +
-                     ", which is out of range; allowed: " + (rule.empty() ? "" : rule + ", ") + bits);
+    key_error(key, quoted_text(text), (rule.empty() ? "" : rule + ", ") + bits, ", which is out of range",
+              "command line");
   }
   if (!whole || errno != 0)
     throw InputError("command line: key '" + key + "' has value " + quoted_text(text) + ", but it must be an integer");
@@ -365,14 +286,13 @@ void expand_all_schedules(DeckValue& v, const std::string& origin) {
   auto* names = std::get_if<StrList>(&v);
   if (!names || std::find(names->begin(), names->end(), "all") == names->end()) return;
   if (names->size() != 1)
-    throw InputError(origin + ": key 'pipeline.schedule' has value " + to_text(v) +
-                     "; allowed: \"all\" alone, or a list of schedule names");
+    key_error("pipeline.schedule", to_text(v), "\"all\" alone, or a list of schedule names", "", origin);
   *names = sched::schedule_names();
 }
 }  // namespace
 
 Deck::Deck() {
-  for (const auto& k : deck_keys()) values_[k.name] = k.def;
+  for (const auto& k : deck_keys()) k.field.set(config_, k.def);
 }
 
 Deck Deck::from_file(const std::string& path) {
@@ -382,12 +302,11 @@ Deck Deck::from_file(const std::string& path) {
     throw InputError("deck: cannot read file " + quoted_text(path) + " (" + std::strerror(errno) +
                      "); pass --deck FILE with an existing TOML deck");
   if (!S_ISREG(st.st_mode))
-    throw InputError("deck: key '--deck' has value " + quoted_text(path) + ", which is " +
-                     (S_ISDIR(st.st_mode)                          ? "a directory"
-                      : S_ISFIFO(st.st_mode)                       ? "a FIFO"
-                      : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                                                                   : "not a regular file") +
-                     "; allowed: a regular TOML file");
+    key_error("--deck", quoted_text(path), "a regular TOML file",
+              std::string(", which is ") + (S_ISDIR(st.st_mode)                          ? "a directory"
+                                            : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                                            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                                         : "not a regular file"));
   std::ifstream in(path);
   if (!in)
     throw InputError("deck: cannot read file " + quoted_text(path) +
@@ -417,27 +336,22 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
                        " must be a table; allowed sections are model, train, data, pipeline, checkpoint, output");
     for (const auto& [name, value] : *sub) {
       const std::string key = sec + "." + std::string(name.str());
-      auto it = d.values_.find(key);
-      if (it == d.values_.end())
+      const DeckKey* k = find_deck_key(key);
+      if (!k)
         throw InputError(origin + ": unknown key " + quoted_text(key) + "; run `minipipe --help` for the list of keys");
-      it->second = convert_node(key, value, it->second, origin);
-      if (key == "pipeline.schedule") expand_all_schedules(it->second, origin);
+      DeckValue v = convert_node(key, value, k->def, origin);
+      if (key == "pipeline.schedule") expand_all_schedules(v, origin);
+      k->field.set(d.config_, v);
     }
   }
   return d;
 }
 
 void Deck::set_from_text(const std::string& key, const std::string& text) {
-  auto it = values_.find(key);
-  if (it == values_.end()) throw InputError("command line: unknown key " + quoted_text(key));
-  DeckValue& v = it->second;
-  if (key == kAutoSplitKey) {
-    if (text == "auto") {
-      v = text;
-      return;
-    }
-    v = IntList{};  // the key's list type again after an "auto"
-  }
+  const DeckKey* k = find_deck_key(key);
+  if (!k) throw InputError("command line: unknown key " + quoted_text(key));
+  if (key == kAutoSplitKey && text == "auto") return k->field.set(config_, text);
+  DeckValue v = k->def;  // the key's type (a list again after an "auto")
   switch (v.index()) {
     case 0:
       v = parse_int(key, text);
@@ -479,23 +393,21 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
       if (key == "pipeline.schedule") expand_all_schedules(v, "command line");
       break;
   }
+  k->field.set(config_, v);
 }
 
 void Deck::validate() const {
   for (const auto& k : deck_keys()) {
     const Allowed& a = k.allowed;
-    const DeckValue& v = at(k.name);
-    auto bad = [&](const std::string& shown) {
-      throw InputError("deck: key '" + k.name + "' has value " + shown + "; allowed: " + a.text());
-    };
+    const DeckValue v = k.field.get(config_);
+    auto bad = [&](const std::string& shown) { key_error(k.name, shown, a.text()); };
     // Integers are narrowed to int where they are used (all but the 64-bit seed): refuse what an
     // int cannot hold here, before a cast wraps it (print_every 2^32 became 0, dp 2^32+1 became 1).
     const bool narrowed = k.name != "train.seed";
     auto fits = [&](long long x) { return !narrowed || (x >= INT_MIN && x <= INT_MAX); };
     auto bad_int = [&](const std::string& shown) {
       const std::string rule = a.text();
-      throw InputError("deck: key '" + k.name + "' has value " + shown +
-                       "; allowed: " + (rule.empty() ? "" : rule + ", ") + "at most 2147483647 in magnitude");
+      key_error(k.name, shown, (rule.empty() ? "" : rule + ", ") + "at most 2147483647 in magnitude");
     };
     switch (v.index()) {
       case 0:
@@ -531,29 +443,10 @@ void Deck::validate() const {
   }
 }
 
-const DeckValue& Deck::at(const std::string& key) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) throw std::logic_error("deck key not declared: " + key);
-  return it->second;
-}
-
-long long Deck::get_int(const std::string& key) const {
-  return std::get<long long>(at(key));
-}
-double Deck::get_double(const std::string& key) const {
-  return std::get<double>(at(key));
-}
-bool Deck::get_bool(const std::string& key) const {
-  return std::get<bool>(at(key));
-}
-const std::string& Deck::get_string(const std::string& key) const {
-  return std::get<std::string>(at(key));
-}
-const std::vector<long long>& Deck::get_int_list(const std::string& key) const {
-  return std::get<IntList>(at(key));
-}
-const std::vector<std::string>& Deck::get_string_list(const std::string& key) const {
-  return std::get<StrList>(at(key));
+DeckValue Deck::value(const std::string& key) const {
+  const DeckKey* k = find_deck_key(key);
+  if (!k) throw std::logic_error("deck key not declared: " + key);
+  return k->field.get(config_);
 }
 
 namespace {
@@ -625,7 +518,7 @@ std::string Deck::effective_toml() const {
       os << (section.empty() ? "" : "\n") << '[' << sec << "]\n";
       section = sec;
     }
-    os << k.name.substr(dot + 1) << " = " << to_text(at(k.name)) << '\n';
+    os << k.name.substr(dot + 1) << " = " << to_text(k.field.get(config_)) << '\n';
   }
   return os.str();
 }

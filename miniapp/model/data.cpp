@@ -18,19 +18,17 @@ long long Batch::valid_tokens() const {
 }
 
 DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape) {
-  seed_ = static_cast<std::uint64_t>(deck.get_int("train.seed"));
-  const long long min_len = deck.get_int("data.min_len");
+  const DataConfig& data = deck.config().data;
+  seed_ = static_cast<std::uint64_t>(deck.config().train.seed);
+  const long long min_len = data.min_len;
   if (min_len < 0 || min_len > shape.seq_len)
-    throw InputError("deck: key 'data.min_len' has value " + std::to_string(min_len) +
-                     "; allowed: 0 .. model.seq_len (" + std::to_string(shape.seq_len) + ")");
+    key_error("data.min_len", std::to_string(min_len), "0 .. model.seq_len (" + std::to_string(shape.seq_len) + ")");
   // Every sample has at least one valid target; 0 means half the sequence length.
   min_len_ = std::clamp(min_len == 0 ? shape.seq_len / 2 : static_cast<int>(min_len), 1, shape.seq_len);
-  const std::string& src = deck.get_string("data.source");
-  if (src == "synthetic") return;
-  if (src != "hdf5") throw InputError("deck: key 'data.source' has value \"" + src + "\"; allowed: synthetic | hdf5");
+  if (data.source != "hdf5") return;  // synthetic | hdf5: the row's rule (Deck::validate)
   from_file_ = true;
-  const std::string& path = deck.get_string("data.path");
-  const std::string& dset = deck.get_string("data.dataset");
+  const std::string& path = data.path;
+  const std::string& dset = data.dataset;
   std::vector<std::uint64_t> dims;
   try {
     auto raw = io::read_i32(path, dset, dims);

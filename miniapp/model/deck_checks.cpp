@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <variant>
 
 #include "miniapp/io/message_text.hpp"
@@ -18,130 +19,120 @@ namespace minipipe {
 
 namespace {
 
-const DeckValue& default_of(const std::string& key) {
-  for (const auto& k : deck_keys())
-    if (k.name == key) return k.def;
-  throw std::logic_error("deck key not declared: " + key);
+// Every key at its row's default, to tell a key the deck set from one it left alone.
+const RunConfig& defaults() {
+  static const RunConfig d = Deck().config();
+  return d;
 }
 
-bool is_default_double(const Deck& d, const std::string& key) {
-  return d.get_double(key) == std::get<double>(default_of(key));
-}
-
-bool has_csv_schedule(const Deck& d) {
-  const auto& names = d.get_string_list("pipeline.schedule");
+bool has_csv_schedule(const RunConfig& c) {
+  const auto& names = c.pipeline.schedule;
   return std::find(names.begin(), names.end(), "csv") != names.end();
 }
 
 [[noreturn]] void no_effect(const std::string& key, const std::string& value, const std::string& because,
                             const std::string& allowed) {
-  throw InputError("deck: key '" + key + "' has value " + value + ", which has no effect " + because +
-                   "; allowed: " + allowed);
+  key_error(key, value, allowed, ", which has no effect " + because);
 }
 
 }  // namespace
 
 double pipeline_timeout(const Deck& deck) {
-  const double t = deck.get_double("pipeline.timeout");
-  if (!std::isfinite(t) || t < 0 || t > 1e6)
-    throw InputError("deck: key 'pipeline.timeout' has value " + compact_number(t) +
-                     "; allowed: seconds in [0, 1e6] (0 = wait forever)");
+  // Finite and >= 0 are the row's rule (Deck::validate); the upper bound is this check's.
+  const double t = deck.config().pipeline.timeout;
+  if (t > 1e6) key_error("pipeline.timeout", compact_number(t), "seconds in [0, 1e6] (0 = wait forever)");
   return t;
 }
 
 void check_effective_keys(const Deck& deck) {
-  const std::string& placement = deck.get_string("pipeline.placement");
-  if (placement != "loop" && placement != "v")
-    throw InputError("deck: key 'pipeline.placement' has value " + quoted_text(placement) + "; allowed: loop | v");
-  const bool csv = has_csv_schedule(deck);
-  if (!csv && !deck.get_string("pipeline.csv").empty())
-    no_effect("pipeline.csv", quoted_text(deck.get_string("pipeline.csv")), "unless pipeline.schedule lists \"csv\"",
+  const RunConfig &c = deck.config(), &d0 = defaults();
+  const std::string& placement = c.pipeline.placement;  // loop | v: the row's rule (Deck::validate)
+  const bool csv = has_csv_schedule(c);
+  if (!csv && !c.pipeline.csv.empty())
+    no_effect("pipeline.csv", quoted_text(c.pipeline.csv), "unless pipeline.schedule lists \"csv\"",
               "leave it empty, or add csv to pipeline.schedule");
-  if (!csv && placement != std::get<std::string>(default_of("pipeline.placement")))
+  if (!csv && placement != d0.pipeline.placement)
     no_effect("pipeline.placement", quoted_text(placement), "unless pipeline.schedule lists \"csv\"",
               "leave it at \"loop\", or add csv to pipeline.schedule");
 
   // A knob only some schedules read (their rows in schedules/variant_table.cpp) is refused away
   // from 0 unless pipeline.schedule lists one of them.
-  const auto& names = deck.get_string_list("pipeline.schedule");
-  for (const auto& [key, knob] :
-       {std::pair{"pipeline.group", sched::kGroup}, {"pipeline.memory_cap", sched::kMemoryCap}}) {
+  const auto& names = c.pipeline.schedule;
+  for (const auto& [key, knob, value] : {std::tuple{"pipeline.group", sched::kGroup, c.pipeline.group},
+                                         {"pipeline.memory_cap", sched::kMemoryCap, c.pipeline.memory_cap}}) {
     const bool read = std::any_of(names.begin(), names.end(), [knob = knob](const std::string& n) {
       const sched::VariantSpec* spec = sched::find_variant_spec(n);
       return spec && (spec->knobs & knob);
     });
-    if (read || deck.get_int(key) == 0) continue;
+    if (read || value == 0) continue;
     std::string listed, added;
     for (const auto& spec : sched::variant_table()) {
       if (!(spec.knobs & knob)) continue;
       listed += (listed.empty() ? "" : " or ") + quoted_text(spec.name);
       added += (added.empty() ? "" : " or ") + std::string(spec.name);
     }
-    no_effect(key, std::to_string(deck.get_int(key)), "unless pipeline.schedule lists " + listed,
-              "leave it at 0, or add " + added);
+    no_effect(key, std::to_string(value), "unless pipeline.schedule lists " + listed, "leave it at 0, or add " + added);
   }
 
-  const bool auto_split = std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage"));
-  if (!auto_split && !deck.get_string("pipeline.costs").empty())
-    no_effect("pipeline.costs", quoted_text(deck.get_string("pipeline.costs")),
-              "unless pipeline.layers_per_stage = \"auto\"", "leave it empty, or set pipeline.layers_per_stage = auto");
+  if (!c.pipeline.layers_per_stage.automatic && !c.pipeline.costs.empty())
+    no_effect("pipeline.costs", quoted_text(c.pipeline.costs), "unless pipeline.layers_per_stage = \"auto\"",
+              "leave it empty, or set pipeline.layers_per_stage = auto");
 
-  if (deck.get_string("train.mode") != "fast" &&
-      deck.get_string("train.fast_gemm") != std::get<std::string>(default_of("train.fast_gemm")))
-    no_effect("train.fast_gemm", quoted_text(deck.get_string("train.fast_gemm")),
-              "with train.mode = " + quoted_text(deck.get_string("train.mode")),
+  if (c.train.mode != "fast" && c.train.fast_gemm != d0.train.fast_gemm)
+    no_effect("train.fast_gemm", quoted_text(c.train.fast_gemm), "with train.mode = " + quoted_text(c.train.mode),
               "leave it at \"auto\", or set train.mode = fast");
 
-  if (!deck.get_bool("profile.kernels") && !deck.get_string("output.roofline").empty())
-    no_effect("output.roofline", quoted_text(deck.get_string("output.roofline")), "unless profile.kernels = true",
+  if (!c.profile.kernels && !c.output.roofline.empty())
+    no_effect("output.roofline", quoted_text(c.output.roofline), "unless profile.kernels = true",
               "leave it empty, or set profile.kernels = true");
 
   // Timelines draw each action's span, which is its enqueue time without the per-action fence.
-  if (!deck.get_bool("profile.action_fence"))
-    for (const char* key : {"output.svg", "output.trace"})
-      if (!deck.get_string(key).empty())
-        no_effect(key, quoted_text(deck.get_string(key)), "unless profile.action_fence = true",
+  if (!c.profile.action_fence)
+    for (const auto& [key, path] : {std::pair{"output.svg", c.output.svg}, {"output.trace", c.output.trace}})
+      if (!path.empty())
+        no_effect(key, quoted_text(path), "unless profile.action_fence = true",
                   "leave it empty, or set profile.action_fence = true");
 
-  const std::string& source = deck.get_string("data.source");
+  const std::string& source = c.data.source;
   if (source != "hdf5") {
-    if (!deck.get_string("data.path").empty())
-      no_effect("data.path", quoted_text(deck.get_string("data.path")), "with data.source = " + quoted_text(source),
+    if (!c.data.path.empty())
+      no_effect("data.path", quoted_text(c.data.path), "with data.source = " + quoted_text(source),
                 "leave it empty, or set data.source = hdf5");
-    if (deck.get_string("data.dataset") != std::get<std::string>(default_of("data.dataset")))
-      no_effect("data.dataset", quoted_text(deck.get_string("data.dataset")),
-                "with data.source = " + quoted_text(source), "leave it at \"tokens\", or set data.source = hdf5");
-  } else if (deck.get_int("data.min_len") != 0) {
-    no_effect("data.min_len", std::to_string(deck.get_int("data.min_len")),
+    if (c.data.dataset != d0.data.dataset)
+      no_effect("data.dataset", quoted_text(c.data.dataset), "with data.source = " + quoted_text(source),
+                "leave it at \"tokens\", or set data.source = hdf5");
+  } else if (c.data.min_len != 0) {
+    no_effect("data.min_len", std::to_string(c.data.min_len),
               "with data.source = \"hdf5\" (sequence lengths come from the file)", "leave it at 0");
   }
 
-  const std::string& opt = deck.get_string("train.optimizer");
-  if (opt == "adamw" && !is_default_double(deck, "train.momentum"))
-    no_effect("train.momentum", compact_number(deck.get_double("train.momentum")), "with train.optimizer = \"adamw\"",
+  const std::string& opt = c.train.optimizer;
+  if (opt == "adamw" && c.train.momentum != d0.train.momentum)
+    no_effect("train.momentum", compact_number(c.train.momentum), "with train.optimizer = \"adamw\"",
               "leave it at 0, or set train.optimizer = sgd");
   if (opt == "sgd") {
-    for (const char* k : {"train.beta1", "train.beta2", "train.eps"}) {
-      if (!is_default_double(deck, k))
-        no_effect(k, compact_number(deck.get_double(k)), "with train.optimizer = \"sgd\"",
+    for (const auto& [k, x, x0] : {std::tuple{"train.beta1", c.train.beta1, d0.train.beta1},
+                                   {"train.beta2", c.train.beta2, d0.train.beta2},
+                                   {"train.eps", c.train.eps, d0.train.eps}}) {
+      if (x != x0)
+        no_effect(k, compact_number(x), "with train.optimizer = \"sgd\"",
                   "leave it at its default, or set train.optimizer = adamw");
     }
   }
 
-  if (deck.get_string("output.dump").empty() &&
-      deck.get_string("output.dump_level") != std::get<std::string>(default_of("output.dump_level")))
-    no_effect("output.dump_level", quoted_text(deck.get_string("output.dump_level")), "without output.dump",
+  if (c.output.dump.empty() && c.output.dump_level != d0.output.dump_level)
+    no_effect("output.dump_level", quoted_text(c.output.dump_level), "without output.dump",
               "leave it at \"full\", or set output.dump");
 
-  if (deck.get_string("checkpoint.path").empty() && deck.get_int("checkpoint.every") != 0)
-    no_effect("checkpoint.every", std::to_string(deck.get_int("checkpoint.every")), "without checkpoint.path",
+  if (c.checkpoint.path.empty() && c.checkpoint.every != 0)
+    no_effect("checkpoint.every", std::to_string(c.checkpoint.every), "without checkpoint.path",
               "leave it at 0, or set checkpoint.path");
   // Verification compares the run's dump with the reference: without a dump the run would train
   // every step and only then fail.
-  const bool dumps = !deck.get_string("output.dump").empty() && deck.get_string("output.dump_level") != "none";
-  if (!dumps && !deck.get_string("output.verify").empty())
-    no_effect("output.verify", quoted_text(deck.get_string("output.verify")),
-              deck.get_string("output.dump").empty() ? "without output.dump" : "with output.dump_level = \"none\"",
+  const bool dumps = !c.output.dump.empty() && c.output.dump_level != "none";
+  if (!dumps && !c.output.verify.empty())
+    no_effect("output.verify", quoted_text(c.output.verify),
+              c.output.dump.empty() ? "without output.dump" : "with output.dump_level = \"none\"",
               "leave it empty, or set output.dump (--dump FILE) at a dump level the reference has");
 }
 
@@ -165,20 +156,21 @@ std::string budget_svg_path(const std::string& svg_path) {
 }
 
 std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
-  const bool force = deck.get_bool("output.force");
-  const auto& names = deck.get_string_list("pipeline.schedule");
-  const auto& ms = deck.get_int_list("pipeline.microbatches");
+  const RunConfig& c = deck.config();
+  const bool force = c.output.force;
+  const auto& names = c.pipeline.schedule;
+  const auto& ms = c.pipeline.microbatches;
   const bool sweep = names.size() * ms.size() > 1;
-  const std::string dump = deck.get_string("output.dump");
-  const bool dumping = !dump.empty() && deck.get_string("output.dump_level") != "none";
-  const std::string svg = deck.get_string("output.svg"), trace = deck.get_string("output.trace");
+  const std::string& dump = c.output.dump;
+  const bool dumping = !dump.empty() && c.output.dump_level != "none";
+  const std::string &svg = c.output.svg, &trace = c.output.trace, &roofline = c.output.roofline;
   std::vector<io::OutputSpec> out;
   if (!sweep) {
     if (dumping) out.push_back({"output.dump", dump, force, true});
     out.push_back({"output.svg", svg, force, false});
     out.push_back({"output.svg", budget_svg_path(svg), force, false});
     out.push_back({"output.trace", trace, force, false});
-    out.push_back({"output.roofline", deck.get_string("output.roofline"), force, false});
+    out.push_back({"output.roofline", roofline, force, false});
   } else {
     for (const auto& name : names) {
       for (long long m : ms) {
@@ -187,25 +179,24 @@ std::vector<io::OutputSpec> planned_outputs(const Deck& deck) {
         out.push_back({"output.svg", sweep_file_name(svg, tag, ".svg"), force, false});
         out.push_back({"output.svg", budget_svg_path(sweep_file_name(svg, tag, ".svg")), force, false});
         out.push_back({"output.trace", sweep_file_name(trace, tag, ".json"), force, false});
-        out.push_back(
-            {"output.roofline", sweep_file_name(deck.get_string("output.roofline"), tag, ".svg"), force, false});
+        out.push_back({"output.roofline", sweep_file_name(roofline, tag, ".svg"), force, false});
       }
     }
   }
-  out.push_back({"output.json", deck.get_string("output.json"), force, false});
-  out.push_back({"checkpoint.path", deck.get_string("checkpoint.path"), force, true});
+  out.push_back({"output.json", c.output.json, force, false});
+  out.push_back({"checkpoint.path", c.checkpoint.path, force, true});
   return out;
 }
 
 std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& deck_path) {
+  const RunConfig& c = deck.config();
   std::vector<io::InputSpec> in;
   in.push_back({"--deck", deck_path});
-  if (has_csv_schedule(deck)) in.push_back({"pipeline.csv", deck.get_string("pipeline.csv")});
-  if (deck.get_string("data.source") == "hdf5") in.push_back({"data.path", deck.get_string("data.path")});
-  if (std::holds_alternative<std::string>(deck.value("pipeline.layers_per_stage")))
-    in.push_back({"pipeline.costs", deck.get_string("pipeline.costs")});
-  in.push_back({"checkpoint.restart", deck.get_string("checkpoint.restart")});
-  in.push_back({"output.verify", deck.get_string("output.verify")});
+  if (has_csv_schedule(c)) in.push_back({"pipeline.csv", c.pipeline.csv});
+  if (c.data.source == "hdf5") in.push_back({"data.path", c.data.path});
+  if (c.pipeline.layers_per_stage.automatic) in.push_back({"pipeline.costs", c.pipeline.costs});
+  in.push_back({"checkpoint.restart", c.checkpoint.restart});
+  in.push_back({"output.verify", c.output.verify});
   return in;
 }
 
@@ -262,13 +253,14 @@ void check_output_space(const Deck& deck, const ModelShape& shape, long long fir
     std::string dir, key, path, what;  // a directory on it, the first output's key and path, the list
   };
   std::map<unsigned long long, Need> need;  // by st_dev
-  const long long steps = deck.get_int("train.steps") - first_step;
-  const long long B = deck.get_int("train.batch");
+  const RunConfig& c = deck.config();
+  const long long steps = c.train.steps - first_step;
+  const long long B = c.train.batch;
   for (const auto& o : planned_outputs(deck)) {
     if (o.path.empty()) continue;
     double bytes = 0;
     if (o.key == "output.dump")
-      bytes = estimated_dump_bytes(shape, B, steps, deck.get_string("output.dump_level"), real_bytes);
+      bytes = estimated_dump_bytes(shape, B, steps, c.output.dump_level, real_bytes);
     else if (o.key == "checkpoint.path")
       bytes = 2 * estimated_checkpoint_bytes(shape, real_bytes);  // the previous one stays until the rename
     if (bytes <= 0) continue;
@@ -286,12 +278,11 @@ void check_output_space(const Deck& deck, const ModelShape& shape, long long fir
     if (::statvfs(n.dir.c_str(), &fs) != 0) continue;
     const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
     if (n.bytes > free_bytes)
-      throw InputError("deck: key '" + n.key + "' has value " + quoted_text(n.path) + ": the outputs need about " +
-                       human_bytes(n.bytes) + " (" + n.what + "; " + std::to_string(steps) +
-                       " steps at output.dump_level = " + quoted_text(deck.get_string("output.dump_level")) +
-                       ", estimated from the model shape and batch) but the file system of " + quoted_text(n.dir) +
-                       " has " + human_bytes(free_bytes) +
-                       " free; allowed: fewer train.steps, a lower output.dump_level, or a directory with room");
+      key_error(n.key, quoted_text(n.path), "fewer train.steps, a lower output.dump_level, or a directory with room",
+                ": the outputs need about " + human_bytes(n.bytes) + " (" + n.what + "; " + std::to_string(steps) +
+                    " steps at output.dump_level = " + quoted_text(c.output.dump_level) +
+                    ", estimated from the model shape and batch) but the file system of " + quoted_text(n.dir) +
+                    " has " + human_bytes(free_bytes) + " free");
   }
 }
 

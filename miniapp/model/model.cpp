@@ -15,17 +15,17 @@ namespace {
 
 ModelShape model_shape_from_deck(const Deck& deck) {
   ModelShape s;
-  auto positive = [&](const char* key, int& out, long long max) {
-    const long long v = deck.get_int(key);
+  const ModelConfig& m = deck.config().model;
+  auto positive = [&](const char* key, long long v, int& out, long long max) {
     if (v <= 0 || v > max) bad_key(key, v, "an integer in [1, " + std::to_string(max) + "]");
     out = static_cast<int>(v);
   };
-  positive("model.vocab", s.vocab, 1LL << 24);
-  positive("model.seq_len", s.seq_len, 1LL << 16);
-  positive("model.channels", s.channels, 1LL << 16);
-  positive("model.n_head", s.n_head, 1LL << 10);
-  positive("model.n_layer", s.n_layer, 1LL << 10);
-  const long long bs = deck.get_int("model.block_size");
+  positive("model.vocab", m.vocab, s.vocab, 1LL << 24);
+  positive("model.seq_len", m.seq_len, s.seq_len, 1LL << 16);
+  positive("model.channels", m.channels, s.channels, 1LL << 16);
+  positive("model.n_head", m.n_head, s.n_head, 1LL << 10);
+  positive("model.n_layer", m.n_layer, s.n_layer, 1LL << 10);
+  const long long bs = m.block_size;
   if (bs < 0 || bs > (1LL << 16)) bad_key("model.block_size", bs, "0 (= model.seq_len) or an integer in [1, 65536]");
   s.block_size = bs == 0 ? s.seq_len : static_cast<int>(bs);
   if (s.seq_len > s.block_size)

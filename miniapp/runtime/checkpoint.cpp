@@ -20,13 +20,6 @@ namespace {
 
 constexpr const char* kFormat = "miniPipe checkpoint 1";
 
-// Keys whose change would make a restart train something else than the run it continues.
-const char* const kSameTrainingKeys[] = {"model.vocab",  "model.seq_len",   "model.block_size",   "model.channels",
-                                         "model.n_head", "model.n_layer",   "train.batch",        "train.seed",
-                                         "train.mode",   "train.optimizer", "train.lr",           "train.beta1",
-                                         "train.beta2",  "train.eps",       "train.weight_decay", "train.momentum",
-                                         "data.source",  "data.dataset",    "data.min_len"};
-
 template <class T>
 io::DType dtype() {
   return sizeof(T) == 4 ? io::DType::f32 : io::DType::f64;
@@ -128,19 +121,18 @@ void write_checkpoint(MPI_Comm job, const std::string& path, bool force, const s
     }
   maybe_die_in_checkpoint();
   const ModelShape& s = shape;
-  auto ints = recorded_shape(deck.get_int("train.seed"), s);
+  const std::string& optimizer = deck.config().train.optimizer;
+  auto ints = recorded_shape(deck.config().train.seed, s);
   ints.insert(ints.begin(), {{"step", completed_steps}, {"data_cursor", completed_steps}});
   for (const auto& [name, value] : ints) w.set_attribute("/meta", name, value);
-  const std::pair<const char*, std::string> texts[] = {{"format", kFormat},
-                                                       {"optimizer", deck.get_string("train.optimizer")},
-                                                       {"deck", deck.effective_toml()},
-                                                       {"data", data}};
+  const std::pair<const char*, std::string> texts[] = {
+      {"format", kFormat}, {"optimizer", optimizer}, {"deck", deck.effective_toml()}, {"data", data}};
   std::string meta;  // kMetaInts, then kMetaTexts, then first_loss (see above)
   for (const auto& [name, value] : ints) meta += std::string(name) + " " + std::to_string(value) + "\n";
   for (const auto& [name, value] : texts) meta += std::string(name) + " " + text_checksum(value) + "\n";
   meta += "first_loss " + exact_text(first_loss) + "\n";
   w.set_attribute("/meta", "format", kFormat);
-  w.set_attribute("/meta", "optimizer", deck.get_string("train.optimizer"));
+  w.set_attribute("/meta", "optimizer", optimizer);
   w.set_attribute("/meta", "rng",
                   std::string("counter-based: init from (train.seed, name, index), data from "
                               "(train.seed, step); no state beyond seed and data_cursor"));
@@ -259,7 +251,7 @@ Checkpoint::Checkpoint(const std::string& path, std::size_t real_bytes) : path_(
   }
   // The recorded shape and seed are the deck's (a restart builds the model from the deck).
   const ModelShape s = model_shape_from_deck(deck_);
-  for (const auto& [key, value] : recorded_shape(deck_.get_int("train.seed"), s))
+  for (const auto& [key, value] : recorded_shape(deck_.config().train.seed, s))
     if (r->int_attribute("/meta", key) != value)
       bad(std::string("has /meta ") + key + " = " + std::to_string(r->int_attribute("/meta", key)) +
           " but its deck gives " + std::to_string(value));
@@ -305,39 +297,40 @@ namespace {
 
 // The value `key` takes effect with: two spellings of one setting (model.block_size 0 and
 // model.seq_len; data.min_len 0 and seq_len / 2) are the same training.
-std::string effective_text(const Deck& d, const std::string& key) {
-  if (key == "model.block_size") return std::to_string(model_shape_from_deck(d).block_size);
-  if (key == "data.min_len" && d.get_string("data.source") == "synthetic") {
-    const long long T = d.get_int("model.seq_len"), len = d.get_int("data.min_len");
+std::string effective_text(const Deck& d, const DeckKey& key) {
+  if (key.name == "model.block_size") return std::to_string(model_shape_from_deck(d).block_size);
+  if (key.name == "data.min_len" && d.config().data.source == "synthetic") {
+    const long long T = d.config().model.seq_len, len = d.config().data.min_len;
     return std::to_string(std::clamp(len == 0 ? T / 2 : len, 1LL, T));
   }
-  return to_text(d.value(key));
+  return to_text(key.field.get(d.config()));
 }
 
 // "0 (= 32)" where the spelling is not the effective value.
-std::string shown(const Deck& d, const std::string& key) {
-  const std::string spelled = to_text(d.value(key)), effective = effective_text(d, key);
+std::string shown(const Deck& d, const DeckKey& key) {
+  const std::string spelled = to_text(key.field.get(d.config())), effective = effective_text(d, key);
   return spelled == effective ? spelled : spelled + " (= " + effective + ")";
 }
 
 }  // namespace
 
 void Checkpoint::check_same_training(const Deck& deck, const std::string& data) const {
-  for (const char* key : kSameTrainingKeys) {
-    if (effective_text(deck, key) != effective_text(deck_, key))
-      throw InputError("deck: key '" + std::string(key) + "' has value " + shown(deck, key) + " but the checkpoint " +
-                       path_ + " was written with " + shown(deck_, key) +
-                       "; allowed: the checkpoint's value (a restart continues the same training)");
+  // The keys whose change would train something else than the run a restart continues: the
+  // rows flagged kRestartMatch, in table order (the first that differs is named).
+  for (const auto& k : deck_keys()) {
+    if (!(k.flags & kRestartMatch) || effective_text(deck, k) == effective_text(deck_, k)) continue;
+    key_error(k.name, shown(deck, k), "the checkpoint's value (a restart continues the same training)",
+              " but the checkpoint " + path_ + " was written with " + shown(deck_, k));
   }
   if (data != data_)
-    throw InputError("deck: key 'data.path' has value \"" + deck.get_string("data.path") + "\" whose data (" + data +
-                     ") is not what the checkpoint " + path_ + " was trained on (" + data_ +
-                     "); allowed: the same token data (the file may move, its tokens may not change)");
-  const long long steps = deck.get_int("train.steps");
+    key_error("data.path", "\"" + deck.config().data.path + "\"",
+              "the same token data (the file may move, its tokens may not change)",
+              " whose data (" + data + ") is not what the checkpoint " + path_ + " was trained on (" + data_ + ")");
+  const long long steps = deck.config().train.steps;
   if (steps <= step_)
-    throw InputError("deck: key 'train.steps' has value " + std::to_string(steps) + " but the checkpoint " + path_ +
-                     " already holds " + std::to_string(step_) + " completed steps; allowed: > " +
-                     std::to_string(step_) + " (train.steps counts every step, those before the restart included)");
+    key_error("train.steps", std::to_string(steps),
+              "> " + std::to_string(step_) + " (train.steps counts every step, those before the restart included)",
+              " but the checkpoint " + path_ + " already holds " + std::to_string(step_) + " completed steps");
 }
 
 template <class T>

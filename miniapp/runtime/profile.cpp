@@ -238,12 +238,13 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurr
   MPI_Comm_size(comm, &world);
   CostFile c;
   c.shape = model_shape_from_deck(deck);
-  c.batch = static_cast<int>(deck.get_int("train.batch"));
+  const RunConfig& cfg = deck.config();
+  c.batch = static_cast<int>(cfg.train.batch);
   c.real_bytes = sizeof(Real);
   c.backend = ExecSpace::name();
-  c.mode = deck.get_string("train.mode");
+  c.mode = cfg.train.mode;
   std::string why;
-  const CommPath path = choose_comm_path(deck.get_string("pipeline.cuda_aware"), why);
+  const CommPath path = choose_comm_path(cfg.pipeline.cuda_aware, why);
   c.comm_path = to_string(path);
   std::vector<int> samples;
   for (int m = c.batch; m >= 1; --m)
@@ -274,10 +275,10 @@ CostFile profile_costs(const Deck& deck, MPI_Comm comm, int repeat, bool concurr
   // pipeline run next to an idle or waiting peer at large micro-batches; the calibration measures
   // what running side by side costs. `concurrent`: every rank at once, the least over ranks.
   const Mode mode = c.mode == "fast" ? Mode::fast : Mode::deterministic;
-  const auto seed = static_cast<std::uint64_t>(deck.get_int("train.seed"));
+  const auto seed = static_cast<std::uint64_t>(cfg.train.seed);
   const Batch batch = DataSource(deck, c.shape).batch(0, c.batch);
   OptimizerConfig opt;
-  opt.kind = deck.get_string("train.optimizer") == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
+  opt.kind = cfg.train.optimizer == "sgd" ? OptimizerKind::sgd : OptimizerKind::adamw;
   const std::size_t parts_n = static_cast<std::size_t>(c.shape.n_layer + 2);
   c.step_fixed_ms.assign(parts_n, 0.0);
   c.profiled_ranks = concurrent ? world : 1;

@@ -16,8 +16,7 @@ void DeckOptions::attach(CLI::App& app) {
     auto* o = app.add_option_function<std::string>(
         "--" + k.name, [this, name = k.name](const std::string& v) { overrides[name] = v; }, help_text(k));
     o->default_str(to_text(k.def));
-    static const char* kinds[] = {"INT", "NUM", "BOOL", "TEXT", "INT[,INT...]", "TEXT[,TEXT...]"};
-    o->type_name(kinds[k.def.index()]);
+    o->type_name(kind_text(k.def));
     o->group("Deck keys (default shown)");
     key_of[o] = k.name;
   }

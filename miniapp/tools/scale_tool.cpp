@@ -141,14 +141,14 @@ void read_scale_inputs(ScaleTool& tool, const std::map<std::string, std::string>
   if (tool.devices > cl.devices())
     throw InputError("command line: key '--devices' has value " + std::to_string(tool.devices) + "; allowed: 1 .. " +
                      std::to_string(cl.devices()) + " (the devices of " + tool.cluster_path + ")");
-  const bool det = deck.get_string("train.mode") != "fast";
-  const int batch = static_cast<int>(deck.get_int("train.batch"));
+  const bool det = deck.config().train.mode != "fast";
+  const int batch = static_cast<int>(deck.config().train.batch);
   if (!tool.costs_path.empty()) {
     costs = read_cost_file(tool.costs_path);
     costs.check_shape(shape, tool.costs_path);
-    if (costs.mode != deck.get_string("train.mode"))
-      throw InputError("deck: key 'train.mode' has value \"" + deck.get_string("train.mode") + "\" but the cost file " +
-                       tool.costs_path + " was measured in \"" + costs.mode + "\"; allowed: the profiled mode");
+    if (costs.mode != deck.config().train.mode)
+      key_error("train.mode", "\"" + deck.config().train.mode + "\"", "the profiled mode",
+                " but the cost file " + tool.costs_path + " was measured in \"" + costs.mode + "\"");
     cl.use_measured_link(costs.latency_ms, costs.ms_per_byte);
   } else {
     for (const auto& [key, on] : {std::pair<const char*, bool>{"link.intra.from_costs", cl.intra_from_costs},
@@ -339,19 +339,20 @@ void print_compare_run(const ScaleTool& tool, const Cluster& cl, const CostFile&
   }
   if (steps.size() < 2) throw bad("fewer than 2 steps (the first is warm-up)");
   const Deck deck = Deck::from_string(j["deck"].get<std::string>(), path);
-  const Recompute rc = parse_recompute(deck.get_string("train.recompute"));
-  if (!deck.get_int_list("pipeline.layers_per_stage").empty()) throw bad("an explicit split (the model uses even)");
+  const Recompute rc = parse_recompute(deck.config().train.recompute);
+  if (deck.config().pipeline.layers_per_stage.automatic) throw bad("an automatic split (the model uses even)");
+  if (!deck.config().pipeline.layers_per_stage.counts.empty()) throw bad("an explicit split (the model uses even)");
   ScaleOptions o = opt;
   o.schedules = {schedule};
   o.prune = false;
-  o.global_batch = static_cast<int>(deck.get_int("train.batch"));
+  o.global_batch = static_cast<int>(deck.config().train.batch);
   o.batch_per_replica = 0;
   o.list_scheduled_max_pm = 0;
   // Ranks as the run placed them: dp-major unless its deck names another order (a runtime that
   // reads pipeline.rank_order).
   RankOrder order = RankOrder::dp_major;
   try {
-    if (deck.get_string("pipeline.rank_order") == "pp-major") order = RankOrder::pp_major;
+    if (deck.config().pipeline.rank_order == "pp-major") order = RankOrder::pp_major;
   } catch (const std::exception&) {
   }
   Cluster placed = cl;

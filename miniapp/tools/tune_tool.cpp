@@ -28,10 +28,9 @@ void check_request(const TuneTool& tool, const Deck& deck, int world, CostFile& 
   const int p = tool.p, verify = tool.verify;
   const std::string& costs_path = tool.costs_path;
   const ModelShape shape = model_shape_from_deck(deck);
-  const int batch = static_cast<int>(deck.get_int("train.batch"));
-  if (deck.get_int("pipeline.dp") != 1)
-    throw InputError("deck: key 'pipeline.dp' has value " + std::to_string(deck.get_int("pipeline.dp")) +
-                     "; allowed: 1 (the tuner plans one pipeline)");
+  const int batch = static_cast<int>(deck.config().train.batch);
+  if (deck.config().pipeline.dp != 1)
+    key_error("pipeline.dp", std::to_string(deck.config().pipeline.dp), "1 (the tuner plans one pipeline)");
   if (p > shape.n_layer)
     throw InputError("command line: -p has value " + std::to_string(p) +
                      " but model.n_layer = " + std::to_string(shape.n_layer) + "; allowed: 1 .. " +
@@ -53,11 +52,10 @@ void check_request(const TuneTool& tool, const Deck& deck, int world, CostFile& 
   if (!costs_path.empty()) {
     costs = read_cost_file(costs_path);
     costs.check_shape(shape, costs_path);
-    costs.check_setting(deck.get_string("train.mode"), execution_space_name(), costs_path);
+    costs.check_setting(deck.config().train.mode, execution_space_name(), costs_path);
     if (costs.batch != batch)
-      throw InputError("deck: key 'train.batch' has value " + std::to_string(batch) + " but the cost file " +
-                       costs_path + " was measured with " + std::to_string(costs.batch) +
-                       "; allowed: the profiled batch");
+      key_error("train.batch", std::to_string(batch), "the profiled batch",
+                " but the cost file " + costs_path + " was measured with " + std::to_string(costs.batch));
   }
 }
 
@@ -95,8 +93,8 @@ struct Choice {
 
 Choice choose(const TuneTool& tool, const Deck& deck, const CostFile& costs, const std::vector<std::string>& names) {
   Choice c;
-  const int batch = static_cast<int>(deck.get_int("train.batch"));
-  c.base_m = static_cast<int>(deck.get_int_list("pipeline.microbatches").front());
+  const int batch = static_cast<int>(deck.config().train.batch);
+  c.base_m = static_cast<int>(deck.config().pipeline.microbatches.front());
   const auto all = enumerate_configs(costs, tool.p, batch, tool.memory_cap, names);
   c.n_configs = static_cast<int>(all.size());
   c.best.assign(all.begin(), all.begin() + std::min<std::ptrdiff_t>(tool.top, static_cast<std::ptrdiff_t>(all.size())));
@@ -110,7 +108,7 @@ Choice choose(const TuneTool& tool, const Deck& deck, const CostFile& costs, con
 }
 
 void print_header(const TuneTool& tool, const Deck& deck, const CostFile& costs, const Choice& c, std::ostream& out) {
-  const int p = tool.p, batch = static_cast<int>(deck.get_int("train.batch")), n_configs = c.n_configs;
+  const int p = tool.p, batch = static_cast<int>(deck.config().train.batch), n_configs = c.n_configs;
   const double memory_cap = tool.memory_cap;
   const std::string& costs_path = tool.costs_path;
   const std::string& error = c.error;
@@ -265,7 +263,7 @@ void print_noise(const Measured& m, std::ostream& out) {
 
 void print_bubble_targets(const TuneTool& tool, const Deck& deck, const CostFile& costs, int base_m,
                           std::ostream& out) {
-  const int p = tool.p, batch = static_cast<int>(deck.get_int("train.batch"));
+  const int p = tool.p, batch = static_cast<int>(deck.config().train.batch);
   const double bubble_target = tool.bubble_target;
   char line[320];
   const int samples = std::max(1, batch / base_m);
@@ -350,7 +348,7 @@ int TuneTool::tune(const Deck& deck, MPI_Comm comm, std::ostream& out) {
   // No configuration: say why and refuse (exit 2) rather than print an empty table.
   std::string none;
   if (rank == 0 && choice.n_configs == 0)
-    none = why_no_configuration(costs, p, static_cast<int>(deck.get_int("train.batch")), memory_cap, names, schedules);
+    none = why_no_configuration(costs, p, static_cast<int>(deck.config().train.batch), memory_cap, names, schedules);
   int refuse = none.empty() ? 0 : 1;
   MPI_Bcast(&refuse, 1, MPI_INT, 0, comm);
   if (refuse) {

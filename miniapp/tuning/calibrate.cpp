@@ -67,7 +67,7 @@ int calibrate_costs(const Deck& deck, MPI_Comm comm, CostFile& costs, int runs) 
   MPI_Comm_size(comm, &world);
   costs.calibration = Calibration{};
   if (runs <= 0 || world < 2) return 0;
-  const int m = static_cast<int>(deck.get_int_list("pipeline.microbatches").front());
+  const int m = static_cast<int>(deck.config().pipeline.microbatches.front());
   const std::vector<int> even = make_stage_layout(costs.shape.n_layer, world, {}).count;
   TuneCandidate ref;
   try {

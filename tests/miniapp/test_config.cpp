@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "miniapp/model/config.hpp"
 #include "miniapp/model/data.hpp"
@@ -37,13 +38,13 @@ void expect_mentions(const std::string& msg, std::initializer_list<const char*> 
 
 TEST(Deck, DefaultsAreValidAndOverridesApply) {
   Deck d = Deck::from_string("[model]\nvocab = 128\n[pipeline]\nmicrobatches = [1, 2]\n", "x");
-  EXPECT_EQ(d.get_int("model.vocab"), 128);
-  EXPECT_EQ(d.get_int("model.n_layer"), 4);
-  EXPECT_EQ(d.get_int_list("pipeline.microbatches"), (std::vector<long long>{1, 2}));
+  EXPECT_EQ(d.config().model.vocab, 128);
+  EXPECT_EQ(d.config().model.n_layer, 4);
+  EXPECT_EQ(d.config().pipeline.microbatches, (std::vector<long long>{1, 2}));
   d.set_from_text("pipeline.schedule", "1f1b,gpipe");
-  EXPECT_EQ(d.get_string_list("pipeline.schedule"), (std::vector<std::string>{"1f1b", "gpipe"}));
+  EXPECT_EQ(d.config().pipeline.schedule, (std::vector<std::string>{"1f1b", "gpipe"}));
   d.set_from_text("train.lr", "0.5");
-  EXPECT_DOUBLE_EQ(d.get_double("train.lr"), 0.5);
+  EXPECT_DOUBLE_EQ(d.config().train.lr, 0.5);
   EXPECT_NO_THROW(model_shape_from_deck(d));
 }
 
@@ -54,12 +55,12 @@ TEST(Deck, AllSchedulesIsEveryNameInTableOrder) {
   ASSERT_GE(every.size(), 14u);
   EXPECT_EQ(every.front(), "sequential");
   const Deck d = Deck::from_string("[pipeline]\nschedule = \"all\"\n", "x");
-  EXPECT_EQ(d.get_string_list("pipeline.schedule"), every);
+  EXPECT_EQ(d.config().pipeline.schedule, every);
   Deck c;
   c.set_from_text("pipeline.schedule", "all");
-  EXPECT_EQ(c.get_string_list("pipeline.schedule"), every);
+  EXPECT_EQ(c.config().pipeline.schedule, every);
   c.set_from_text("pipeline.schedule", "1f1b,gpipe");
-  EXPECT_EQ(c.get_string_list("pipeline.schedule"), (std::vector<std::string>{"1f1b", "gpipe"}));
+  EXPECT_EQ(c.config().pipeline.schedule, (std::vector<std::string>{"1f1b", "gpipe"}));
   expect_mentions(error_of("[pipeline]\nschedule = [\"all\", \"1f1b\"]\n"),
                   {"pipeline.schedule", "\"all\" alone", "allowed"});
 }
@@ -105,6 +106,88 @@ TEST(Deck, CommandLineValuesAreTyped) {
     expect_mentions(e.what(), {"model.vocab", "12x", "integer"});
   }
   EXPECT_THROW(d.set_from_text("no.such", "1"), InputError);
+}
+
+// Each row is bound to its own field: a value set through the row's name reads back from that
+// key alone, every other key keeping its default (a row bound to a neighbour's field fails).
+TEST(Deck, EveryRowIsBoundToItsOwnField) {
+  std::set<std::string> names;
+  for (const auto& k : deck_keys()) {
+    EXPECT_TRUE(names.insert(k.name).second) << k.name << " is listed twice";
+    Deck d;
+    DeckValue other;
+    switch (k.def.index()) {
+      case 0:
+        other = std::get<long long>(k.def) + 7;
+        break;
+      case 1:
+        other = std::get<double>(k.def) + 0.25;
+        break;
+      case 2:
+        other = !std::get<bool>(k.def);
+        break;
+      case 3:
+        other = std::get<std::string>(k.def) + "x";
+        break;
+      case 4: {
+        auto l = std::get<std::vector<long long>>(k.def);
+        l.push_back(3);
+        other = l;
+        break;
+      }
+      default: {
+        auto l = std::get<std::vector<std::string>>(k.def);
+        l.push_back("gpipe");
+        other = l;
+        break;
+      }
+    }
+    std::string text = to_text(other);  // the command line's spelling: no quotes, no brackets
+    text.erase(std::remove_if(text.begin(), text.end(), [](char c) { return c == '"' || c == '[' || c == ']'; }),
+               text.end());
+    d.set_from_text(k.name, text);
+    EXPECT_EQ(to_text(d.value(k.name)), to_text(other)) << k.name;
+    for (const auto& j : deck_keys())
+      if (j.name != k.name) {
+        EXPECT_EQ(to_text(d.value(j.name)), to_text(j.def)) << k.name << " also set " << j.name;
+      }
+  }
+  Deck d;
+  d.set_from_text("pipeline.layers_per_stage", "auto");
+  EXPECT_TRUE(d.config().pipeline.layers_per_stage.automatic);
+  EXPECT_EQ(to_text(d.value("pipeline.layers_per_stage")), "\"auto\"");
+  d.set_from_text("pipeline.layers_per_stage", "1,3");
+  EXPECT_FALSE(d.config().pipeline.layers_per_stage.automatic);
+  EXPECT_EQ(d.config().pipeline.layers_per_stage.counts, (std::vector<long long>{1, 3}));
+}
+
+// The keys a restart must keep are the rows flagged kRestartMatch: the model, the batch, the seed,
+// the arithmetic, the optimizer with its settings and the data, in table order.
+TEST(Deck, RestartKeysAreTheFlaggedRows) {
+  std::vector<std::string> flagged;
+  for (const auto& k : deck_keys())
+    if (k.flags & kRestartMatch) flagged.push_back(k.name);
+  const std::vector<std::string> want = {"model.vocab",  "model.seq_len",   "model.block_size",   "model.channels",
+                                         "model.n_head", "model.n_layer",   "train.batch",        "train.seed",
+                                         "train.mode",   "train.optimizer", "train.lr",           "train.beta1",
+                                         "train.beta2",  "train.eps",       "train.weight_decay", "train.momentum",
+                                         "data.source",  "data.dataset",    "data.min_len"};
+  EXPECT_EQ(flagged, want);
+  for (const auto& k : deck_keys()) EXPECT_TRUE(k.flags & kRun) << k.name << ": every key is run's";
+}
+
+// One message form for every refused key value.
+TEST(Deck, KeyErrorNamesKeyValueAndWhatIsAllowed) {
+  EXPECT_EQ(key_error_text("train.steps", "0", "1 .. 1000000"),
+            "deck: key 'train.steps' has value 0; allowed: 1 .. 1000000");
+  EXPECT_EQ(key_error_text("pipeline.dp", "3", "a divisor", " but 4 MPI ranks were launched", "command line"),
+            "command line: key 'pipeline.dp' has value 3 but 4 MPI ranks were launched; allowed: a divisor");
+  try {
+    key_error("output.dump", "'x'", "a path");
+    FAIL() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "deck: key 'output.dump' has value 'x'; allowed: a path");
+  }
 }
 
 TEST(StageLayout, EvenAndExplicitSplits) {

@@ -50,9 +50,9 @@ TEST(DeckChecks, EmptyListEntriesAreRefusedNotSkipped) {
                   {"pipeline.schedule", "entry 2 is empty"});
   expect_mentions(message_of([&] { d.set_from_text("pipeline.microbatches", ",2"); }), {"entry 1 is empty"});
   d.set_from_text("pipeline.microbatches", "2, 4");
-  EXPECT_EQ(d.get_int_list("pipeline.microbatches"), (std::vector<long long>{2, 4}));
+  EXPECT_EQ(d.config().pipeline.microbatches, (std::vector<long long>{2, 4}));
   d.set_from_text("pipeline.layers_per_stage", "");  // the whole list empty: the default
-  EXPECT_TRUE(d.get_int_list("pipeline.layers_per_stage").empty());
+  EXPECT_TRUE(d.config().pipeline.layers_per_stage.counts.empty());
 }
 
 TEST(DeckChecks, DeckThatIsNotARegularFileIsRefused) {
@@ -80,15 +80,23 @@ TEST(DeckChecks, TimeoutIsCheckedAndDefaultsTo600) {
   EXPECT_EQ(pipeline_timeout(d), 600.0);
   d.set_from_text("pipeline.timeout", "0");
   EXPECT_EQ(pipeline_timeout(d), 0.0);
-  for (const char* bad : {"-1", "nan", "inf", "1000001"}) {
+  // Negative and non-finite values are the row's rule (Deck::validate), the upper bound this check's.
+  for (const char* bad : {"-1", "nan", "inf"}) {
     d.set_from_text("pipeline.timeout", bad);
-    expect_mentions(message_of([&] { pipeline_timeout(d); }), {"pipeline.timeout", bad, "[0, 1e6]"});
+    expect_mentions(message_of([&] { d.validate(); }), {"pipeline.timeout", bad, ">= 0 (0 = wait forever)"});
   }
+  d.set_from_text("pipeline.timeout", "1000001");
+  EXPECT_NO_THROW(d.validate());
+  expect_mentions(message_of([&] { pipeline_timeout(d); }), {"pipeline.timeout", "1000001", "[0, 1e6]"});
 }
 
 TEST(DeckChecks, KeysWithoutEffectAreRefusedNamingTheReason) {
   auto refused = [](const std::string& toml) {
-    return message_of([&] { check_effective_keys(Deck::from_string(toml, "deck.toml")); });
+    return message_of([&] {
+      const Deck d = Deck::from_string(toml, "deck.toml");
+      d.validate();  // each key's own rule first, as a run checks them
+      check_effective_keys(d);
+    });
   };
   expect_mentions(refused("[pipeline]\nplacement = \"v\"\n"), {"pipeline.placement", "'v'", "no effect", "csv"});
   expect_mentions(refused("[output]\nroofline = \"r.svg\"\n"),
