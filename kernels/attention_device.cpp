@@ -111,8 +111,8 @@ struct ForwardBody {
     [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
                                    L = rowred::kLanes;
     // The sizes formed per team (team::per_team): hoisted out of Kokkos' league loop, what the body
-    // derives from them took the scalar registers that det::exp's double constants (9 pairs) left
-    // gfx90a's 102 short of (2 SGPR spills; 93 SGPRs without).
+    // derives from them held scalar registers for the whole body beside det::exp's 9 double
+    // constants, and gfx90a's 102 fell 2 short (SGPR spills; 93 SGPRs now).
     [[maybe_unused]] const int T = team::per_team(c.T), C = team::per_team(c.C), H = team::per_team(c.H),
                                hs = team::per_team(c.hs), ld = hs + 1, nqb = team::per_team(c.nqb), nkb = c.nkb,
                                level = team::per_team(c.level);

@@ -59,7 +59,8 @@ std::size_t scratch_bytes(std::size_t n) {
 // derives from its members alone (a flag's test, TY * RM, rank % TX): each such value then holds
 // registers through the whole body, a tested flag a 64-bit lane mask, two of the 102 scalar
 // registers a gfx90a wave has (scripts/device_budgets.sh). What is derived from v stays where the
-// body uses it. An empty asm: no instruction, no bit moved. For a value uniform over the team.
+// body uses it. An empty asm (after a v_readfirstlane where v sat in a vector register): no value
+// changes, no bit moves. Only for a value uniform over the team.
 KOKKOS_FORCEINLINE_FUNCTION int per_team(int v) {
 #if defined(__HIP_DEVICE_COMPILE__)
   v = __builtin_amdgcn_readfirstlane(v);
