@@ -110,9 +110,13 @@ struct ForwardBody {
   KOKKOS_INLINE_FUNCTION void operator()(const M& tm) const {
     [[maybe_unused]] constexpr int QB = Tiles<Real>::kQ, KB = Tiles<Real>::kK, KB2 = Tiles<Real>::kKB,
                                    L = rowred::kLanes;
-    [[maybe_unused]] const int T = c.T, C = c.C, H = c.H, hs = c.hs, ld = c.hs + 1, nqb = c.nqb, nkb = c.nkb,
-                               level = c.level;
-    [[maybe_unused]] const int n_el = c.n_el;
+    // The sizes formed per team (team::per_team): hoisted out of Kokkos' league loop, what the body
+    // derives from them held scalar registers for the whole body beside det::exp's 9 double
+    // constants, and gfx90a's 102 fell 2 short (SGPR spills; 93 SGPRs now).
+    [[maybe_unused]] const int T = team::per_team(c.T), C = team::per_team(c.C), H = team::per_team(c.H),
+                               hs = team::per_team(c.hs), ld = hs + 1, nqb = team::per_team(c.nqb), nkb = c.nkb,
+                               level = team::per_team(c.level);
+    [[maybe_unused]] const int n_el = team::per_team(c.n_el);
     [[maybe_unused]] const Real scale = c.scale;
     const CMat<Real>& qkv = c.qkv;
     const int bh = team::league(tm) / nqb;  // b*H + h

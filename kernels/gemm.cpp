@@ -889,6 +889,12 @@ struct GemmTeamBody {
   KOKKOS_INLINE_FUNCTION void operator()(const Member& tm_) const {
     using D = DeviceTile<T>;
     constexpr int RM = D::RM, RN = D::RN, KT = D::KT;
+    // The grid and the switches formed per team (team::per_team): hoisted out of Kokkos' league
+    // loop, their tests and products took the scalar registers of the last 4 SGPR spills on gfx90a.
+    const int TY = team::per_team(this->TY), TX = team::per_team(this->TX);
+    enum : int { kAcc = 1, kChain = 2, kSums = 4, kStore = 8, kBias = 16 };
+    const int sw = team::per_team((accumulate ? kAcc : 0) | (chain_c ? kChain : 0) | (rs_on ? kSums : 0) |
+                                  (rs_store ? kStore : 0) | (bias ? kBias : 0));
     const int BM = TY * RM, BN = TX * RN;
     const int lr = team::league(tm_);
     const int s = lr / (tm * tn);
@@ -933,14 +939,14 @@ struct GemmTeamBody {
     T acc[RM][RN];
     for (int r = 0; r < RM; ++r)
       for (int q = 0; q < RN; ++q) acc[r][q] = T(0);
-    if (chain_c)
+    if (sw & kChain)
       for (int r = 0; r < RM; ++r)
         for (int q = 0; q < RN; ++q) {
           const int i = ty + r * TY, j = tx + q * TX;
           const T v = c[(m0 + (i < mb ? i : mb - 1)) * ldc + n0 + (j < nb ? j : nb - 1)];
           acc[r][q] = i < mb && j < nb ? v : T(0);
         }
-    const bool my_sums = rs_on && n0 == 0 && tx == 0;
+    const bool my_sums = (sw & kSums) && n0 == 0 && tx == 0;
     T rsum[RM];
     for (int r = 0; r < RM; ++r) rsum[r] = T(0);
     if (nkb > 0) load(0);
@@ -967,7 +973,7 @@ struct GemmTeamBody {
     // `r < rows` in the condition they were not unrolled and acc went to scratch memory.
     // The epilogue as one uniform int: tested as `bias` at each output, the pointer's non-null lane
     // mask stayed in two scalar registers across the k loop (2 of the last SGPR spills on gfx90a).
-    const int mode = accumulate ? 2 : bias ? 1 : 0;  // 2: C += acc, 1: C = acc + bias, 0: C = acc
+    const int mode = sw & kAcc ? 2 : sw & kBias ? 1 : 0;  // 2: C += acc, 1: C = acc + bias, 0: C = acc
     const int rows = mb > ty ? (mb - ty + TY - 1) / TY : 0;
     const int cols = nb > tx ? (nb - tx + TX - 1) / TX : 0;
     for (int r = 0; r < RM; ++r) {
@@ -985,7 +991,7 @@ struct GemmTeamBody {
           *ce = acc[r][q];
       }
       if (my_sums) {
-        if (rs_store)
+        if (sw & kStore)
           row_sums[s * rs_step + m0 + i] = rsum[r];
         else
           row_sums[m0 + i] += rsum[r];

@@ -54,6 +54,21 @@ std::size_t scratch_bytes(std::size_t n) {
   return ScratchView<T>::shmem_size(n);
 }
 
+// v, which a HIP device compile must take as formed anew by each team (elsewhere v itself). Kokkos
+// runs a body in a loop over league ranks, and the compiler hoists out of that loop what the body
+// derives from its members alone (a flag's test, TY * RM, rank % TX): each such value then holds
+// registers through the whole body, a tested flag a 64-bit lane mask, two of the 102 scalar
+// registers a gfx90a wave has (scripts/device_budgets.sh). What is derived from v stays where the
+// body uses it. An empty asm (after a v_readfirstlane where v sat in a vector register): no value
+// changes, no bit moves. Only for a value uniform over the team.
+KOKKOS_FORCEINLINE_FUNCTION int per_team(int v) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  v = __builtin_amdgcn_readfirstlane(v);
+  asm volatile("" : "+s"(v));
+#endif
+  return v;
+}
+
 // ---- team operations on a Kokkos member (inline; no cost over calling Kokkos directly) ----------
 KOKKOS_FORCEINLINE_FUNCTION int rank(const Member& m) {
   return m.team_rank();
