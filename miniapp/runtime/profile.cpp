@@ -57,15 +57,15 @@ double ping_pong(MPI_Comm comm, int rank, std::size_t bytes, CommPath path) {
 // Every part of the model, as its own one-part stage, for each micro-batch size n in `samples`
 // under each recompute mode: per mode, a warm-up round and `rounds` timed rounds, each running one
 // step of every size in turn. A step of size n runs m = batch.B / n micro-batches as the trainer
-// does: begin_step(m) (a step of several shares each weight's packed copies; a deterministic one
-// also holds back dW samples for grouped exact adds), then F, I and W of each micro-batch in turn (one
-// stored at a time). Sizes alternate within a round, so a change in the machine's load hits them
-// alike (timed one size after another, a slow spell made one size look 20% dearer and the
-// calibration carried that to every other). A step's F and I of a part are its means over the m
-// micro-batches, so the packing the first pays is spread as in a real run; W likewise, unless
-// samples were still held before the step's last W: then W is the mean of the others and W_tail
-// what the last costs more (the simulator adds it to a stage's last W). Medians over rounds are
-// kept (W_tail's clamped at 0 after the median). A mode's buffers are freed before the next, so
+// does: begin_step(m) (a step of several shares each weight's packed copies; a part is a pipeline
+// stage, so a deterministic one holds none of its dW samples back), then F, I and W of each
+// micro-batch in turn (one stored at a time). Sizes alternate within a round, so a change in the
+// machine's load hits them alike (timed one size after another, a slow spell made one size look
+// 20% dearer and the calibration carried that to every other). A step's F and I of a part are its
+// means over the m micro-batches, so the packing the first pays is spread as in a real run; W
+// likewise, unless samples were still held before the step's last W: then W is the mean of the
+// others and W_tail what the last costs more (the simulator adds it to a stage's last W). Medians
+// over rounds are kept (W_tail's clamped at 0 after the median). A mode's buffers are freed before the next, so
 // at most one mode's sets for every size are alive. `fixed` receives each part's median per-step
 // fixed cost (zeroing, finalize, optimizer update), measured on the largest size without
 // recompute. Result: [size][mode][part].
@@ -158,7 +158,7 @@ struct PartBench {
 // Every part of the model, as its own one-part stage, for each micro-batch size n in `samples`
 // under each recompute mode: per mode, a warm-up round and `rounds` timed rounds, each running one
 // step of every size in turn (PartBench::step). A step of several micro-batches shares each
-// weight's packed copies; a deterministic one also holds back dW samples for grouped exact adds.
+// weight's packed copies (a part is a pipeline stage: no dW samples held back, Stage::begin_step).
 // Sizes alternate within a round, so a change in the machine's load hits them
 // alike (timed one size after another, a slow spell made one size look 20% dearer and the
 // calibration carried that to every other). A step's F and I of a part are its means over the m

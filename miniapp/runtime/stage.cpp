@@ -385,10 +385,13 @@ void Stage<T>::begin_step(int microbatches) {
   w_done_ = 0;
   // With several micro-batches the weights of this step are packed once for the GEMMs of all of
   // them (both modes: see Linear); they stay fixed until finalize_grads, which drops the packed
-  // copies. Deterministic mode also holds dW samples back for fewer exact folds.
+  // copies. Deterministic mode holds dW samples back for fewer exact folds only where the whole
+  // model is this one stage: the held samples are added by the step's last W, and in a pipeline
+  // that tail would delay the stages waiting on this one (docs/design.md §4 rule 2).
   const bool share = microbatches > 1;
+  const bool hold = share && mode_ == Mode::deterministic && first_ && last_;
   for (auto& p : params_) {
-    p.acc.defer_weight_samples(share && mode_ == Mode::deterministic);
+    p.acc.defer_weight_samples(hold);
     share_packed_weights(p, share);
   }
 }

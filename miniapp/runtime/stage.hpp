@@ -115,9 +115,11 @@ class Stage {
   void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
 
   void zero_grads();
-  // After zero_grads: the step runs `microbatches` W actions on this stage. Deterministic Linear
-  // weight gradients of its micro-batches are then held back and added in groups (the last W of
-  // the step adds the rest), so the exact accumulators are folded once per group, not per W.
+  // After zero_grads: the step runs `microbatches` W actions on this stage. On a stage that is the
+  // whole model, deterministic Linear weight gradients of its micro-batches are then held back and
+  // added in groups (the last W of the step adds the rest), so the exact accumulators are folded
+  // once per group, not per W; a pipeline stage adds each micro-batch's in its own W, so that no
+  // extra work lands on its last W, where the other stages would wait for it.
   void begin_step(int microbatches);
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
   // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each

@@ -43,14 +43,16 @@ def split(n, parts):
     return [n // parts + (1 if k < n % parts else 0) for k in range(parts)]
 
 
-def dw_fences(sizes, group):
+def dw_fences(sizes, group, holds):
     """Fences of one weight's backward-weight calls in a step on the host path (kernels/linear.cpp):
-    with one micro-batch the exact GEMM runs directly (1). With several, a call of S < group
+    with one micro-batch, or on a pipeline stage (holds false: only a stage that is the whole model
+    holds samples back, miniapp/runtime/stage.cpp), each call runs the exact GEMM directly (1 a
+    call). With several micro-batches on a whole-model stage, a call of S < group
     samples holds them (1 fence: Linear::dW_hold), folding first what is held when S more would
     not fit and when the group is full (1 each: Gemm::det exact); a call of S >= group runs
     directly (1); the last W flushes what is left (1)."""
-    if len(sizes) == 1:
-        return 1
+    if len(sizes) == 1 or not holds:
+        return len(sizes)
     f = held = 0
     for s in sizes:
         if s >= group:
@@ -127,7 +129,7 @@ def check(exe, mpiexec, deck, out, p, m, schedule, doc=None):
         # docs/benchmarking.md: h2h = 2 + 2 + 1 + 2 per stage + R (tokens and targets; per-sample
         # sums; the boundary checks' slots; per stage its overflow flags and the optimizer's
         # non-finite codes; each received boundary message).
-        want = {"fences": A + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group),
+        want = {"fences": A + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group, p == 1),
                 "h2h": 2 + 2 + 1 + 2 * stages + R, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
         for step, got in enumerate(entry["steps"]):
             for k, v in want.items():

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "single_stage.hpp"
 
@@ -84,4 +87,85 @@ TEST(StageDeterminism, FastModeAgreesWithDeterministic) {
     }
     off += n;
   }
+}
+
+namespace {
+
+// Held-back dW samples of a stage's accumulators now (Linear's deferral, kernels/grad_accum.hpp).
+int held_samples(Stage<float>& s) {
+  int n = 0;
+  for (auto& p : s.params()) n += p.acc.pending.count;
+  return n;
+}
+
+// All gradients by global parameter name.
+std::map<std::string, std::vector<float>> grads_by_name(Stage<float>& s) {
+  std::map<std::string, std::vector<float>> g;
+  for (auto& p : s.params()) {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), p.grad);
+    g[p.acc.name].assign(h.data(), h.data() + h.extent(0));
+  }
+  return g;
+}
+
+}  // namespace
+
+// A stage of a pipeline adds every micro-batch's dW samples in that micro-batch's W (nothing is
+// held back for the step's last W, whose extra time would delay the stages waiting on it), while
+// a stage that is the whole model holds them back for fewer exact folds; the gradients are the
+// same bits either way (docs/design.md §4 rule 2). Counts, not times: robust under load.
+TEST(StageDeterminism, PipelineStagesHoldNoSamplesPastTheirW) {
+  const auto shape = tiny_shape();
+  const int B = 4, m = 4, T = shape.seq_len, C = shape.channels;
+  const Batch batch = test_batch(shape, B);
+  const auto mbs = split_batch(B, m);
+
+  SingleStage<float> whole(shape, Mode::deterministic);
+  auto in1 = whole.inputs(batch);
+  whole.stage.zero_grads();
+  whole.stage.begin_step(m);
+  for (const auto& mb : mbs) whole.stage.forward(mb, in1, CMat<float>(), Mat<float>());
+  for (const auto& mb : mbs) whole.stage.backward_input(mb, in1, CMat<float>(), Mat<float>());
+  std::vector<int> held_whole;
+  for (const auto& mb : mbs) {
+    whole.stage.backward_weight(mb, in1);
+    held_whole.push_back(held_samples(whole.stage));
+  }
+  EXPECT_GT(held_whole[0], 0) << "the whole-model stage no longer holds samples back";
+  EXPECT_EQ(held_whole.back(), 0);
+  EXPECT_TRUE(whole.stage.last_w_added_held());
+  whole.stage.finalize_grads();
+
+  // The same step through a two-stage pipeline driven by hand (1F1B-free: all F, then all B).
+  const StageLayout layout = make_stage_layout(shape.n_layer, 2, {});
+  Stage<float> s0(shape, layout, 0, Mode::deterministic, 7), s1(shape, layout, 1, Mode::deterministic, 7);
+  auto in2 = whole.inputs(batch);
+  std::vector<View2<float>> act, grad;
+  for (auto* s : {&s0, &s1}) s->zero_grads(), s->begin_step(m);
+  for (const auto& mb : mbs) {
+    act.emplace_back("act", static_cast<std::size_t>(mb.nsamples) * T, C);
+    grad.emplace_back("grad", static_cast<std::size_t>(mb.nsamples) * T, C);
+    s0.forward(mb, in2, CMat<float>(), Mat<float>(act.back().data(), act.back().extent(0), C));
+    s1.forward(mb, in2, CMat<float>(act.back().data(), act.back().extent(0), C), Mat<float>());
+  }
+  for (std::size_t k = 0; k < mbs.size(); ++k) {
+    const MicroBatch& mb = mbs[k];
+    Mat<float> g(grad[k].data(), grad[k].extent(0), C);
+    s1.backward_input(mb, in2, CMat<float>(), g);
+    s1.backward_weight(mb, in2);
+    s0.backward_input(mb, in2, CMat<float>(g.data(), g.extent(0), C), Mat<float>());
+    s0.backward_weight(mb, in2);
+    EXPECT_EQ(held_samples(s1), 0) << "last stage holds samples after the W of micro-batch " << k;
+    EXPECT_EQ(held_samples(s0), 0) << "first stage holds samples after the W of micro-batch " << k;
+  }
+  EXPECT_FALSE(s0.last_w_added_held());
+  EXPECT_FALSE(s1.last_w_added_held());
+  s0.finalize_grads();
+  s1.finalize_grads();
+
+  auto ref = grads_by_name(whole.stage);
+  auto got = grads_by_name(s0);
+  for (auto& [name, g] : grads_by_name(s1)) got[name] = g;
+  ASSERT_EQ(ref.size(), got.size());
+  for (const auto& [name, g] : ref) EXPECT_TRUE(same_bits(g, got[name])) << "gradient " << name << " differs";
 }
