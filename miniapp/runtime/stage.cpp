@@ -380,16 +380,17 @@ void Stage<T>::release_buffers() {
 }
 
 template <class T>
-void Stage<T>::begin_step(int microbatches) {
+void Stage<T>::begin_step(int microbatches, bool ends_with_split_w) {
   w_expected_ = microbatches;
   w_done_ = 0;
   // With several micro-batches the weights of this step are packed once for the GEMMs of all of
   // them (both modes: see Linear); they stay fixed until finalize_grads, which drops the packed
-  // copies. Deterministic mode holds dW samples back for fewer exact folds only where the whole
-  // model is this one stage: the held samples are added by the step's last W, and in a pipeline
-  // that tail would delay the stages waiting on this one (docs/design.md §4 rule 2).
+  // copies. Deterministic mode holds dW samples back for fewer exact folds (docs/design.md §4
+  // rule 2) only where the tail this puts on the step's last W delays no other stage: where the
+  // whole model is this one stage, or where that last W is a split W, which nothing consumes. A
+  // last B's tail would delay the stage waiting for its input gradient (or end the step late).
   const bool share = microbatches > 1;
-  const bool hold = share && mode_ == Mode::deterministic && first_ && last_;
+  const bool hold = share && mode_ == Mode::deterministic && ((first_ && last_) || ends_with_split_w);
   for (auto& p : params_) {
     p.acc.defer_weight_samples(hold);
     share_packed_weights(p, share);

@@ -115,12 +115,13 @@ class Stage {
   void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
 
   void zero_grads();
-  // After zero_grads: the step runs `microbatches` W actions on this stage. On a stage that is the
-  // whole model, deterministic Linear weight gradients of its micro-batches are then held back and
-  // added in groups (the last W of the step adds the rest), so the exact accumulators are folded
-  // once per group, not per W; a pipeline stage adds each micro-batch's in its own W, so that no
-  // extra work lands on its last W, where the other stages would wait for it.
-  void begin_step(int microbatches);
+  // After zero_grads: the step runs `microbatches` W actions on this stage; `ends_with_split_w`:
+  // the last of them is a split W (the schedule's, not a B). On a stage that is the whole model,
+  // or whose last is a split W, deterministic Linear weight gradients of its micro-batches are
+  // then held back and added in groups (the last W of the step adds the rest), so the exact
+  // accumulators are folded once per group, not per W. Elsewhere each W adds its micro-batch's:
+  // extra work on a last B would delay the stage waiting for its input gradient.
+  void begin_step(int microbatches, bool ends_with_split_w = false);
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
   // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each
   // gradient's first non-finite element (checked while it is written).

@@ -65,6 +65,21 @@ void add_into(const View& x, const View& y, std::size_t n) {
       KOKKOS_LAMBDA(const std::size_t i) { x(i) += y(i); });
 }
 
+// Whether `stage`'s last weight-gradient action of the step is a split W (nothing consumes a W's
+// output) rather than a B (whose input gradient another stage, or the step's end, waits for).
+bool ends_with_split_w(const sched::Schedule& plan, int stage) {
+  bool split = false;
+  const auto note = [&](const sched::Action& a) {
+    if (a.stage == stage && (a.op == sched::Op::W || a.op == sched::Op::B)) split = a.op == sched::Op::W;
+  };
+  for (const auto& a :
+       plan.ranks.at(static_cast<std::size_t>(plan.stage_to_rank.at(static_cast<std::size_t>(stage))))) {
+    note(a);
+    for (const auto& sub : a.sub) note(sub);
+  }
+  return split;
+}
+
 }  // namespace
 
 std::vector<MicroBatch> split_batch(int B, int m, int first) {
@@ -156,7 +171,7 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
     // With two model copies a stage runs only its copy's micro-batches.
     int runs = 0;
     for (int mb = 0; mb < static_cast<int>(mbs.size()); ++mb) runs += plan_.runs(s.id(), mb);
-    s.begin_step(runs);
+    s.begin_step(runs, ends_with_split_w(plan_, s.id()));
   }
   if (reducer_) reducer_->begin_step();
   res.stats = executor_->run(step, mbs, in_, observer);
