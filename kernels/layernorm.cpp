@@ -204,11 +204,11 @@ inline void weight_chains(const T* x, const T* dout, std::size_t ld, const T* me
 }
 #ifdef MINIPIPE_HOST_AVX512
 // float: the same operations per lane, the 2 x 128 partials held in 16 registers across the rows
-// (the loops above store and reload them every row) and the rows ahead prefetched.
+// (the loops above store and reload them every row) and the rows ahead prefetched. A GPU build
+// compiles no host path, so nothing calls it there (maybe_unused).
 template <>
-[[maybe_unused]]  // a GPU build compiles no host path, so nothing calls it there
-inline void weight_chains<float>(const float* x, const float* dout, std::size_t ld, const float* mean,
-                                 const float* rstd, int rows, int w, bool det, float* pw, float* pb) {
+[[maybe_unused]] inline void weight_chains<float>(const float* x, const float* dout, std::size_t ld, const float* mean,
+                                                  const float* rstd, int rows, int w, bool det, float* pw, float* pb) {
   constexpr int K = kHostBlock / 16;
   __mmask16 lanes[K];
   for (int k = 0; k < K; ++k) {
