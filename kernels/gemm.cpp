@@ -144,15 +144,6 @@ struct SimdDouble {
 };
 #endif
 
-// Full unrolling of the host microkernel's row loops. nvcc's front end (which also reads this
-// host-only code in a CUDA build) does not know GCC's pragma and would warn at every use.
-#define MINIPIPE_PRAGMA(x) _Pragma(#x)
-#if defined(__CUDACC__)
-#define MINIPIPE_HOST_UNROLL(n)
-#else
-#define MINIPIPE_HOST_UNROLL(n) MINIPIPE_PRAGMA(GCC unroll n)
-#endif
-
 // MR rows x 2 vectors of accumulators. The row loops have constant trip counts and are fully
 // unrolled, so the compiler keeps every accumulator in a register (the AVX-512 tile uses 27 of
 // the 32 zmm registers; checked in the disassembly: no spills in the k loop). ROWS < MR computes

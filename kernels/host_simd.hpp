@@ -3,6 +3,15 @@
 // pass of an AVX-512F build, so a KOKKOS_FUNCTION tests it to pick its host body.
 #pragma once
 
+// GCC's unrolling pragma for host loops. nvcc's front end (which also reads host-only code in a
+// CUDA build) does not know it and would warn at every use, so it sees nothing there.
+#define MINIPIPE_PRAGMA(x) _Pragma(#x)
+#if defined(__CUDACC__)
+#define MINIPIPE_HOST_UNROLL(n)
+#else
+#define MINIPIPE_HOST_UNROLL(n) MINIPIPE_PRAGMA(GCC unroll n)
+#endif
+
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && defined(__AVX512F__)
 // GCC 12 warns about the deliberately undefined pass-through operand inside some AVX-512
 // intrinsics (GCC bug 105593); the warning points into the header, so it is silenced there.

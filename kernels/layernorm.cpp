@@ -228,7 +228,7 @@ template <>
         _mm_prefetch(reinterpret_cast<const char*>(xn + 8 * ld + 16 * k), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(gn + 8 * ld + 16 * k), _MM_HINT_T0);
       }
-#pragma GCC unroll 8
+    MINIPIPE_HOST_UNROLL(8)
     for (int k = 0; k < K; ++k) {
       const __m512 g = _mm512_maskz_loadu_ps(lanes[k], gn + 16 * k);
       const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes[k], xn + 16 * k), m), r);
