@@ -6,7 +6,7 @@ set -u
 bin=$1 make=$2 deck=$3 dir=$4
 rm -rf "$dir"; mkdir -p "$dir"
 fail() { echo "FAIL: $*"; exit 1; }
-xc() { bash "$(dirname "$0")/expect_code.sh" "$@"; }
+xc() { bash "$(dirname "$0")/../expect_code.sh" "$@"; }
 "$make" "$dir/a.h5" rows 13 8 32 > /dev/null || fail "make_tokens a"
 "$make" "$dir/b.h5" rows 14 8 32 > /dev/null || fail "make_tokens b"
 tok=(--data.source hdf5 --data.dataset rows)

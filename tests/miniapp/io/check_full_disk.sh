@@ -11,7 +11,7 @@ mountpoint -q "$dir/fs" && umount "$dir/fs"
 mount -t tmpfs -o size=64k tmpfs "$dir/fs" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
 trap 'umount "$dir/fs" 2>/dev/null' EXIT
 fs=$dir/fs
-xc() { bash "$(dirname "$0")/expect_code.sh" "$@"; }
+xc() { bash "$(dirname "$0")/../expect_code.sh" "$@"; }
 empty() { [ -z "$(ls -A "$fs")" ] || { echo "FAIL: left on the file system: $(ls -A "$fs")"; exit 1; }; }
 
 # A dump that cannot fit is refused up front (the size estimate): exit 2, nothing written.

@@ -7,7 +7,7 @@ bin=$1 deck=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 f="$dir/exists.h5"
 echo keep > "$f"
-bash "$(dirname "$0")/expect_fail.sh" --np 2 --must "key 'output.dump'" --must "value '$f'" \
+bash "$(dirname "$0")/../expect_fail.sh" --np 2 --must "key 'output.dump'" --must "value '$f'" \
   --must "the file exists; refusing to overwrite it without --force" -- "$bin" run --deck "$deck" --dump "$f" || exit 1
 [ "$(cat "$f")" = keep ] || { echo "FAIL: the existing file was modified"; exit 1; }
 [ "$(ls -A "$dir")" = exists.h5 ] || { echo "FAIL: left behind in $dir: $(ls -A "$dir")"; exit 1; }

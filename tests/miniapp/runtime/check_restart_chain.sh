@@ -7,7 +7,7 @@ set -u
 bin=$1 deck=$2 dir=$3
 rm -rf "$dir"; mkdir -p "$dir"
 fail() { echo "FAIL: $*"; exit 1; }
-xc() { bash "$(dirname "$0")/expect_code.sh" "$@"; }
+xc() { bash "$(dirname "$0")/../expect_code.sh" "$@"; }
 "$bin" run --deck "$deck" --train.steps 5 > "$dir/A.log" || fail "uninterrupted run exited $?"
 "$bin" run --deck "$deck" --train.steps 3 --checkpoint.path "$dir/ck3.h5" > "$dir/B.log" || fail "B exited $?"
 "$bin" run --deck "$deck" --train.steps 5 --restart "$dir/ck3.h5" > "$dir/C.log" 2>&1

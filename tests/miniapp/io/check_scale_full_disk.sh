@@ -20,7 +20,7 @@ first=$(pages "$fs/s.svg")
 rm -f "$fs/s.svg" "$fs/w.svg"
 free=$(df -B4096 --output=avail "$fs" | tail -n 1 | tr -d ' ')
 dd if=/dev/zero of="$fs/filler" bs=4096 count=$((free - first)) 2>/dev/null
-bash "$(dirname "$0")/expect_code.sh" 3 "cannot write $fs/w\.svg.*No space left on device" -- \
+bash "$(dirname "$0")/../expect_code.sh" 3 "cannot write $fs/w\.svg.*No space left on device" -- \
   "$bin" "${args[@]}" --strong-svg "$fs/s.svg" --weak-svg "$fs/w.svg" || exit 1
 left=$(ls -A "$fs" | grep -v '^filler$')
 [ -z "$left" ] || { echo "FAIL: left on the file system: $left"; exit 1; }

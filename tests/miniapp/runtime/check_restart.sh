@@ -8,7 +8,7 @@ set -u
 bin=$1 tamper=$2 deck=$3 dir=$4
 rm -rf "$dir"; mkdir -p "$dir"
 fail() { echo "FAIL: $*"; exit 1; }
-xc() { bash "$(dirname "$0")/expect_code.sh" "$@"; }
+xc() { bash "$(dirname "$0")/../expect_code.sh" "$@"; }
 same_steps() {  # same_steps A.h5 C.h5: the continued steps match, and nothing before the restart
   for g in /step_0002 /step_0003; do
     h5diff "$1" "$2" "$g" "$g" > /dev/null || fail "$2 $g differs from the uninterrupted run"

@@ -8,7 +8,7 @@
 set -u
 bin=$1 deck=$2 dir=$3
 rm -rf "$dir"; mkdir -p "$dir"
-xc() { bash "$(dirname "$0")/expect_code.sh" "$@"; }
+xc() { bash "$(dirname "$0")/../expect_code.sh" "$@"; }
 cp "$deck" "$dir/deck.toml"
 d=$dir/deck.toml
 before=$(md5sum < "$d")

@@ -83,7 +83,7 @@ with open(costs) as f:
 cf = json.loads(good)
 if cf["format"] != "minipipe-costs-3" or not isinstance(cf["sizes"][0]["parts"][0]["none"]["F"], float):
     failures.append("cost file: format {0!r}, F {1!r}".format(cf["format"], cf["sizes"][0]["parts"][0]["none"]["F"]))
-other_deck = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "inputs", "small.toml")
+other_deck = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "inputs", "small.toml")
 
 
 def tune(text, name):

@@ -12,7 +12,7 @@ ln -s "$dir/victim" "$dir/d.h5.tmp"
 # The dump path itself a symlink to the victim: refused without --force, replaced (the link, not
 # the victim) with it.
 ln -s "$dir/victim" "$dir/e.h5"
-bash "$(dirname "$0")/expect_code.sh" 2 "exists.*--force" -- "$bin" run --deck "$deck" --train.steps 1 \
+bash "$(dirname "$0")/../expect_code.sh" 2 "exists.*--force" -- "$bin" run --deck "$deck" --train.steps 1 \
   --dump "$dir/e.h5" || exit 1
 "$bin" run --deck "$deck" --train.steps 1 --dump "$dir/e.h5" --force >/dev/null 2>&1 || { echo "FAIL: --force"; exit 1; }
 [ "$(cat "$dir/victim")" = precious ] || { echo "FAIL: --force wrote through the symlink"; exit 1; }

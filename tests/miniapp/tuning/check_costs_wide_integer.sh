@@ -8,7 +8,7 @@ mkdir -p "$dir"
 for v in 4294967328 1e300 2.5; do
   python3 -c "import json, sys; j = json.load(open(sys.argv[1])); j['model']['vocab'] = float(sys.argv[3]) if 'e' in sys.argv[3] or '.' in sys.argv[3] else int(sys.argv[3]); json.dump(j, open(sys.argv[2], 'w'))" \
     "$costs" "$dir/costs_wide.json" "$v" || exit 1
-  bash "$(dirname "$0")/expect_fail.sh" --must "cost file .*costs_wide.json" --must "key 'vocab' has value" \
+  bash "$(dirname "$0")/../expect_fail.sh" --must "cost file .*costs_wide.json" --must "key 'vocab' has value" \
     --must "allowed: an integer 1 .. 2147483647" -- "$bin" tune --deck "$deck" -p 2 --costs "$dir/costs_wide.json" ||
     exit 1
 done
