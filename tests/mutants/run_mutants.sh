@@ -24,10 +24,10 @@ mutants=(
   "loss_denominator | miniapp | in_.global_valid_tokens = batch.valid_tokens(); | in_.global_valid_tokens = static_cast<long long>(batch.B) * batch.T; | ^bitwise_p2_1f1b\$|^Loss"
   "microbatch_split | miniapp | const int n = B / m + (i < B % m ? 1 : 0); | const int n = B / m + (i + 1 < B % m ? 1 : 0); | ^bitwise_p2_(1f1b|gpipe)\$"
   "loss_scale_per_microbatch | miniapp | static_cast<T>(1.0 / static_cast<double>(in.global_valid_tokens)); | static_cast<T>(1.0 / static_cast<double>(mb.nsamples * T_)); | ^bitwise_p2_1f1b\$"
-  "attention_value_index | kernels | const Real* vb = qb + 2 * C; | const Real* vb = qb + C; | ^AttentionBits|^Modes/Gradients.Attention|^bitwise_p2_1f1b\$"
-  "attention_scale | kernels | const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs)); | const Real scale = Real(1) / sqrt_exact(static_cast<Real>(C)); | ^AttentionBits|^Modes/Gradients.Attention"
-  "layernorm_eps | kernels | static constexpr double kEps = 1e-5; | static constexpr double kEps = 1e-6; | ^Modes/Gradients.LayerNorm|^bitwise_p2_1f1b\$"
-  "gelu_constant | kernels | constexpr double kCubic = 0.044715; | constexpr double kCubic = 0.04715; | ^Modes/Gradients.Gelu|^DetmathBits.Gelu"
+  "attention_value_index | kernels | const Real* vb = qb + 2 * C; | const Real* vb = qb + C; | ^AttentionBits|^Kernels/KernelGradient\.MatchesFiniteDifferencesInDouble/Attention_|^bitwise_p2_1f1b\$"
+  "attention_scale | kernels | const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs)); | const Real scale = Real(1) / sqrt_exact(static_cast<Real>(C)); | ^AttentionBits|^Kernels/KernelGradient\.MatchesFiniteDifferencesInDouble/Attention_"
+  "layernorm_eps | kernels | static constexpr double kEps = 1e-5; | static constexpr double kEps = 1e-6; | ^Kernels/KernelGradient\.MatchesFiniteDifferencesInDouble/LayerNorm_|^bitwise_p2_1f1b\$"
+  "gelu_constant | kernels | constexpr double kCubic = 0.044715; | constexpr double kCubic = 0.04715; | ^Kernels/KernelGradient\.MatchesFiniteDifferencesInDouble/Gelu_|^DetmathBits.Gelu"
   "adamw_bias_correction | kernels | const T bc1 = static_cast<T>(1.0 - pow_int(cfg.beta1, step)); | const T bc1 = static_cast<T>(1.0 - pow_int(cfg.beta2, step)); | ^AdamW"
   "decay_on_layernorm_weight | miniapp | {p + \"ln1_w\", {C}, I::ones, 0, false} | {p + \"ln1_w\", {C}, I::ones, 0, true} | ^AdamW"
   "sgd_dampening | kernels | d = mu * momentum_buf(i) + d; | d = mu * momentum_buf(i) + (T(1) - mu) * d; | ^Sgd"
@@ -38,9 +38,9 @@ mutants=(
   "csv_parse_swapped_fields | schedules | return Action::make(op, stage, mb); | return Action::make(op, mb, stage); | ^Csv|^bitwise_csv"
   "dp_limb_carry | kernels | l2 += l1 >> 32; | l2 += 0 * (l1 >> 32); | ^bitwise_dp"
   "restart_skips_restore | miniapp | if (su.restart) trainer.restore(*su.restart); | if (su.restart && su.first_step < 0) trainer.restore(*su.restart); | ^checkpoint_restart\$"
-  "held_bias_chain_last_row | kernels | acc[l] = acc[l] + v; | acc[l] = v; | ^Determinism.LinearWeightGradHeldBack|^bitwise_p2_1f1b\$"
+  "held_bias_chain_last_row | kernels | acc[l] = acc[l] + v; | acc[l] = v; | ^Kernels/KernelDeterminism\.SplitsOrdersAndHeldSamplesChangeNoBit/Linear_|^bitwise_p2_1f1b\$"
   "row_sums_restart_per_kblock | kernels | r[i] = i < M - m0 ? rs[m0 + i] : T(0); | r[i] = T(0); | ^GemmDet\\.RowSums|^LinearFastMode"
-  "exact_known_zero_every_group | kernels | const bool first_fold = target.known_zero && s0 == 0; | const bool first_fold = target.known_zero; | ^GemmDetExact|^Determinism.LinearWeightGradHeldBack"
+  "exact_known_zero_every_group | kernels | const bool first_fold = target.known_zero && s0 == 0; | const bool first_fold = target.known_zero; | ^GemmDetExact|^Kernels/KernelDeterminism\.SplitsOrdersAndHeldSamplesChangeNoBit/Linear_"
 )
 
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work} CCACHE_DIR=${CCACHE_DIR:-/work/.ccache}

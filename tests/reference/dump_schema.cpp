@@ -131,26 +131,14 @@ std::vector<std::string> check_schema(const io::DumpReader& r, const RunInfo& in
       want[g + "/activations/lnf"] = {{B, T, C}, "f"};
       want[g + "/input_grads/lnf"] = {{B, T, C}, "f"};
     }
-    if (kernels) {  // docs/design.md §5's kernel level, as the contract lists it
-      const std::uint64_t H = s.n_head, V = s.vocab;
-      const std::vector<std::pair<const char*, std::vector<std::uint64_t>>> block = {
-          {"ln1", {B, T, C}},       {"ln1_mean", {B, T}},      {"ln1_rstd", {B, T}},      {"qkv", {B, T, 3 * C}},
-          {"att", {B, H, T, T}},    {"atty", {B, T, C}},       {"attn_proj", {B, T, C}},  {"res1", {B, T, C}},
-          {"ln2", {B, T, C}},       {"ln2_mean", {B, T}},      {"ln2_rstd", {B, T}},      {"fc", {B, T, 4 * C}},
-          {"gelu", {B, T, 4 * C}},  {"fc_proj", {B, T, C}},    {"d_gelu", {B, T, 4 * C}}, {"d_fc", {B, T, 4 * C}},
-          {"d_ln2", {B, T, C}},     {"d_res1_ln2", {B, T, C}}, {"d_res1", {B, T, C}},     {"d_atty", {B, T, C}},
-          {"d_qkv", {B, T, 3 * C}}, {"d_ln1", {B, T, C}},      {"d_x_ln1", {B, T, C}}};
-      for (int l = 0; l < s.n_layer; ++l)
-        for (const auto& [name, dims] : block) want[g + "/kernels/" + layer_name(l) + "/" + name] = {dims, "f"};
-      for (const auto& [name, dims] :
-           std::vector<std::pair<const char*, std::vector<std::uint64_t>>>{{"lnf_mean", {B, T}},
-                                                                           {"lnf_rstd", {B, T}},
-                                                                           {"logits", {B, T, V}},
-                                                                           {"losses", {B, T}},
-                                                                           {"dlogits", {B, T, V}},
-                                                                           {"d_lnf", {B, T, C}}})
-        want[g + "/kernels/head/" + name] = {dims, "f"};
-    }
+    if (kernels)  // docs/design.md §5's kernel level, as the reference model's table lists it
+      for (const KernelTensor& k : kernel_tensors()) {
+        const auto dims = kernel_tensor_dims(k, s, info.B);
+        if (k.scope == "head")
+          want[g + "/kernels/head/" + k.name] = {dims, "f"};
+        else
+          for (int l = 0; l < s.n_layer; ++l) want[g + "/kernels/" + layer_name(l) + "/" + k.name] = {dims, "f"};
+      }
     if (grads)
       for (const auto& [name, dims] : params) {
         want[g + "/grads/" + name] = {dims, "f"};

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <stdexcept>
 
 namespace minipipe::reference {
@@ -169,6 +170,79 @@ struct BlockCache {
 
 }  // namespace
 
+// The kernel-level dump (docs/design.md §5) as the contract states it, written here once, apart from
+// the product's table (miniapp/io/model_tensors.hpp): one line a tensor, in dataflow order within its
+// scope and phase: scope (block: /kernels/layer_NN/, head: /kernels/head/), phase (forward, or
+// backward: input gradients), name, dims over B T C H V (3C: 3 x C). dump_schema.cpp builds the
+// expected datasets from it and tests/miniapp/dataflow_order.sh reads these lines for the order.
+// BEGIN kernel tensors
+const char* const kKernelTensors = R"kernels(
+block forward  ln1        B T C
+block forward  ln1_mean   B T
+block forward  ln1_rstd   B T
+block forward  qkv        B T 3C
+block forward  att        B H T T
+block forward  atty       B T C
+block forward  attn_proj  B T C
+block forward  res1       B T C
+block forward  ln2        B T C
+block forward  ln2_mean   B T
+block forward  ln2_rstd   B T
+block forward  fc         B T 4C
+block forward  gelu       B T 4C
+block forward  fc_proj    B T C
+block backward d_gelu     B T 4C
+block backward d_fc       B T 4C
+block backward d_ln2      B T C
+block backward d_res1_ln2 B T C
+block backward d_res1     B T C
+block backward d_atty     B T C
+block backward d_qkv      B T 3C
+block backward d_ln1      B T C
+block backward d_x_ln1    B T C
+head  forward  lnf_mean   B T
+head  forward  lnf_rstd   B T
+head  forward  logits     B T V
+head  forward  losses     B T
+head  backward dlogits    B T V
+head  backward d_lnf      B T C
+)kernels";
+// END kernel tensors
+
+const std::vector<KernelTensor>& kernel_tensors() {
+  static const std::vector<KernelTensor> table = [] {
+    std::vector<KernelTensor> t;
+    std::istringstream lines(kKernelTensors);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      KernelTensor k;
+      if (!(words >> k.scope >> k.phase >> k.name)) continue;
+      for (std::string d; words >> d;) k.dims.push_back(d);
+      t.push_back(k);
+    }
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::uint64_t> kernel_tensor_dims(const KernelTensor& k, const Shape& s, int B) {
+  std::vector<std::uint64_t> dims;
+  for (const std::string& d : k.dims) {
+    const std::uint64_t times = d.size() > 1 ? std::stoull(d.substr(0, d.size() - 1)) : 1;
+    const char x = d.back();
+    const std::uint64_t v = x == 'B'   ? B
+                            : x == 'T' ? s.seq_len
+                            : x == 'C' ? s.channels
+                            : x == 'H' ? s.n_head
+                            : x == 'V' ? s.vocab
+                                       : throw std::runtime_error("reference: kernel tensor '" + k.name +
+                                                                  "' has an unknown dimension '" + d + "'");
+    dims.push_back(times * v);
+  }
+  return dims;
+}
+
 std::string layer_name(int layer) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "layer_%02d", layer);
@@ -331,6 +405,13 @@ StepResult run_step(const Shape& s, const Params& ps, const std::vector<int>& to
       gte[tokens[n] * C + c] += dx[n * C + c];
       gpe[(n % T) * C + c] += dx[n * C + c];
     }
+  // Every intermediate recorded is a tensor of the table, so the table is the one list of names.
+  for (const auto& [path, v] : r.kernels) {
+    const std::string name = path.substr(path.find('/') + 1);
+    bool listed = false;
+    for (const KernelTensor& k : kernel_tensors()) listed = listed || (k.scope == "block" && k.name == name);
+    if (!listed) throw std::runtime_error("reference: intermediate '" + name + "' is not in kKernelTensors");
+  }
   return r;
 }
 

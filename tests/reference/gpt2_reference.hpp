@@ -26,6 +26,17 @@ std::vector<std::pair<std::string, std::vector<std::uint64_t>>> parameter_table(
 // "layer_07": the dump name of block 7.
 std::string layer_name(int layer);
 
+// One tensor of the kernel-level dump (docs/design.md §5): scope "block" (/kernels/layer_NN/<name>)
+// or "head" (/kernels/head/<name>), phase "forward" or "backward", dims as written ("B", "T", "3C").
+struct KernelTensor {
+  std::string scope, phase, name;
+  std::vector<std::string> dims;
+};
+// Every kernel-level tensor, in dataflow order within each scope and phase (gpt2_reference.cpp).
+const std::vector<KernelTensor>& kernel_tensors();
+// The dims of k for the model shape s and a global batch of B sequences.
+std::vector<std::uint64_t> kernel_tensor_dims(const KernelTensor& k, const Shape& s, int B);
+
 // Everything one step of the model produces for a global batch of B sequences.
 struct StepResult {
   // Per dump layer name ("embedding", "layer_00", ..., "lnf"): [B,T,C] row-major.
