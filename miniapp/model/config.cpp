@@ -152,9 +152,6 @@ std::string deck_markdown_tables() {
 
 namespace {
 
-// The one list key that also takes a word: pipeline.layers_per_stage = "auto".
-const char* const kAutoSplitKey = "pipeline.layers_per_stage";
-
 const char* type_name(const DeckValue& v) {
   switch (v.index()) {
     case 0:
@@ -188,8 +185,10 @@ std::string node_text(const toml::node& n) {
   return os.str();
 }
 
-// Converts a TOML node to the type of the key's default.
-DeckValue convert_node(const std::string& key, const toml::node& n, const DeckValue& want, const std::string& origin) {
+// Converts a TOML node to the type of the key's default (or the word "auto" where the row takes it).
+DeckValue convert_node(const DeckKey& row, const toml::node& n, const std::string& origin) {
+  const std::string& key = row.name;
+  const DeckValue& want = row.def;
   switch (want.index()) {
     case 0:
       if (auto v = n.value_exact<int64_t>()) return static_cast<long long>(*v);
@@ -205,7 +204,7 @@ DeckValue convert_node(const std::string& key, const toml::node& n, const DeckVa
       if (auto v = n.value_exact<std::string>()) return *v;
       break;
     case 4: {
-      if (auto v = n.value_exact<std::string>(); v && key == kAutoSplitKey && *v == "auto") return *v;
+      if (auto v = n.value_exact<std::string>(); v && (row.flags & kTakesAuto) && *v == "auto") return *v;
       if (auto v = n.value_exact<int64_t>()) return IntList{static_cast<long long>(*v)};
       if (auto arr = n.as_array()) {
         IntList out;
@@ -266,9 +265,9 @@ long long parse_int(const std::string& key, const std::string& text) {
     // key's rule, and int's magnitude for every key but the 64-bit seed).
     const DeckKey* row = find_deck_key(key);
     const std::string rule = row ? row->allowed.text() : "";
-    const std::string bits =
-        key == "train.seed" ? "an integer in [" + std::to_string(LLONG_MIN) + ", " + std::to_string(LLONG_MAX) + "]"
-                            : "at most 2147483647 in magnitude";
+    const std::string bits = row && (row->flags & kInt64) ? "an integer in [" + std::to_string(LLONG_MIN) + ", " +
+                                                                std::to_string(LLONG_MAX) + "]"
+                                                          : "at most 2147483647 in magnitude";
     key_error(key, quoted_text(text), (rule.empty() ? "" : rule + ", ") + bits, ", which is out of range",
               "command line");
   }
@@ -282,11 +281,10 @@ long long parse_int(const std::string& key, const std::string& text) {
 namespace {
 // pipeline.schedule = "all" stands for every named schedule in the variant table's order, so a deck
 // that sweeps them all (the demo's) needs no edit when a schedule is added.
-void expand_all_schedules(DeckValue& v, const std::string& origin) {
+void expand_all_schedules(const DeckKey& k, DeckValue& v, const std::string& origin) {
   auto* names = std::get_if<StrList>(&v);
   if (!names || std::find(names->begin(), names->end(), "all") == names->end()) return;
-  if (names->size() != 1)
-    key_error("pipeline.schedule", to_text(v), "\"all\" alone, or a list of schedule names", "", origin);
+  if (names->size() != 1) key_error(k.name, to_text(v), "\"all\" alone, or a list of schedule names", "", origin);
   *names = sched::schedule_names();
 }
 }  // namespace
@@ -339,8 +337,8 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
       const DeckKey* k = find_deck_key(key);
       if (!k)
         throw InputError(origin + ": unknown key " + quoted_text(key) + "; run `minipipe --help` for the list of keys");
-      DeckValue v = convert_node(key, value, k->def, origin);
-      if (key == "pipeline.schedule") expand_all_schedules(v, origin);
+      DeckValue v = convert_node(*k, value, origin);
+      if (k->flags & kAllSchedules) expand_all_schedules(*k, v, origin);
       k->field.set(d.config_, v);
     }
   }
@@ -350,7 +348,7 @@ Deck Deck::from_string(const std::string& text, const std::string& origin) {
 void Deck::set_from_text(const std::string& key, const std::string& text) {
   const DeckKey* k = find_deck_key(key);
   if (!k) throw InputError("command line: unknown key " + quoted_text(key));
-  if (key == kAutoSplitKey && text == "auto") return k->field.set(config_, text);
+  if ((k->flags & kTakesAuto) && text == "auto") return k->field.set(config_, text);
   DeckValue v = k->def;  // the key's type (a list again after an "auto")
   switch (v.index()) {
     case 0:
@@ -390,7 +388,7 @@ void Deck::set_from_text(const std::string& key, const std::string& text) {
     }
     default:
       v = split_list(key, text);
-      if (key == "pipeline.schedule") expand_all_schedules(v, "command line");
+      if (k->flags & kAllSchedules) expand_all_schedules(*k, v, "command line");
       break;
   }
   k->field.set(config_, v);
@@ -403,7 +401,7 @@ void Deck::validate() const {
     auto bad = [&](const std::string& shown) { key_error(k.name, shown, a.text()); };
     // Integers are narrowed to int where they are used (all but the 64-bit seed): refuse what an
     // int cannot hold here, before a cast wraps it (print_every 2^32 became 0, dp 2^32+1 became 1).
-    const bool narrowed = k.name != "train.seed";
+    const bool narrowed = !(k.flags & kInt64);
     auto fits = [&](long long x) { return !narrowed || (x >= INT_MIN && x <= INT_MAX); };
     auto bad_int = [&](const std::string& shown) {
       const std::string rule = a.text();

@@ -110,6 +110,12 @@ enum KeyFlag : unsigned {
   kScale = 1u << 3,
   kEveryTool = kRun | kProfile | kTune | kScale,
   kRestartMatch = 1u << 8,  // Checkpoint::check_same_training compares it with the checkpoint's deck
+  // How the parser reads it, beyond its type: an integer used in 64 bits (every other integer key is
+  // narrowed to int where it is used, so a value past int is refused); a list that also takes the
+  // word "auto"; a list of names where "all" alone stands for every schedule.
+  kInt64 = 1u << 9,
+  kTakesAuto = 1u << 10,
+  kAllSchedules = 1u << 11,
 };
 
 // A row's field in RunConfig, read and written as a DeckValue.
@@ -182,7 +188,7 @@ inline const std::vector<DeckKey>& deck_keys() {
                A::range(1, 16777216), kTools | kRestart),
       deck_key(MINIPIPE_DECK_KEY(train, steps), 30LL, "optimizer steps", A::range(1, 1000000), kRun),
       deck_key(MINIPIPE_DECK_KEY(train, seed), 1234LL, "seed of parameter init and synthetic data", A::at_least(0),
-               kRun | kProfile | kTune | kRestart),
+               kRun | kProfile | kTune | kRestart | kInt64),
       deck_key(MINIPIPE_DECK_KEY(train, mode), std::string("deterministic"), "arithmetic",
                A::one_of({"deterministic", "fast"}), kTools | kRestart),
       deck_key(MINIPIPE_DECK_KEY(train, optimizer), std::string("adamw"), "optimizer", A::one_of({"adamw", "sgd"}),
@@ -226,7 +232,7 @@ inline const std::vector<DeckKey>& deck_keys() {
             names.push_back("csv");
             return A::one_of(names).not_empty();
           }(),
-          kRun),
+          kRun | kAllSchedules),
       deck_key(MINIPIPE_DECK_KEY(pipeline, microbatches), IntList{1}, "micro-batch count(s) m; a list runs a sweep",
                A::at_least(1, "at most train.batch").not_empty(), kRun | kProfile | kTune),
       deck_key(MINIPIPE_DECK_KEY(pipeline, dp), 1LL, "data-parallel replicas of the pipeline (launch p*dp ranks)",
@@ -247,7 +253,7 @@ inline const std::vector<DeckKey>& deck_keys() {
       deck_key(MINIPIPE_DECK_KEY(pipeline, layers_per_stage), LayerSplit{},
                "explicit layer split over the p*v stages (empty = even; \"auto\" = the split whose slowest stage is "
                "fastest by measured costs, embedding and head counted)",
-               A::at_least(0), kRun | kScale),
+               A::at_least(0), kRun | kScale | kTakesAuto),
       deck_key(
           MINIPIPE_DECK_KEY(pipeline, costs), std::string(""),
           "cost file of `minipipe profile` for layers_per_stage = \"auto\" (empty = a short profiling step at start)",

@@ -102,9 +102,7 @@ bool boolean(const Json& o, const std::string& key, const std::string& origin) {
 int whole(const Json& o, const std::string& key, const std::string& origin, long long lo, long long hi) {
   const Json& j = field(o, key, Json::value_t::number_integer, origin);
   const std::string allowed = "an integer " + std::to_string(lo) + " .. " + std::to_string(hi);
-  auto refuse = [&]() -> int {
-    throw InputError("cost file " + origin + ": key '" + key + "' has value " + j.dump() + "; allowed: " + allowed);
-  };
+  auto refuse = [&]() -> int { key_error(key, j.dump(), allowed, "", "cost file " + origin); };
   if (j.is_number_unsigned()) {
     const auto u = j.get<std::uint64_t>();
     if (u > static_cast<std::uint64_t>(hi) || static_cast<long long>(u) < lo) return refuse();
@@ -122,9 +120,7 @@ int whole(const Json& o, const std::string& key, const std::string& origin, long
 
 double number(const Json& o, const std::string& key, const std::string& origin) {
   const double x = field(o, key, Json::value_t::number_float, origin).get<double>();
-  if (x < 0)
-    throw InputError("cost file " + origin + ": key '" + key + "' has value " + std::to_string(x) +
-                     "; allowed: a number >= 0");
+  if (x < 0) key_error(key, std::to_string(x), "a number >= 0", "", "cost file " + origin);
   return x;
 }
 
@@ -179,22 +175,20 @@ void CostFile::check_shape(const ModelShape& s, const std::string& origin) const
                                                               {"model.n_layer", {s.n_layer, shape.n_layer}}};
   for (const auto& [key, v] : keys)
     if (v.first != v.second)
-      throw InputError("deck: key '" + std::string(key) + "' has value " + std::to_string(v.first) +
-                       " but the cost file " + origin + " was measured with " + std::to_string(v.second) +
-                       "; allowed: the profiled shape (run `minipipe profile` on this deck)");
+      key_error(key, std::to_string(v.first), "the profiled shape (run `minipipe profile` on this deck)",
+                " but the cost file " + origin + " was measured with " + std::to_string(v.second));
 }
 
 void CostFile::check_setting(const std::string& train_mode, const std::string& exec_backend,
                              const std::string& origin) const {
   if (train_mode != mode)
-    throw InputError("deck: key 'train.mode' has value \"" + train_mode + "\" but the cost file " + origin +
-                     " was profiled with train.mode = \"" + mode +
-                     "\"; allowed: a cost file profiled in the same mode (minipipe profile --train.mode " + train_mode +
-                     ")");
+    key_error("train.mode", "\"" + train_mode + "\"",
+              "a cost file profiled in the same mode (minipipe profile --train.mode " + train_mode + ")",
+              " but the cost file " + origin + " was profiled with train.mode = \"" + mode + "\"");
   if (exec_backend != backend)
-    throw InputError("cost file " + origin + ": key 'backend' has value \"" + backend + "\" but this build runs on " +
-                     exec_backend + "; allowed: a cost file profiled on " + exec_backend +
-                     " (run `minipipe profile` with this build)");
+    key_error("backend", "\"" + backend + "\"",
+              "a cost file profiled on " + exec_backend + " (run `minipipe profile` with this build)",
+              " but this build runs on " + exec_backend, "cost file " + origin);
 }
 
 sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, int samples, Recompute r) {
@@ -313,8 +307,8 @@ CostFile read_cost_file(const std::string& path) {
   const Json doc = parse_document(text, path);
   const std::string& fmt = text_of(doc, "format", path);
   if (fmt != kFormat)
-    throw InputError("cost file " + path + ": key 'format' has value \"" + fmt + "\"; allowed: " + kFormat +
-                     " (write it again with `minipipe profile`)");
+    key_error("format", "\"" + fmt + "\"", std::string(kFormat) + " (write it again with `minipipe profile`)", "",
+              "cost file " + path);
   CostFile c;
   c.backend = text_of(doc, "backend", path);
   c.mode = text_of(doc, "mode", path);
@@ -345,13 +339,11 @@ CostFile read_cost_file(const std::string& path) {
   k.runs = whole(cal, "runs", path, 0, kMaxInt);
   k.config = text_of(cal, "config", path);
   k.slowdown = number(cal, "slowdown", path);
-  if (!(k.slowdown > 0))
-    throw InputError("cost file " + path + ": key 'slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
+  if (!(k.slowdown > 0)) key_error("slowdown", "0", "> 0 (1 = uncalibrated)", "", "cost file " + path);
   k.action_overhead_ms = number(cal, "action_overhead_ms", path);
   k.fixed_slowdown = number(cal, "fixed_slowdown", path);
   k.action_cv = number(cal, "action_cv", path);
-  if (!(k.fixed_slowdown > 0))
-    throw InputError("cost file " + path + ": key 'fixed_slowdown' has value 0; allowed: > 0 (1 = uncalibrated)");
+  if (!(k.fixed_slowdown > 0)) key_error("fixed_slowdown", "0", "> 0 (1 = uncalibrated)", "", "cost file " + path);
   k.measured_step_ms = number(cal, "measured_step_ms", path);
   k.measured_makespan_ms = number(cal, "measured_makespan_ms", path);
   k.predicted_step_ms = number(cal, "predicted_step_ms", path);

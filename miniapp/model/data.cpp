@@ -37,13 +37,13 @@ DataSource::DataSource(const Deck& deck, const ModelShape& shape) : shape_(shape
     throw InputError(std::string("deck: key 'data.path': ") + e.what());
   }
   if (dims.size() != 2 || dims[1] != static_cast<std::uint64_t>(shape.seq_len) + 1 || dims[0] == 0)
-    throw InputError("deck: key 'data.dataset' (" + dset + " in " + path +
-                     ") must be a non-empty int32 [N, model.seq_len+1] = [N, " + std::to_string(shape.seq_len + 1) +
-                     "] dataset");
+    key_error("data.dataset", "'" + dset + "'",
+              "a non-empty int32 [N, model.seq_len+1] = [N, " + std::to_string(shape.seq_len + 1) + "] dataset",
+              " in " + path);
   for (int t : file_tokens_)
     if (t < -1 || t >= shape.vocab)
-      throw InputError("deck: key 'data.path': token " + std::to_string(t) + " in " + path +
-                       " is outside [-1, model.vocab)");
+      key_error("data.path", "'" + path + "'", "token ids in [-1, model.vocab)",
+                ", whose token " + std::to_string(t) + " is outside [-1, model.vocab)");
   file_rows_ = dims[0];
 }
 
@@ -83,11 +83,11 @@ void DataSource::check_every_batch_has_targets(long long first_step, long long s
     const std::uint64_t end = start + len;
     const std::uint64_t with = end <= N ? prefix[end] - prefix[start] : (prefix[N] - prefix[start]) + prefix[end - N];
     if (with == 0)
-      throw InputError("deck: key 'data.path' has value '" + path + "': the global batch of step " + std::to_string(s) +
-                       " (rows " + std::to_string(start) + " .. " + std::to_string((end - 1) % N) + " of dataset '" +
-                       dataset + "', train.batch = " + std::to_string(B) +
-                       ") has no valid target (every target is -1 padding), so its loss would be 0/0; allowed: a "
-                       "token file where every global batch has a row with two real tokens in a row");
+      key_error("data.path", "'" + path + "'",
+                "a token file where every global batch has a row with two real tokens in a row",
+                ": the global batch of step " + std::to_string(s) + " (rows " + std::to_string(start) + " .. " +
+                    std::to_string((end - 1) % N) + " of dataset '" + dataset + "', train.batch = " +
+                    std::to_string(B) + ") has no valid target (every target is -1 padding), so its loss would be 0/0");
   }
 }
 

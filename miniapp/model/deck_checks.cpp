@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "miniapp/io/message_text.hpp"
+#include "miniapp/model/kernel_outputs.hpp"
 #include "schedules/variant.hpp"
 
 namespace minipipe {
@@ -203,8 +204,8 @@ std::vector<io::InputSpec> planned_inputs(const Deck& deck, const std::string& d
 double estimated_dump_bytes(const ModelShape& shape, long long batch, long long steps, const std::string& level,
                             std::size_t real_bytes) {
   if (level == "none" || steps <= 0) return 0;
-  const double B = static_cast<double>(batch), T = shape.seq_len, C = shape.channels, H = shape.n_head,
-               L = shape.n_layer, V = shape.vocab, R = static_cast<double>(real_bytes);
+  const double B = static_cast<double>(batch), T = shape.seq_len, C = shape.channels, L = shape.n_layer,
+               R = static_cast<double>(real_bytes);
   double params = 0, param_sets = 0;
   for (const auto& p : all_params(shape)) params += static_cast<double>(p.numel()), ++param_sets;
   const double kHeader = 640;  // per dataset: object header, layout and link (measured about 420)
@@ -216,13 +217,16 @@ double estimated_dump_bytes(const ModelShape& shape, long long batch, long long 
     step += 2 * (params * R + param_sets * kHeader);  // grads/ and params/
   }
   if (full) step += (2 * L + 3) * (B * T * C * R + kHeader);  // activations: embedding, blocks, lnf; input grads
-  if (kernels) {
-    // Per block (docs/design.md §5): forward ln1, qkv(3), atty, attn_proj, res1, ln2, fc(4), gelu(4),
-    // fc_proj = 17 BTC, att [B,H,T,T], four [B,T] statistics; backward d_gelu(4), d_fc(4), d_ln2,
-    // d_res1_ln2, d_res1, d_atty, d_qkv(3), d_ln1, d_x_ln1 = 17 BTC. Head: two [B,T] statistics,
-    // logits and dlogits [B,T,V], losses [B,T], d_lnf [B,T,C].
-    step += L * ((34 * B * T * C + B * H * T * T + 4 * B * T) * R + 26 * kHeader);
-    step += (3 * B * T + 2 * B * T * V + B * T * C) * R + 6 * kHeader;
+  if (kernels) {  // per block and once for the head: every kernel output of the tables (docs/design.md §5)
+    const auto add = [&](const std::vector<KernelOutput>& outs, double times) {
+      for (const KernelOutput& k : outs) {
+        double n = 1;
+        for (const std::uint64_t d : k.dims(shape, static_cast<int>(batch))) n *= static_cast<double>(d);
+        step += times * (n * R + kHeader);
+      }
+    };
+    for (const auto* outs : {&block_forward_outputs(), &block_backward_outputs()}) add(*outs, L);
+    for (const auto* outs : {&head_forward_outputs(), &head_backward_outputs()}) add(*outs, 1);
   }
   return once + static_cast<double>(steps) * step + 64 * 1024;  // the superblock, /meta and the deck
 }

@@ -7,17 +7,11 @@
 
 namespace minipipe {
 
-namespace {
-[[noreturn]] void bad_key(const std::string& key, long long value, const std::string& allowed) {
-  throw InputError("deck: key '" + key + "' has value " + std::to_string(value) + "; allowed: " + allowed);
-}
-}  // namespace
-
 ModelShape model_shape_from_deck(const Deck& deck) {
   ModelShape s;
   const ModelConfig& m = deck.config().model;
   auto positive = [&](const char* key, long long v, int& out, long long max) {
-    if (v <= 0 || v > max) bad_key(key, v, "an integer in [1, " + std::to_string(max) + "]");
+    if (v <= 0 || v > max) key_error(key, std::to_string(v), "an integer in [1, " + std::to_string(max) + "]");
     out = static_cast<int>(v);
   };
   positive("model.vocab", m.vocab, s.vocab, 1LL << 24);
@@ -26,16 +20,15 @@ ModelShape model_shape_from_deck(const Deck& deck) {
   positive("model.n_head", m.n_head, s.n_head, 1LL << 10);
   positive("model.n_layer", m.n_layer, s.n_layer, 1LL << 10);
   const long long bs = m.block_size;
-  if (bs < 0 || bs > (1LL << 16)) bad_key("model.block_size", bs, "0 (= model.seq_len) or an integer in [1, 65536]");
+  if (bs < 0 || bs > (1LL << 16))
+    key_error("model.block_size", std::to_string(bs), "0 (= model.seq_len) or an integer in [1, 65536]");
   s.block_size = bs == 0 ? s.seq_len : static_cast<int>(bs);
   if (s.seq_len > s.block_size)
-    throw InputError("deck: key 'model.seq_len' has value " + std::to_string(s.seq_len) +
-                     ", longer than the position table (model.block_size = " + std::to_string(s.block_size) +
-                     "); allowed: seq_len <= block_size");
+    key_error("model.seq_len", std::to_string(s.seq_len), "seq_len <= block_size",
+              ", longer than the position table (model.block_size = " + std::to_string(s.block_size) + ")");
   if (s.channels % s.n_head != 0)
-    throw InputError("deck: key 'model.channels' has value " + std::to_string(s.channels) +
-                     ", which is not divisible by model.n_head = " + std::to_string(s.n_head) +
-                     "; allowed: a multiple of model.n_head");
+    key_error("model.channels", std::to_string(s.channels), "a multiple of model.n_head",
+              ", which is not divisible by model.n_head = " + std::to_string(s.n_head));
   return s;
 }
 
@@ -171,23 +164,23 @@ StageLayout make_stage_layout(int n_layer, int num_stages, const std::vector<lon
                      "; allowed: at most one stage per transformer block (dualpipe: its stages are the p parts of "
                      "one model copy)");
   if (!split.empty()) {
+    const char* const key = "pipeline.layers_per_stage";
+    std::string value = "[";
+    for (long long c : split) value += (value.size() > 1 ? ", " : "") + std::to_string(c);
+    value += "]";
     if (static_cast<int>(split.size()) != num_stages)
-      throw InputError("deck: key 'pipeline.layers_per_stage' has " + std::to_string(split.size()) +
-                       " entries but there are " + stages +
-                       "; allowed: one entry per stage (dualpipe: per part of one model copy, p entries)");
+      key_error(key, value, "one entry per stage (dualpipe: per part of one model copy, p entries)",
+                ", which has " + std::to_string(split.size()) + " entries but there are " + stages);
     long long total = 0;
     for (long long c : split) {
       if (c < 0)
-        throw InputError("deck: key 'pipeline.layers_per_stage' has a negative entry " + std::to_string(c) +
-                         "; allowed: counts >= 0 that add up to model.n_layer");
+        key_error(key, value, "counts >= 0 that add up to model.n_layer",
+                  ", with a negative entry " + std::to_string(c));
       total += c;
     }
-    if (total != n_layer) {
-      std::ostringstream os;
-      os << "deck: key 'pipeline.layers_per_stage' adds up to " << total << " but model.n_layer = " << n_layer
-         << "; allowed: counts that add up to model.n_layer";
-      throw InputError(os.str());
-    }
+    if (total != n_layer)
+      key_error(key, value, "counts that add up to model.n_layer",
+                ", which adds up to " + std::to_string(total) + " but model.n_layer = " + std::to_string(n_layer));
     int first = 0;
     for (long long c : split) {
       lay.first.push_back(first);
@@ -223,7 +216,7 @@ const char* to_string(Recompute r) {
 Recompute parse_recompute(const std::string& text) {
   for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block})
     if (text == to_string(r)) return r;
-  throw InputError("deck: key 'train.recompute' has value \"" + text + "\"; allowed: none | attention | block");
+  key_error("train.recompute", "\"" + text + "\"", "none | attention | block");
 }
 
 }  // namespace minipipe

@@ -47,8 +47,7 @@ CommPath choose_comm_path(const std::string& cuda_aware, std::string& why) {
   why = os.str();
   if (cuda_aware == "off") return CommPath::host_staging;
   if (cuda_aware == "on") return host_accessible ? CommPath::host_memory : CommPath::device_buffers;
-  if (cuda_aware != "auto")
-    throw InputError("deck: key 'pipeline.cuda_aware' has value \"" + cuda_aware + "\"; allowed: auto | on | off");
+  if (cuda_aware != "auto") key_error("pipeline.cuda_aware", "\"" + cuda_aware + "\"", "auto | on | off");
   if (host_accessible) return CommPath::host_memory;
   return runtime ? CommPath::device_buffers : CommPath::host_staging;
 }

@@ -7,7 +7,7 @@ set -u
 bin=$1 deck=$2 dir=$3
 rm -rf "$dir"; mkdir -p "$dir"
 fail() { echo "FAIL: $*"; exit 1; }
-for level in loss grads full; do
+for level in loss grads full kernels; do
   for steps in 1 4; do
     f=$dir/${level}_$steps.h5
     est=$("$bin" run --deck "$deck" --train.steps $steps --output.dump_level $level --dump "$f" |
