@@ -26,18 +26,24 @@ std::size_t floor_to(std::size_t v, std::size_t step) {
 }
 
 // The rules, for a tile MR x NR of s-byte values (the microkernel broadcasts A and loads B; for each
-// B micro-panel the tiles walk all A micro-panels of the L2 block):
-//   KC: the KC x NR micro-panel of B, reused by every A micro-panel, fills about half of L1d; the
-//       other half holds the A micro-panel streaming through (MR x KC) and the C tile. A multiple of
-//       16 (the packers transpose 16 k at a time), 64..512.
+// B micro-panel the tiles walk all A micro-panels of the L2 block, so the B micro-panel is the one
+// that L1 keeps and A streams from L2):
+//   KC: the KC x NR micro-panel of B fills about two thirds of L1d; the rest holds the A micro-panel
+//       passing through (MR x KC) and the C tile. A multiple of 16 (the packers transpose 16 k at a
+//       time), 64..512. BLIS's Zen 4 sgemm keeps its 12-wide micro-panel (KC 480) in the same 70% of
+//       L1; here the panel is 32 floats wide, so Zen 4's 32 KiB gives KC 160 and Zen 5's 48 KiB 256.
+//       On the Zen 5 core KC 256 ran the model's GEMMs 2-3% faster than the half-L1 rule's 192
+//       (minipipe_bench_kernels --gemm-kc, ratios over the same process's sgemm).
 //   MC: the MC x KC block of A, re-read for every B micro-panel, fills about half of L2; the rest
-//       holds the B micro-panels passing through and the C tiles. A multiple of MR.
+//       holds the B micro-panels passing through and the C tiles. A multiple of MR, at most 32 MR:
+//       on the Zen 5 core MC 192 to 504 at KC 256 (384 and 672 at KC 192) ran level within the
+//       noise, and 384 still gives a 1024-row GEMM three row blocks to share among threads.
 //   NC: the KC x NC block of B fills about half of L3, at most 4096 columns (the model's widest
 //       GEMM is 4C; a guest may report a whole socket's L3); 4096 when L3 is unknown. A multiple of NR.
 // A call then splits its K into equal k-blocks of at most KC (kernels/gemm.cpp), so K = 256 with
-// KC = 192 runs two blocks of 128, not 192 + 64.
+// KC = 160 runs two blocks of 128, not 160 + 96.
 GemmBlocks blocks(GemmBlocks t, std::size_t s, const CpuInfo& cpu) {
-  const std::size_t kc = floor_to(cpu.l1d / 2 / (t.nr * s), 16);
+  const std::size_t kc = floor_to(cpu.l1d * 2 / 3 / (t.nr * s), 16);
   t.kc = static_cast<int>(std::clamp<std::size_t>(kc, 64, 512));
   const std::size_t mc = floor_to(cpu.l2 / 2 / (t.kc * s), t.mr);
   t.mc = static_cast<int>(std::clamp<std::size_t>(mc, t.mr, 32 * std::size_t(t.mr)));
@@ -75,8 +81,9 @@ GemmBlocking choose_gemm_blocking(const CpuInfo& cpu) {
   b.f64 = blocks(b.f64, sizeof(double), cpu);
   // gemm_det_exact: a group's packed A (g samples x exact_mc rows x K) is re-read for every B
   // micro-panel and should stay in L2 beside one unit's B panels (g x K x NR) and limb sums: three
-  // quarters of L2. The row block stays the built-in one (MR-aligned), which splits a 768-row dW in
-  // four blocks: enough units for two threads.
+  // quarters of L2. On the Zen 5 core (model shapes, T = 128, 8 samples) budgets of 256 and 512 KiB
+  // (groups of 2 and 5) ran 0.62 and 0.69 of sgemm, 768 KiB (all 8) 0.71. The row block stays the
+  // built-in one: 96 rows ran level with it, 384 lower (0.66).
   b.exact_budget = cpu.l2 / 4 * 3;
   return b;
 }

@@ -52,21 +52,20 @@ struct Expect {
   bool assumed;
 };
 
-// The rules (gemm_blocking.cpp): KC = 16 floor(L1d / 2 / (NR s) / 16) in [64, 512];
+// The rules (gemm_blocking.cpp): KC = 16 floor(2/3 L1d / (NR s) / 16) in [64, 512];
 // MC = MR floor(L2 / 2 / (KC s) / MR) in [MR, 32 MR]; NC = NR floor(L3 / 2 / (KC s) / NR) in
 // [8 NR, 4096]; exact budget 3/4 L2, exact rows the built-in 192 (AVX-512) or 168.
 TEST(GemmBlockingChooser, TableOfDescribedCpus) {
   const Expect table[] = {
-      // Zen 4: float KC 16384 / 128 = 128, MC 524288 / 512 = 1024 -> 32 MR = 384, NC 16 MiB / 512 ->
-      // 4096; double KC 16384 / 128 = 128, MC 524288 / 1024 = 512 -> 384, NC 4096.
-      {"zen4", zen4(), {12, 32, 384, 128, 4096}, {12, 16, 384, 128, 4096}, 192, 1024, 768 * KiB, false},
-      // Zen 5: float KC 24576 / 128 = 192, MC 524288 / 768 = 682 -> 384; double the same KC, MC
-      // 524288 / 1536 = 341 -> 336.
-      {"zen5", zen5(), {12, 32, 384, 192, 4096}, {12, 16, 336, 192, 4096}, 192, 1024, 768 * KiB, false},
-      // AVX2 6 x 16: float KC 16384 / 64 = 256, MC 131072 / 1024 = 128 -> 126; double 6 x 8 the
-      // same KC and MC 131072 / 2048 = 64 -> 60; NC 4 MiB / 1024 = 4096 -> 4096 (a multiple of 16)
-      // and 4 MiB / 2048 = 2048 for double.
-      {"avx2", avx2_client(), {6, 16, 126, 256, 4096}, {6, 8, 60, 256, 2048}, 168, 1024, 192 * KiB, false},
+      // Zen 4: float KC 21845 / 128 = 170 -> 160, MC 524288 / 640 = 819 -> 32 MR = 384, NC 16 MiB /
+      // 640 -> 4096; double (12 x 16 x 8 B) the same KC, MC 524288 / 1280 = 409 -> 384, NC 4096.
+      {"zen4", zen4(), {12, 32, 384, 160, 4096}, {12, 16, 384, 160, 4096}, 192, 1024, 768 * KiB, false},
+      // Zen 5: float KC 32768 / 128 = 256, MC 524288 / 1024 = 512 -> 384; double the same KC, MC
+      // 524288 / 2048 = 256 -> 252.
+      {"zen5", zen5(), {12, 32, 384, 256, 4096}, {12, 16, 252, 256, 4096}, 192, 1024, 768 * KiB, false},
+      // AVX2 6 x 16: float KC 21845 / 64 = 341 -> 336, MC 131072 / 1344 = 97 -> 96, NC 4 MiB / 1344 =
+      // 3120; double 6 x 8 the same KC, MC 131072 / 2688 = 48, NC 4 MiB / 2688 = 1560.
+      {"avx2", avx2_client(), {6, 16, 96, 336, 3120}, {6, 8, 48, 336, 1560}, 168, 1024, 192 * KiB, false},
       // Nothing known: the built-in blocking.
       {"unknown", unknown_caches(), {12, 32, 192, 256, 4096}, {12, 16, 96, 256, 4096}, 192, 1024, 768 * KiB, true},
   };
