@@ -3,6 +3,7 @@
 #include "cpu_info.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>

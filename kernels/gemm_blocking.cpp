@@ -32,8 +32,8 @@ std::size_t floor_to(std::size_t v, std::size_t step) {
 //       passing through (MR x KC) and the C tile. A multiple of 16 (the packers transpose 16 k at a
 //       time), 64..512. BLIS's Zen 4 sgemm keeps its 12-wide micro-panel (KC 480) in the same 70% of
 //       L1; here the panel is 32 floats wide, so Zen 4's 32 KiB gives KC 160 and Zen 5's 48 KiB 256.
-//       On the Zen 5 core KC 256 ran the model's GEMMs 2-3% faster than the half-L1 rule's 192
-//       (minipipe_bench_kernels --gemm-kc, ratios over the same process's sgemm).
+//       On the Zen 5 core KC 256 ran the model's GEMMs 1-2% faster than the half-L1 rule's 192 in
+//       each of three sweeps (minipipe_bench_kernels --gemm-kc, ratios over the same process's sgemm).
 //   MC: the MC x KC block of A, re-read for every B micro-panel, fills about half of L2; the rest
 //       holds the B micro-panels passing through and the C tiles. A multiple of MR, at most 32 MR:
 //       on the Zen 5 core MC 192 to 504 at KC 256 (384 and 672 at KC 192) ran level within the

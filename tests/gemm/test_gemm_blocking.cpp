@@ -101,8 +101,12 @@ TEST(GemmBlockingChooser, HostDescriptionIsPrinted) {
   const CpuInfo& cpu = host_cpu_info();
   EXPECT_EQ(cpu.isa, build_isa());
   const GemmBlocking& b = gemm_blocking();
-  EXPECT_EQ(b.f32.mr, register_tile_f32(build_isa()).mr);
-  EXPECT_EQ(b.f32.nr, register_tile_f32(build_isa()).nr);
+  // The chooser's tile is the microkernel's (gemm.cpp's Tile, named in gemm_det_microkernel()).
+  const std::string tile = std::to_string(b.f32.mr) + "x" + std::to_string(b.f32.nr);
+  EXPECT_NE(std::string(gemm_det_microkernel()).find(tile + " (float)"), std::string::npos) << gemm_det_microkernel();
+  const std::string tile64 = std::to_string(b.f64.mr) + "x" + std::to_string(b.f64.nr);
+  EXPECT_NE(std::string(gemm_det_microkernel()).find(tile64 + " (double)"), std::string::npos)
+      << gemm_det_microkernel();
   std::cout << "host: " << describe(cpu) << "\nblocking: " << describe(b) << "\n";
 }
 
