@@ -1,5 +1,5 @@
 // Entry point of minipipe_bench_kernels: parses the model shape, initializes Kokkos, records
-// which BLAS, OpenBLAS core, Kokkos backend and GEMM microkernel the numbers come from.
+// which BLAS, OpenBLAS core, Kokkos backend, GEMM microkernel and blocking the numbers come from.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -8,7 +8,9 @@
 #include <string>
 
 #include "bench_common.hpp"
+#include "kernels/cpu_info.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_blocking.hpp"
 #ifdef MINIPIPE_HAVE_CBLAS
 #include "minipipe_bench_blas.hpp"  // MINIPIPE_BLAS_NAME (generated)
 #endif
@@ -24,18 +26,25 @@ int openblas_get_num_threads(void);
 
 namespace {
 
-// Takes --tokens=, --channels=, --seq-len=, --heads=, --layers= out of argv (Google Benchmark rejects
-// flags it does not know). Returns false on a malformed value.
-bool parse_shape(int& argc, char** argv, minipipe::bench::ModelShape& shape) {
+// Blocking overrides of the packed GEMM for sweeps (0: the chosen value; gemm_blocking.hpp).
+struct BlockingFlags {
+  int mc = 0, kc = 0, nc = 0;       // float GEMM
+  int exact_mc = 0, exact_kib = 0;  // gemm_det_exact: row block, group budget in KiB
+};
+
+// Takes --tokens=, --channels=, --seq-len=, --heads=, --layers= and the blocking overrides
+// --gemm-mc=, --gemm-kc=, --gemm-nc=, --exact-mc=, --exact-budget-kib= out of argv (Google Benchmark
+// rejects flags it does not know). Returns false on a malformed value.
+bool parse_shape(int& argc, char** argv, minipipe::bench::ModelShape& shape, BlockingFlags& blk) {
   struct Flag {
     const char* name;
     int* value;
   };
-  const Flag flags[] = {{"--tokens=", &shape.tokens},
-                        {"--channels=", &shape.channels},
-                        {"--seq-len=", &shape.seq_len},
-                        {"--heads=", &shape.heads},
-                        {"--layers=", &shape.layers}};
+  const Flag flags[] = {{"--tokens=", &shape.tokens},   {"--channels=", &shape.channels},
+                        {"--seq-len=", &shape.seq_len}, {"--heads=", &shape.heads},
+                        {"--layers=", &shape.layers},   {"--gemm-mc=", &blk.mc},
+                        {"--gemm-kc=", &blk.kc},        {"--gemm-nc=", &blk.nc},
+                        {"--exact-mc=", &blk.exact_mc}, {"--exact-budget-kib=", &blk.exact_kib}};
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     bool taken = false;
@@ -86,6 +95,8 @@ void add_context(const minipipe::bench::ModelShape& shape) {
   AddCustomContext("kokkos_concurrency", std::to_string(minipipe::ExecSpace().concurrency()));
   AddCustomContext("gemm_det_microkernel", minipipe::gemm_det_microkernel());
   AddCustomContext("gemm_det_simd", minipipe::gemm_det_has_simd() ? "yes" : "no");
+  AddCustomContext("gemm_blocking", minipipe::describe(minipipe::gemm_blocking()));
+  AddCustomContext("cpu", minipipe::describe(minipipe::host_cpu_info()));
   AddCustomContext("model_shape",
                    "tokens=" + std::to_string(shape.tokens) + " channels=" + std::to_string(shape.channels) +
                        " seq_len=" + std::to_string(shape.seq_len) + " heads=" + std::to_string(shape.heads) +
@@ -96,7 +107,15 @@ void add_context(const minipipe::bench::ModelShape& shape) {
 
 int main(int argc, char** argv) {
   minipipe::bench::ModelShape shape;
-  if (!parse_shape(argc, argv, shape)) return 2;
+  BlockingFlags blk;
+  if (!parse_shape(argc, argv, shape, blk)) return 2;
+  minipipe::GemmBlocking b = minipipe::gemm_blocking();
+  b.f32.mc = blk.mc > 0 ? blk.mc : b.f32.mc;
+  b.f32.kc = blk.kc > 0 ? blk.kc : b.f32.kc;
+  b.f32.nc = blk.nc > 0 ? blk.nc : b.f32.nc;
+  b.exact_mc = blk.exact_mc > 0 ? blk.exact_mc : b.exact_mc;
+  b.exact_budget = blk.exact_kib > 0 ? static_cast<std::size_t>(blk.exact_kib) << 10 : b.exact_budget;
+  minipipe::set_gemm_blocking(b);
   Kokkos::initialize(argc, argv);
   int rc = 0;
   {

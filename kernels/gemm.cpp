@@ -3,6 +3,7 @@
 // tiled team kernel for device backends (batched over samples); identical bits by design.
 #include "gemm.hpp"
 
+#include "gemm_blocking.hpp"
 #include "host_simd.hpp"
 #include "kernel_path.hpp"
 #include "team.hpp"
@@ -30,30 +31,35 @@
 namespace minipipe {
 namespace gemm_detail {
 
-// Register tile MR x NR (MR rows x two SIMD vectors) and BLIS-style cache blocks: an MC x KC
-// block of A stays in L2, a KC x NR micro-panel of B in L1, a KC x NC block of B in L3. The scalar
-// microkernel uses the same tile, so the packed layouts do not depend on the microkernel.
+// Register tile MR x NR (MR rows x two SIMD vectors), fixed by the microkernel. The scalar
+// microkernel uses the same tile, so the packed layouts do not depend on the microkernel. The cache
+// blocks (MC x KC of A in L2, KC x NR of B in L1, KC x NC of B in L3) are chosen per CPU at run time
+// (gemm_blocking.hpp); register_tile_f32/f64 there must name this tile.
 template <class T>
 struct Tile;
 #ifdef MINIPIPE_GEMM_AVX512
 template <>
 struct Tile<float> {  // 24 zmm accumulators, 2 for B, 1 broadcast
-  static constexpr int MR = 12, NR = 32, MC = 192, KC = 256, NC = 4096;
+  static constexpr int MR = 12, NR = 32;
 };
 template <>
 struct Tile<double> {
-  static constexpr int MR = 12, NR = 16, MC = 96, KC = 256, NC = 4096;
+  static constexpr int MR = 12, NR = 16;
 };
 #else
 template <>
 struct Tile<float> {  // 12 ymm accumulators
-  static constexpr int MR = 6, NR = 16, MC = 168, KC = 256, NC = 4080;
+  static constexpr int MR = 6, NR = 16;
 };
 template <>
 struct Tile<double> {
-  static constexpr int MR = 6, NR = 8, MC = 72, KC = 256, NC = 4080;
+  static constexpr int MR = 6, NR = 8;
 };
 #endif
+template <class T>
+const GemmBlocks& blocks_of() {
+  return std::is_same<T, float>::value ? gemm_blocking().f32 : gemm_blocking().f64;
+}
 constexpr int kUnitCols = 256;    // B columns per parallel work unit (the parallel grain)
 constexpr int kChunkBlocks = 24;  // MC blocks of A packed at once (bounds the A buffer)
 constexpr int kUnitPanelsA = 4;   // A micro-panels per work unit of the fused exact path
@@ -391,6 +397,14 @@ void panel_row_chains(const T* pa, int kb, T* r) {
     for (int i = 0; i < kMR; ++i) r[i] = r[i] + pa[k * kMR + i];
 }
 
+// The k-block for depth K under the chosen KC: K split into equal blocks of at most kc_max (a
+// multiple of 16 where that keeps the block count), so no call ends on a short remainder block.
+inline int balanced_kc(int K, int kc_max) {
+  if (K <= kc_max) return std::max(K, 1);
+  const int per = ceil_div(K, ceil_div(K, kc_max));
+  return std::min(kc_max, round_up(per, 16));
+}
+
 // Host path. Loop nest (BLIS order): jc (NC columns) > pc (KC depth, sequential, so each acc
 // continues in C in k order) > ic (chunk of rows) > parallel units of MC rows x kUnitCols columns
 // > jr (B micro-panel in L1) > ir (A micro-panels from L2). Threads only split (ic, jr) tiles;
@@ -402,9 +416,10 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Policy = Kokkos::RangePolicy<Host>;
   constexpr int kMR = Tile<T>::MR, NR = Tile<T>::NR;
-  const int kc = opt.kc > 0 ? opt.kc : Tile<T>::KC;
-  const int mc = round_up(opt.mc > 0 ? opt.mc : Tile<T>::MC, kMR);
-  const int nc = round_up(opt.nc > 0 ? opt.nc : Tile<T>::NC, NR);
+  const GemmBlocks& blk = blocks_of<T>();
+  const int kc = opt.kc > 0 ? opt.kc : balanced_kc(K, blk.kc);
+  const int mc = round_up(opt.mc > 0 ? opt.mc : blk.mc, kMR);
+  const int nc = round_up(opt.nc > 0 ? opt.nc : blk.nc, NR);
   const int mchunk = mc * kChunkBlocks;
   const int mq = mc / kMR;  // A micro-panels per unit, at most
   const int threads = std::max(1, Host().concurrency());
@@ -675,7 +690,7 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
 // where folds happen, and folding is exact integer addition, so it changes no bit.
 inline std::size_t exact_group_tuned(int K, int mc) {
   const std::size_t a_block = static_cast<std::size_t>(std::max(K, 1)) * mc * sizeof(float);
-  return std::max<std::size_t>(1, (std::size_t(768) << 10) / a_block);
+  return std::max<std::size_t>(1, gemm_blocking().exact_budget / a_block);
 }
 
 void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOptions& opt, int M, int N, int K, int S,
@@ -684,8 +699,8 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Policy = Kokkos::RangePolicy<Host>;
   constexpr int kMR = Tile<float>::MR, NR = Tile<float>::NR, TS = kMR * NR;
-  const int mc = round_up(opt.mc > 0 ? opt.mc : Tile<float>::MC, kMR);
-  const int nc = round_up(opt.nc > 0 ? opt.nc : 1024, NR);
+  const int mc = round_up(opt.mc > 0 ? opt.mc : gemm_blocking().exact_mc, kMR);
+  const int nc = round_up(opt.nc > 0 ? opt.nc : gemm_blocking().exact_nc, NR);
   // The A of a group (g samples x MC rows x K) is re-read for every B panel and should stay in L2;
   // at most kMaxLimbAdds samples are summed in int64 limbs before a fold.
   const std::size_t g_tuned = opt.group > 0 ? static_cast<std::size_t>(opt.group) : exact_group_tuned(K, mc);
@@ -1212,7 +1227,7 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
 
 int gemm_det_exact_group(int K) {
   using namespace gemm_detail;
-  const std::size_t g = exact_group_tuned(K, round_up(Tile<float>::MC, Tile<float>::MR));
+  const std::size_t g = exact_group_tuned(K, round_up(gemm_blocking().exact_mc, Tile<float>::MR));
   return static_cast<int>(std::min<std::size_t>(g, static_cast<std::size_t>(ExactSum::kMaxLimbAdds)));
 }
 

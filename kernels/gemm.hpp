@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "gemm_blocking.hpp"
 #include "grad_accum.hpp"
 #include "types.hpp"
 #include "workspace.hpp"
@@ -44,8 +45,10 @@ enum class GemmOut { overwrite, accumulate, chain_on_c };
 // operands through double-buffered level-0 scratch, one launch per batch).
 enum class GemmPath { automatic, packed_simd, packed_scalar, generic };
 
-// Cache blocking of the packed host path; zero means the tuned default. Tests shrink these to
-// exercise k-blocking and edge tiles on small shapes. mc/nc are rounded up to the register tile.
+// Cache blocking of the packed host path for one call; zero means the process's blocking
+// (gemm_blocking(), chosen from the CPU's caches; its KC is the largest k-block, K is split into
+// equal blocks of at most KC). Tests shrink these to exercise k-blocking and edge tiles on small
+// shapes. mc/nc are rounded up to the register tile. No choice of them changes a bit.
 struct GemmOptions {
   GemmPath path = GemmPath::automatic;
   int mc = 0;     // rows of A kept in L2 per work unit
@@ -129,7 +132,8 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
                     const ExactTarget* row_target = nullptr);
 
 // Samples that gemm_det_exact with default options sums in limbs before each fold, for a sample
-// depth K (a caller that holds samples back, e.g. Linear's deferral, groups this many).
+// depth K (a caller that holds samples back, e.g. Linear's deferral, groups this many): those whose
+// packed A fills gemm_blocking().exact_budget.
 int gemm_det_exact_group(int K);
 
 // S independent products in one call, C_s (M,N) = A_s B_s [+ C_s], where A_s is A with its data

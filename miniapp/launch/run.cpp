@@ -386,6 +386,8 @@ void print_banner(const RunSetup& su, std::ostream& out) {
   out << "miniPipe " << version_string() << " | Kokkos " << kokkos_version_string() << " (" << ExecSpace::name()
       << ") | " << blas_string() << "\n";
   out << "GEMM: " << gemm_string(su.mode) << "\n";
+  if (const std::string blocking = gemm_blocking_string(); !blocking.empty())
+    out << "GEMM blocking: " << blocking << "\n";
   out << "model: V=" << s.vocab << " T=" << s.seq_len << " C=" << s.channels << " H=" << s.n_head << " L=" << s.n_layer
       << " | batch " << su.B << " | " << su.steps << " steps | mode " << to_string(su.mode) << " | recompute "
       << to_string(su.recompute) << " | p = " << su.p << ", dp = " << su.dp << " (" << su.p * su.dp << " ranks)\n";
@@ -867,8 +869,8 @@ int execute_run(const Deck& deck, const RunSetup& su, MPI_Comm comm, std::ostrea
     if (rank == 0) {
       RunContext ctx;
       ctx.schedule = pl.schedule, ctx.mode = to_string(su.mode), ctx.backend = ExecSpace::name();
-      ctx.blas = blas_string(), ctx.gemm = gemm_string(su.mode), ctx.comm_path = to_string(su.path),
-      ctx.dump_path = pl.dump;
+      ctx.blas = blas_string(), ctx.gemm = gemm_string(su.mode), ctx.gemm_blocking = gemm_blocking_string(),
+      ctx.comm_path = to_string(su.path), ctx.dump_path = pl.dump;
       ctx.p = su.p, ctx.dp = su.dp, ctx.m = pl.m, ctx.first_step = su.first_step;
       ctx.steps = su.steps - su.first_step, ctx.batch = su.B;
       ctx.seq_len = su.shape.seq_len;

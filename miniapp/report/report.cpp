@@ -84,6 +84,7 @@ Json run_section(const RunReport& r) {
   j["backend"] = r.backend;
   j["blas"] = r.blas;
   j["gemm"] = r.gemm;
+  j["gemm_blocking"] = r.gemm_blocking.empty() ? Json() : Json(r.gemm_blocking);
   j["comm_path"] = r.comm_path;
   j["loss"] = r.losses;
   j["step_seconds"] = r.step_seconds;

@@ -30,6 +30,7 @@ struct RunReport {
   int p = 1, dp = 1, v = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
   int first_step = 0;  // global index of this launch's first step (a restart continues)
   std::string mode, backend, blas, gemm, comm_path;
+  std::string gemm_blocking;         // empty: the device path ran the GEMMs (JSON null)
   std::vector<double> losses;        // per step
   std::vector<double> step_seconds;  // per step (max over ranks), whole step
   double step_seconds_mean = 0;      // steps after the first (warm-up) when there are several

@@ -96,7 +96,7 @@ RunReport summarize(const RunContext& ctx, const sched::Schedule& plan, const Ru
   rep.p = ctx.p, rep.dp = ctx.dp, rep.v = plan.v, rep.m = ctx.m, rep.steps = ctx.steps, rep.batch = ctx.batch;
   rep.seq_len = ctx.seq_len, rep.first_step = ctx.first_step;
   rep.mode = ctx.mode, rep.backend = ctx.backend, rep.blas = ctx.blas, rep.gemm = ctx.gemm,
-  rep.comm_path = ctx.comm_path;
+  rep.comm_path = ctx.comm_path, rep.gemm_blocking = ctx.gemm_blocking;
   rep.dump_path = ctx.dump_path;
   rep.losses = meas.losses;
   rep.step_seconds = meas.step_seconds;

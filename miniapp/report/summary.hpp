@@ -15,6 +15,7 @@ namespace minipipe {
 // What a run is, beside what it measured.
 struct RunContext {
   std::string schedule, mode, backend, blas, gemm, comm_path, dump_path;
+  std::string gemm_blocking;  // host GEMM blocking and CPU (runtime/version.hpp); empty on the device path
   int p = 1, dp = 1, m = 1, steps = 0, batch = 0, seq_len = 0;
   int first_step = 0;  // of this launch (a restart's checkpoint step)
   // Each compute action was fenced (profile.action_fence), so its span is its own; without,

@@ -13,7 +13,9 @@
 #include <sstream>
 #include <type_traits>
 
+#include "kernels/cpu_info.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_blocking.hpp"
 #include "kernels/kernel_path.hpp"
 
 #ifdef MINIPIPE_HAVE_OPENBLAS_API
@@ -73,6 +75,11 @@ std::string gemm_string(Mode mode) {
 #endif
   (void)host;
   return "KokkosBlas::gemm -> " + lib;
+}
+
+std::string gemm_blocking_string() {
+  if (use_device_path()) return {};
+  return describe(gemm_blocking()) + " (" + describe(host_cpu_info()) + ")";
 }
 
 std::string kokkos_backends_string() {

@@ -15,6 +15,9 @@ std::string blas_string();
 // Kernels calls (cuBLAS, rocBLAS, the host BLAS, or its own kernel where the install has no such
 // TPL); in deterministic mode miniPipe's own, whose bits do not depend on the backend.
 std::string gemm_string(Mode mode);
+// The host GEMM's cache blocking and the CPU description it was chosen from
+// (kernels/gemm_blocking.hpp); empty when the device path runs the GEMMs.
+std::string gemm_blocking_string();
 
 // Kokkos backends compiled into the Kokkos install, e.g. "Serial, OpenMP", and the default one.
 std::string kokkos_backends_string();

@@ -236,6 +236,7 @@ TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {
   // device path, which needs no workspace).
   GemmOptions packed;
   packed.path = gemm_det_has_simd() ? GemmPath::packed_simd : GemmPath::packed_scalar;
+  packed.kc = 256;  // k-blocks of 256 (not the CPU's choice): K = 300 takes two, so C is saved
   gemm_det<float>(ws, packed, M, N, K, row_major(a.data(), K), row_major(b.data(), N), c.data(), N, nullptr,
                   GemmOut::accumulate);
   const std::size_t bytes = ws.bytes();
