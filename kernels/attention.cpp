@@ -1,7 +1,8 @@
 // Causal self-attention kernels, explicitly instantiated for float and double. Deterministic and
-// fast mode run the same loops with det::exp: libm exp is a scalar call per score, while det::exp
-// is branch-free and vectorizes, so it is the faster one on every host (fast mode's tolerance
-// contract allows its bits).
+// fast mode run the same loops with det::exp (libm exp is a scalar call per score, det::exp is
+// branch-free and vectorizes), except in the host AVX-512 float softmax: there fast mode takes a
+// shorter exp and multiplies by 1 / sum (about an ulp from deterministic mode's att; its tolerance
+// contract allows that). The backward runs the same loops in both modes.
 //
 // Every output element is one fixed reduction chain, the same on every backend (docs/design.md §4),
 // written once as plain loops in attention_order.hpp.
@@ -282,6 +283,123 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
   return rowred::reduce<rowred::Sum, Real>(n, [&](const int i, const Real a) { return fma_exact(x[i], y[i], a); });
 }
 
+#ifdef MINIPIPE_HOST_AVX512
+// det::exp_normal of 16 floats: the same operations in the same order as detmath.hpp's
+// exp_normal<float> (reduce_ln2, expm1_tail, fast_two_sum, the final sum), so every lane is its
+// bits; only the last step differs in form: v * 2^k through VSCALEFPS, where exp_normal builds 2^k
+// from its bits and multiplies (for x in exp_normal_range, v * 2^k is normal, both products are
+// exact). Written out so that softmax_row_fused's exp-and-sum loop keeps its lanes in registers.
+inline __m512 exp_normal16(__m512 x) {
+  using Tr = det::detail::Traits<float>;
+  const __m512 magic = _mm512_set1_ps(Tr::kRoundMagic);
+  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(Tr::kInvLn2), magic);
+  const __m512 kf = _mm512_sub_ps(t, magic);
+  const __m512 hi = _mm512_sub_ps(x, _mm512_mul_ps(kf, _mm512_set1_ps(Tr::kLn2Hi)));
+  const __m512 lo = _mm512_mul_ps(kf, _mm512_set1_ps(Tr::kLn2Lo));
+  const __m512 nlo = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(lo), _mm512_set1_epi32(INT32_MIN)));
+  // two_sum(hi, -lo, r, rl)
+  const __m512 r = _mm512_add_ps(hi, nlo);
+  const __m512 bb = _mm512_sub_ps(r, hi);
+  const __m512 rl = _mm512_add_ps(_mm512_sub_ps(hi, _mm512_sub_ps(r, bb)), _mm512_sub_ps(nlo, bb));
+  __m512 p = _mm512_set1_ps(1.0f / 40320.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 5040.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  const __m512 tt = _mm512_mul_ps(_mm512_mul_ps(r, r), p);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 s = _mm512_add_ps(one, r);
+  const __m512 se = _mm512_sub_ps(r, _mm512_sub_ps(s, one));
+  const __m512 v = _mm512_add_ps(s, _mm512_add_ps(se, _mm512_add_ps(tt, _mm512_mul_ps(rl, s))));
+  return _mm512_scalef_ps(v, kf);
+}
+
+// Fast mode's exp of 16 floats in exp_normal_range: 2^k e^r with k = rint(x / ln2), r = x - k ln2
+// (two fused steps), e^r by its Taylor polynomial to r^7 (|r| <= ln2/2: truncation below 2^-26
+// relative): about an ulp from det::exp, at a third of its operations.
+inline __m512 exp_fast16(__m512 x) {
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(0x1.715476p+0f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0x1.62e430p-1f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-0x1.05c610p-29f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, k);
+}
+
+// A softmax row a[0..n) of the block buffer in place, given its max mx and every a - mx in
+// det::exp_normal_range (row_max's in_range): the exps and the lane sums of rowred::reduce<Sum> in
+// one pass (lane l adds e[l], e[l + 32], ... from +0, the last block under a mask, then the tree:
+// row_sum's order and value), then the division. kFast: fast mode's exp and a multiplication by
+// 1 / sum. Whole vectors up to n rounded up to 16 (or 32 in the exp pass; the buffer row has room):
+// the values past n are never read (store_att_row writes zeros there, P v stops at the diagonal).
+template <bool kFast>
+inline void softmax_row_fused(float* a, int n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  auto ex = [](__m512 x) { return kFast ? exp_fast16(x) : exp_normal16(x); };
+  __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();  // lanes 0..15 and 16..31
+  int c0 = 0;
+  for (; c0 + 32 <= n; c0 += 32) {
+    const __m512 e0 = ex(_mm512_sub_ps(_mm512_loadu_ps(a + c0), m));
+    const __m512 e1 = ex(_mm512_sub_ps(_mm512_loadu_ps(a + c0 + 16), m));
+    _mm512_storeu_ps(a + c0, e0);
+    _mm512_storeu_ps(a + c0 + 16, e1);
+    p0 = _mm512_add_ps(p0, e0);
+    p1 = _mm512_add_ps(p1, e1);
+  }
+  if (c0 < n) {  // lanes l < n - c0 take one more
+    __mmask16 k0, k1;
+    tail_masks(n - c0, k0, k1);
+    const __m512 e0 = ex(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, a + c0), m));
+    _mm512_storeu_ps(a + c0, e0);
+    p0 = _mm512_mask_add_ps(p0, k0, p0, e0);
+    if (k1) {
+      const __m512 e1 = ex(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, a + c0 + 16), m));
+      _mm512_storeu_ps(a + c0 + 16, e1);
+      p1 = _mm512_mask_add_ps(p1, k1, p1, e1);
+    }
+  }
+  const float sum = sum_tree(p0, p1);
+  if (kFast) {
+    const __m512 rs = _mm512_set1_ps(1.0f / sum);
+    for (int c = 0; c < n; c += 16) _mm512_storeu_ps(a + c, _mm512_mul_ps(_mm512_loadu_ps(a + c), rs));
+  } else {
+    const __m512 s = _mm512_set1_ps(sum);
+    for (int c = 0; c < n; c += 16) _mm512_storeu_ps(a + c, _mm512_div_ps(_mm512_loadu_ps(a + c), s));
+  }
+}
+
+// The rows t0 + q (q < nq) of a query block in the block buffer (row length a multiple of 32)
+// from their maxima mx and row_max's in_range: softmax_row_fused, or det::exp's own select paths
+// for a row with an exp outside exp_normal's range. slot.one() between the rows.
+template <class Slot>
+inline void softmax_rows_fused(float* ab, int lda, int t0, int nq, const float* mx, const int* in_range, bool fast,
+                               Slot& slot) {
+  for (int q = 0; q < nq; ++q) {
+    float* a = ab + static_cast<std::size_t>(q) * lda;
+    const int n = t0 + q + 1;
+    if (in_range[q] == 1 && fast)
+      softmax_row_fused<true>(a, n, mx[q]);
+    else if (in_range[q] == 1)
+      softmax_row_fused<false>(a, n, mx[q]);
+    else {
+      det::exp_array(a, mx[q], a, n, (n + 15) / 16 * 16, 0);
+      const float sum = row_sum(a, n);
+      for (int t2 = 0; t2 < n; ++t2) a[t2] = a[t2] / sum;
+    }
+    slot.one();  // the caller's other work (PendingRows) between the rows
+  }
+}
+#endif
+
 // Softmax of the score rows t0 + q (q < nq) of a query block in place: a row t of length n = t + 1
 // becomes exp(a - max) / sum and its keys n..T-1 zeros, with the max and the sum in the canonical
 // lane order of row_reduce.hpp (the device path forms the same lanes).
@@ -292,14 +410,25 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
 // arrays went through the stack. The exps run in whole 512-bit blocks up to the row's end T: past n
 // they are overwritten with zeros. Each step runs over all the block's rows before the next: one
 // row's steps are one long dependency chain (max tree, exps, sum tree, division), and rows side by
-// side give the core independent work to overlap.
+// side give the core independent work to overlap. In the block buffer on an AVX-512 host (float),
+// softmax_rows_fused forms a row's exps and lane sums in one pass (the same values).
 template <class Real, class Slot>
-KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int T, bool zero_tail, Slot& slot) {
+KOKKOS_INLINE_FUNCTION void softmax_rows(Real* ab, int lda, int t0, int nq, int T, bool zero_tail, bool fast,
+                                         Slot& slot) {
   constexpr int QT = Tile<Real>::kQueries;
   constexpr int E = int(64 / sizeof(Real));  // det::exp_array's block
   Real v[QT];                                // each row's max, then its sum
   int in_range[QT];                          // row_max's word on the exps' range
   for (int q = 0; q < nq; ++q) v[q] = row_max(ab + static_cast<std::size_t>(q) * lda, t0 + q + 1, in_range[q]);
+#ifdef MINIPIPE_HOST_AVX512
+  if constexpr (std::is_same<Real, float>::value && rowred::kLanes == 32) {
+    if (!zero_tail) {  // rows in the block buffer, T (its row length) a multiple of 32
+      softmax_rows_fused(ab, lda, t0, nq, v, in_range, fast, slot);
+      return;
+    }
+  }
+#endif
+  (void)fast;
   for (int q = 0; q < nq; ++q) {
     const int n = t0 + q + 1, n_pad = (n + E - 1) / E * E;
     Real* a = ab + static_cast<std::size_t>(q) * lda;
@@ -571,6 +700,7 @@ template <class Real>
 struct HostForward {
   static constexpr int kBufKeys = int(16384 / sizeof(Real) / Tile<Real>::kQueries);  // keys of sbuf (16 KB)
   int T, C, H, hs, Tp, level, n_scratch, ldq, lda, ldo, nteams;
+  bool fast;  // fast mode: softmax_rows' fast exp and division
   Real scale;
   const Real* qkv_p;
   Real* att_p;
@@ -643,7 +773,7 @@ struct HostForward {
               if (k0 + j2 <= t0 + q) ar[k0 + j2] = acc[q][j2] * scale;
           }
         }
-        softmax_rows(sb, lds, t0, nq, width, !buffered, pending);
+        softmax_rows(sb, lds, t0, nq, width, !buffered, fast, pending);
         pending.rest();  // sbuf[(j + 1) & 1] is the next block's
         rows_accumulate(arow, vb, ldq, t0, nq, hs, orow);
         if (buffered) pending = PendingRows<Real>{sb, ab + static_cast<std::size_t>(t0) * lda, lds, lda, t0, nq, T, 0};
@@ -767,7 +897,6 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
 #ifdef MINIPIPE_ATTENTION_HOST_TEAMS
   const int hs = C / H;
   const Real scale = Real(1) / sqrt_exact(static_cast<Real>(hs));
-  (void)mode;  // both modes use det::exp (see the file comment)
   constexpr int KW = Tile<Real>::kKeys;
   const int Tp = round_up(T, KW);  // K^T rows padded with zeros to whole key tiles
   const int n_scratch = hs * Tp;   // K^T of the head (hs, Tp)
@@ -782,9 +911,9 @@ void Attention<Real>::forward(Mode mode, int B, int T, int C, int H, CMat<Real> 
   Real* out_p = out.data();
   const int ldq = static_cast<int>(qkv.stride(0)), lda = static_cast<int>(att.stride(0)),
             ldo = static_cast<int>(out.stride(0));
-  team::launch(
-      "Attention::forward", shape,
-      HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, B * H, scale, qkv_p, att_p, out_p});
+  team::launch("Attention::forward", shape,
+               HostForward<Real>{T, C, H, hs, Tp, shape.level, n_scratch, ldq, lda, ldo, B * H, mode == Mode::fast,
+                                 scale, qkv_p, att_p, out_p});
 #else
   (void)mode;
   attention_order::forward<Real>("Attention::", B, T, C, H, qkv, att, out);                // see the file's top
