@@ -278,8 +278,11 @@ struct AttentionCase {
                      {1, 129, 16, 1}, {1, 40, 130, 1}, {1, 520, 16, 1}};
     r.path_check_f = path_check<float>;
     r.path_check_d = path_check<double>;
+    r.fast_paths_differ =
+        "fast mode's AVX-512 host forward uses its own shorter exp and multiplies by 1/sum; the device path "
+        "keeps det::exp: the fast-mode property holds both paths to deterministic mode within tolerance instead";
     r.fast_shape = {2, 24, 32, 4};
-    r.fast_tol = 5e-7;  // both modes run the same loops today: measured 0
+    r.fast_tol = 5e-7;  // the host's fast exp: measured 6e-8 (att, out) on x86-64 with AVX-512
     r.split_shapes = {{6, 5, 8, 2}};
     return r;
   }
