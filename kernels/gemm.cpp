@@ -691,6 +691,53 @@ void ukernel_exact_limbs(int kb, const float* Ap, const float* Bp, const float* 
     }
   }
 }
+
+// One sample's A block (rows m0..m0+mb-1, all K) as the panels of pack_a (panel q at dst + q K MR,
+// rows past mb zero), when A's rows are its contiguous index (A.rs == 1, A = dy^T): k outermost,
+// so every k reads one contiguous run of mb values. pack_a's panel order read MR values a row of
+// dy at the row stride (4 KB at 1024 channels): 48 bytes of every line, the lines of one panel in a
+// few L1 sets. With r (the block's row sums), also r[m] = r[m] + A(m0 + m, k), k in order from
+// r = 0: each row's chain of panel_row_chains, the same additions.
+void pack_a_block_kmajor(const StridedMat<float>& A, int m0, int mb, int K, float* dst, float* r) {
+  constexpr int MR = Tile<float>::MR;
+  static_assert(MR <= 16, "one masked vector per panel row");
+  const int mpan = ceil_div(mb, MR);
+  const __mmask16 row = static_cast<__mmask16>((1u << MR) - 1u);
+  const __mmask16 last = static_cast<__mmask16>((1u << (mb - (mpan - 1) * MR)) - 1u);
+  const std::size_t panel = static_cast<std::size_t>(K) * MR;
+  if (r) std::fill(r, r + mb, 0.0f);
+  for (int k = 0; k < K; ++k) {
+    const float* const src = A.data + static_cast<std::ptrdiff_t>(k) * A.cs + m0;
+    float* const d = dst + static_cast<std::size_t>(k) * MR;
+    for (int q = 0; q < mpan; ++q)
+      _mm512_mask_storeu_ps(d + q * panel, row, _mm512_maskz_loadu_ps(q + 1 < mpan ? row : last, src + q * MR));
+    if (r)
+      for (int m = 0; m < mb; ++m) r[m] = r[m] + src[m];
+  }
+}
+
+// One sample's B block (columns n0..n0+nb-1, all K) as the panels of pack_b (panel p at dst + p K
+// NR, columns past nb zero), when B's columns are contiguous (B.cs == 1): k outermost, as above.
+void pack_b_block_kmajor(const StridedMat<float>& B, int n0, int nb, int K, float* dst) {
+  constexpr int NR = Tile<float>::NR, W = 16;
+  static_assert(NR == 2 * W, "two vectors per panel row");
+  const int npan = ceil_div(nb, NR);
+  const int tail = nb - (npan - 1) * NR;  // columns of the last panel
+  const __mmask16 lo = static_cast<__mmask16>(tail >= W ? 0xFFFFu : (1u << tail) - 1u);
+  const __mmask16 hi = static_cast<__mmask16>(tail > W ? (1u << (tail - W)) - 1u : 0u);
+  const std::size_t panel = static_cast<std::size_t>(K) * NR;
+  for (int k = 0; k < K; ++k) {
+    const float* const src = B.data + static_cast<std::ptrdiff_t>(k) * B.rs + n0;
+    float* const d = dst + static_cast<std::size_t>(k) * NR;
+    int p = 0;
+    for (; p + 1 < npan; ++p) {
+      _mm512_store_ps(d + p * panel, _mm512_loadu_ps(src + p * NR));
+      _mm512_store_ps(d + p * panel + W, _mm512_loadu_ps(src + p * NR + W));
+    }
+    _mm512_store_ps(d + p * panel, _mm512_maskz_loadu_ps(lo, src + p * NR));
+    _mm512_store_ps(d + p * panel + W, _mm512_maskz_loadu_ps(hi, src + p * NR + W));
+  }
+}
 #endif
 
 // acc[j] += limbs j (j < n) exactly: ExactSum::fold_limbs per element; the AVX-512 version folds
@@ -793,26 +840,43 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
       const int gs = std::min(g, S - s0);
       float* const rsum = jc == 0 ? rows_all : nullptr;  // A is packed once per column block: sum once
       const bool first_fold = target.known_zero && s0 == 0;
-      Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
-        const int s = u / npan, p = u % npan;
-        const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
-        pack_b(Bs, N, jc + p * NR, 0, K, Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR);
-      });
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+      if (fused && B.cs == 1)
+        Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs), [=](const int s) {
+          const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
+          pack_b_block_kmajor(Bs, jc, nb, K, Bp + s * b_sample);
+        });
+      else
+#endif
+        Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
+          const int s = u / npan, p = u % npan;
+          const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
+          pack_b(Bs, N, jc + p * NR, 0, K, Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR);
+        });
       for (int ic = 0; ic < M; ic += mc) {
         const int mb = std::min(mc, M - ic);
         const int mpan = ceil_div(mb, kMR);
-        Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs * mpan), [=](const int u) {
-          const int s = u / mpan, q = u % mpan;
-          const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
-          float* const pa = Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
-          pack_a(As, M, ic + q * kMR, 0, K, pa);
-          if (rsum) {  // this sample's chains over k, in order, from the panel in L1
-            float r[kMR] = {};
-            panel_row_chains(pa, K, r);
-            const int m0 = ic + q * kMR;
-            for (int i = 0; i < std::min(kMR, M - m0); ++i) rsum[static_cast<std::size_t>(s) * M + m0 + i] = r[i];
-          }
-        });
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+        if (fused && A.rs == 1)
+          Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs), [=](const int s) {
+            const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
+            pack_a_block_kmajor(As, ic, mb, K, Ap + s * a_sample,
+                                rsum ? rsum + static_cast<std::size_t>(s) * M + ic : nullptr);
+          });
+        else
+#endif
+          Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs * mpan), [=](const int u) {
+            const int s = u / mpan, q = u % mpan;
+            const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
+            float* const pa = Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
+            pack_a(As, M, ic + q * kMR, 0, K, pa);
+            if (rsum) {  // this sample's chains over k, in order, from the panel in L1
+              float r[kMR] = {};
+              panel_row_chains(pa, K, r);
+              const int m0 = ic + q * kMR;
+              for (int i = 0; i < std::min(kMR, M - m0); ++i) rsum[static_cast<std::size_t>(s) * M + m0 + i] = r[i];
+            }
+          });
         // Units of one B panel x kUnitPanelsA A panels, the A panels fastest: a unit's B panels (g
         // samples) stay in L1/L2 while the block's A (g samples x MC rows) is read from L2.
         const int n_qb = ceil_div(mpan, kUnitPanelsA);
