@@ -887,7 +887,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
           // last sample runs (the fold then finds them in cache).
           Kokkos::parallel_for("Gemm::exact_tiles", Policy(0, npan * n_qb), [=](const int u) {
             alignas(64) static const std::int64_t zero_limbs[NR] = {};
-            TileLimbs t;
+            TileLimbs t[kUnitPanelsA];
             __mmask16 bad = 0;
             std::int64_t ov = 0;
             const int p = u / n_qb;
@@ -898,30 +898,38 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
               return Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
             };
             const auto b_panel = [=](int s) { return Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR; };
-            for (int q = qa; q < q1; ++q) {
-              const int m0 = ic + q * kMR;
-              const int mr = std::min(kMR, M - m0);
-              t.clear();
-              for (int s = 0; s < gs; ++s) {
-                const bool more = s + 1 < gs;
-                const float* const pf_a = more ? a_panel(s + 1, q) : a_panel(0, q + 1 < q1 ? q + 1 : q);
-                const float* const pf_b = b_panel(more ? s + 1 : 0);
-                if (!more)
-                  for (int i = 0; i < mr; ++i) {
+            // Samples outer, the unit's A panels inner: a sample's B panel stays in L1 for its
+            // kUnitPanelsA calls, beside the unit's limb-1 sums (3 KB a tile). The next sample's B
+            // panel is fetched during the last call of this one.
+            for (int q = qa; q < q1; ++q) t[q - qa].clear();
+            for (int s = 0; s < gs; ++s) {
+              const bool last_s = s + 1 == gs;
+              for (int q = qa; q < q1; ++q) {
+                const bool last_q = q + 1 == q1;
+                const float* const pf_a = !last_q ? a_panel(s, q + 1) : a_panel(last_s ? s : s + 1, qa);
+                const float* const pf_b = b_panel(!last_q || last_s ? s : s + 1);
+                if (last_s) {
+                  const int m0 = ic + q * kMR;
+                  for (int i = 0; i < std::min(kMR, M - m0); ++i) {
                     const Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
-                    for (int j = 0; j < nr; j += 4) __builtin_prefetch(row + j, 1, 3);
+                    for (int j = 0; j < nr; j += 4) __builtin_prefetch(row + j, 1, 2);
                   }
-                ukernel_exact_limbs(K, a_panel(s, q), b_panel(s), pf_a, pf_b, t, bad);
+                }
+                ukernel_exact_limbs(K, a_panel(s, q), b_panel(s), pf_a, pf_b, t[q - qa], bad);
               }
-              for (int i = 0; i < mr; ++i) {
+            }
+            for (int q = qa; q < q1; ++q) {
+              const TileLimbs& tq = t[q - qa];
+              const int m0 = ic + q * kMR;
+              for (int i = 0; i < std::min(kMR, M - m0); ++i) {
                 Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
-                const std::int64_t* const l0 = t.others ? t.a0 + i * NR : zero_limbs;
-                const std::int64_t* const l2 = t.others ? t.a2 + i * NR : zero_limbs;
-                const std::int64_t* const l3 = t.others ? t.a3 + i * NR : zero_limbs;
+                const std::int64_t* const l0 = tq.others ? tq.a0 + i * NR : zero_limbs;
+                const std::int64_t* const l2 = tq.others ? tq.a2 + i * NR : zero_limbs;
+                const std::int64_t* const l3 = tq.others ? tq.a3 + i * NR : zero_limbs;
                 if (first_fold)
-                  fold_row<true>(row, l0, t.a1 + i * NR, l2, l3, nr, ov);
+                  fold_row<true>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
                 else
-                  fold_row<false>(row, l0, t.a1 + i * NR, l2, l3, nr, ov);
+                  fold_row<false>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
               }
             }
             if (ov || bad) flag() = 1;
