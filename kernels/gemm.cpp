@@ -692,6 +692,15 @@ void ukernel_exact_limbs(int kb, const float* Ap, const float* Bp, const float* 
   }
 }
 
+// Rows of A (or B) are the packers' unit below; a row of dy at 1024 channels is one 4 KB page, which
+// the hardware prefetchers do not cross, so each row began with a miss: the row kPackAhead ahead
+// is asked for while one is copied.
+constexpr int kPackAhead = 8;
+inline void prefetch_run(const float* p, int n) {
+  for (int i = 0; i < n; i += 16) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p + n - 1), _MM_HINT_T0);
+}
+
 // One sample's A block (rows m0..m0+mb-1, all K) as the panels of pack_a (panel q at dst + q K MR,
 // rows past mb zero), when A's rows are its contiguous index (A.rs == 1, A = dy^T): k outermost,
 // so every k reads one contiguous run of mb values. pack_a's panel order read MR values a row of
@@ -709,6 +718,7 @@ void pack_a_block_kmajor(const StridedMat<float>& A, int m0, int mb, int K, floa
   for (int k = 0; k < K; ++k) {
     const float* const src = A.data + static_cast<std::ptrdiff_t>(k) * A.cs + m0;
     float* const d = dst + static_cast<std::size_t>(k) * MR;
+    if (k + kPackAhead < K) prefetch_run(src + kPackAhead * A.cs, mb);
     for (int q = 0; q < mpan; ++q)
       _mm512_mask_storeu_ps(d + q * panel, row, _mm512_maskz_loadu_ps(q + 1 < mpan ? row : last, src + q * MR));
     if (r)
@@ -729,6 +739,7 @@ void pack_b_block_kmajor(const StridedMat<float>& B, int n0, int nb, int K, floa
   for (int k = 0; k < K; ++k) {
     const float* const src = B.data + static_cast<std::ptrdiff_t>(k) * B.rs + n0;
     float* const d = dst + static_cast<std::size_t>(k) * NR;
+    if (k + kPackAhead < K) prefetch_run(src + kPackAhead * B.rs, nb);
     int p = 0;
     for (; p + 1 < npan; ++p) {
       _mm512_store_ps(d + p * panel, _mm512_loadu_ps(src + p * NR));
