@@ -806,8 +806,9 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
 
 // Fused exact accumulation (gemm_det_exact). Loop nest: jc (NC columns of the output) > sample
 // groups of g (packed B of the group's samples for these columns) > ic (MC rows: packed A of the
-// group) > parallel units (one B micro-panel x kUnitPanelsA A micro-panels) > ir > samples. Every
-// microkernel call runs the whole K of one sample (one k-block: the chain starts from 0 and is
+// group) > parallel units (one B micro-panel x kUnitPanelsA A micro-panels) > ir > samples (the
+// AVX-512 path: samples > ir, limbs formed from the registers). Every microkernel call runs the
+// whole K of one sample (one k-block: the chain starts from 0 and is
 // complete when the tile leaves the registers), the tile goes to limbs while in L1, and after the
 // group the limbs of each element are folded into its accumulator. The group size only decides
 // where folds happen, and folding is exact integer addition, so it changes no bit.
