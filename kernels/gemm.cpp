@@ -559,6 +559,59 @@ void row_sums_generic(int M, int K, StridedMat<T> A, T* row_sums) {
 }
 
 // ---- Exact accumulation of microkernel tiles (gemm_det_exact) ----------------------------
+// The words of limb sums (ExactSum::float_limb) formed 16 values at a time; tile_to_limbs below
+// says why one multiply and one float-to-int64 conversion give them.
+#if defined(MINIPIPE_GEMM_AVX512) && defined(__AVX512DQ__)
+#define MINIPIPE_GEMM_EXACT_LIMBS 1
+constexpr int kLimbRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+// The common case of 16 values v: every nonzero one lies in limb 1 (102 <= q < 134: 2^-25 <= |v|
+// < 2^7; a zero adds 0 to any limb). Then the words are v 2^48, added to a1[0..15], and true is
+// returned; else nothing is touched and false is returned.
+inline bool vec16_to_limb1(__m512 v, std::int64_t* a1) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xFF));
+  const __mmask16 nz = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 in1 =
+      _mm512_mask_cmplt_epu32_mask(nz, _mm512_sub_epi32(q, _mm512_set1_epi32(102)), _mm512_set1_epi32(32));
+  if (in1 != nz) return false;
+  const __m512 x = _mm512_mul_ps(v, _mm512_set1_ps(281474976710656.0f));  // 2^(80 - 32), limb 1's scale
+  const __m512i w0 = _mm512_cvt_roundps_epi64(_mm512_castps512_ps256(x), kLimbRound);
+  const __m512i w1 = _mm512_cvt_roundps_epi64(_mm512_extractf32x8_ps(x, 1), kLimbRound);
+  _mm512_store_si512(reinterpret_cast<void*>(a1), _mm512_add_epi64(_mm512_load_si512(a1), w0));
+  _mm512_store_si512(reinterpret_cast<void*>(a1 + 8), _mm512_add_epi64(_mm512_load_si512(a1 + 8), w1));
+  return true;
+}
+
+// Any 16 values v: each word is added to its own limb (limb[j] + 0..15); lanes that overflow
+// (|v| >= 2^46 or not finite) add nothing and set their bit of bad.
+inline void vec16_to_limbs(__m512 v, std::int64_t* const (&limb)[4], __mmask16& bad) {
+  const __m512i c127 = _mm512_set1_epi32(127), c207 = _mm512_set1_epi32(207), c70 = _mm512_set1_epi32(70);
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xFF));
+  const __mmask16 ok = _mm512_cmplt_epu32_mask(q, _mm512_set1_epi32(173));  // |v| < 2^46 and finite
+  bad |= static_cast<__mmask16>(~ok);
+  const __mmask16 pos = _mm512_cmpge_epu32_mask(q, c70);
+  const __m512i j = _mm512_maskz_srli_epi32(pos, _mm512_and_si512(_mm512_sub_epi32(q, c70), c127), 5);
+  // 2^(80 - 32 j): biased exponent 207 - 32 j.
+  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(c207, _mm512_slli_epi32(j, 5)), 23));
+  const __m512 x = _mm512_mul_ps(v, scale);
+  __mmask16 sel[4];
+  for (int k = 0; k < 4; ++k) sel[k] = _mm512_mask_cmpeq_epi32_mask(ok, j, _mm512_set1_epi32(k));
+  for (int h = 0; h < 2; ++h) {
+    const __m512i w =
+        _mm512_cvt_roundps_epi64(h == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1), kLimbRound);
+    for (int k = 0; k < 4; ++k) {
+      const __mmask8 s8 = static_cast<__mmask8>(sel[k] >> (8 * h));
+      if (s8 == 0) continue;
+      std::int64_t* const dst = limb[k] + 8 * h;
+      const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst));
+      _mm512_store_si512(reinterpret_cast<void*>(dst), _mm512_mask_add_epi64(cur, s8, cur, w));
+    }
+  }
+}
+#endif
+
 // Limbs of one tile: a_j[l] += the limb-j word of ct[l] (ExactSum::float_limb), bad |= overflow.
 // The AVX-512 version forms the same words another way (tests compare it with ExactSum's scalar
 // functions through the scalar GemmPath). A finite float with biased exponent q < 173 sits at limb
@@ -569,56 +622,14 @@ void row_sums_generic(int M, int K, StridedMat<T> A, T* row_sums) {
 template <int TS>
 void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int64_t* a2, std::int64_t* a3,
                    std::int64_t& bad) {
-#if defined(MINIPIPE_GEMM_AVX512) && defined(__AVX512DQ__)
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
   static_assert(TS % 16 == 0, "whole vectors");
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  // Exponents, limb indices, scales and masks are formed on 16 32-bit lanes; the words and the
-  // limb sums on two halves of 8 64-bit lanes.
-  const __m512i low8 = _mm512_set1_epi32(0xFF), abs_mask = _mm512_set1_epi32(0x7FFFFFFF), c32 = _mm512_set1_epi32(32),
-                c70 = _mm512_set1_epi32(70), c102 = _mm512_set1_epi32(102), c127 = _mm512_set1_epi32(127),
-                c173 = _mm512_set1_epi32(173), c207 = _mm512_set1_epi32(207);
-  const __m512 two48 = _mm512_set1_ps(281474976710656.0f);  // 2^(80 - 32), limb 1's scale
-  std::int64_t* const limb[4] = {a0, a1, a2, a3};
   __mmask16 bad_any = 0;
   for (int l = 0; l < TS; l += 16) {
     const __m512 v = _mm512_load_ps(ct + l);
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bits, 23), low8);
-    const __mmask16 nz = _mm512_test_epi32_mask(bits, abs_mask);
-    // Mostly every nonzero value of the 16 lies in limb 1 (102 <= q < 134: 2^-25 <= |v| < 2^7; a
-    // zero adds 0 to any limb): then the words are v 2^48 and only limb 1 is read and written.
-    const __mmask16 in1 = _mm512_mask_cmplt_epu32_mask(nz, _mm512_sub_epi32(q, c102), c32);
-    if (in1 == nz) {
-      const __m512 x = _mm512_mul_ps(v, two48);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i w =
-            _mm512_cvt_roundps_epi64(h == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1), kRound);
-        std::int64_t* const dst = a1 + l + 8 * h;
-        _mm512_store_si512(reinterpret_cast<void*>(dst),
-                           _mm512_add_epi64(_mm512_load_si512(reinterpret_cast<const void*>(dst)), w));
-      }
-      continue;
-    }
-    const __mmask16 ok = _mm512_cmplt_epu32_mask(q, c173);  // |v| < 2^46 and finite
-    bad_any |= static_cast<__mmask16>(~ok);
-    const __mmask16 pos = _mm512_cmpge_epu32_mask(q, c70);
-    const __m512i j = _mm512_maskz_srli_epi32(pos, _mm512_and_si512(_mm512_sub_epi32(q, c70), c127), 5);
-    // 2^(80 - 32 j): biased exponent 207 - 32 j.
-    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(c207, _mm512_slli_epi32(j, 5)), 23));
-    const __m512 x = _mm512_mul_ps(v, scale);
-    __mmask16 sel[4];
-    for (int k = 0; k < 4; ++k) sel[k] = _mm512_mask_cmpeq_epi32_mask(ok, j, _mm512_set1_epi32(k));
-    for (int h = 0; h < 2; ++h) {
-      const __m512i w =
-          _mm512_cvt_roundps_epi64(h == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1), kRound);
-      for (int k = 0; k < 4; ++k) {
-        const __mmask8 s8 = static_cast<__mmask8>(sel[k] >> (8 * h));
-        if (s8 == 0) continue;
-        std::int64_t* const dst = limb[k] + l + 8 * h;
-        const __m512i cur = _mm512_load_si512(reinterpret_cast<const void*>(dst));
-        _mm512_store_si512(reinterpret_cast<void*>(dst), _mm512_mask_add_epi64(cur, s8, cur, w));
-      }
-    }
+    if (vec16_to_limb1(v, a1 + l)) continue;
+    std::int64_t* const limb[4] = {a0 + l, a1 + l, a2 + l, a3 + l};
+    vec16_to_limbs(v, limb, bad_any);
   }
   bad |= bad_any != 0 ? 1 : 0;
 #else
@@ -627,6 +638,133 @@ void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int
   for (int l = 0; l < TS; ++l) bad |= b[l];
 #endif
 }
+
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+// The limbs of a tile of the fused exact path: a1 always, a0, a2 and a3 (`others`) only once a
+// value outside limb 1 has appeared (zeroed then), so the common tile keeps 3 KB hot, not 12 KB.
+struct TileLimbs {
+  alignas(64) std::int64_t a0[Tile<float>::MR * Tile<float>::NR];
+  alignas(64) std::int64_t a1[Tile<float>::MR * Tile<float>::NR];
+  alignas(64) std::int64_t a2[Tile<float>::MR * Tile<float>::NR];
+  alignas(64) std::int64_t a3[Tile<float>::MR * Tile<float>::NR];
+  bool others = false;
+  void clear() {
+    for (std::int64_t& w : a1) w = 0;
+    others = false;
+  }
+  void use_others() {
+    if (others) return;
+    for (int l = 0; l < Tile<float>::MR * Tile<float>::NR; ++l) a0[l] = a2[l] = a3[l] = 0;
+    others = true;
+  }
+};
+
+// The microkernel of the fused exact path: the FMA loop of ukernel_simd<SimdFloat, float> (the
+// tile starts from 0 and runs the whole K: each element the same chain over k in order), which
+// also asks for the next call's panels (pf_a: MR x kb, pf_b: kb x NR floats) to be brought to
+// L1 while it runs; then each accumulator vector goes to limbs straight from its register (no
+// float tile stored and read back).
+void ukernel_exact_limbs(int kb, const float* Ap, const float* Bp, const float* pf_a, const float* pf_b, TileLimbs& t,
+                         __mmask16& bad) {
+  using S = SimdFloat;
+  using V = S::V;
+  constexpr int W = S::W, MR = Tile<float>::MR, NR = Tile<float>::NR;
+  V ca[MR], cb[MR];
+  MINIPIPE_HOST_UNROLL(16)
+  for (int i = 0; i < MR; ++i) ca[i] = cb[i] = S::zero();
+  MINIPIPE_HOST_UNROLL(2)
+  for (int k = 0; k < kb; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(pf_b), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pf_b + W), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pf_a), _MM_HINT_T0);
+    const V b0 = S::load(Bp);
+    const V b1 = S::load(Bp + W);
+    MINIPIPE_HOST_UNROLL(16)
+    for (int i = 0; i < MR; ++i) {
+      const V a = S::bcast(Ap + i);
+      ca[i] = S::fma(a, b0, ca[i]);
+      cb[i] = S::fma(a, b1, cb[i]);
+    }
+    Ap += MR;
+    Bp += NR;
+    pf_a += MR;
+    pf_b += NR;
+  }
+  MINIPIPE_HOST_UNROLL(16)
+  for (int i = 0; i < MR; ++i) {
+    const bool fast = vec16_to_limb1(ca[i], t.a1 + i * NR);
+    const bool fast_b = vec16_to_limb1(cb[i], t.a1 + i * NR + W);
+    if (fast && fast_b) continue;
+    t.use_others();
+    if (!fast) {
+      std::int64_t* const limb[4] = {t.a0 + i * NR, t.a1 + i * NR, t.a2 + i * NR, t.a3 + i * NR};
+      vec16_to_limbs(ca[i], limb, bad);
+    }
+    if (!fast_b) {
+      std::int64_t* const limb[4] = {t.a0 + i * NR + W, t.a1 + i * NR + W, t.a2 + i * NR + W, t.a3 + i * NR + W};
+      vec16_to_limbs(cb[i], limb, bad);
+    }
+  }
+}
+
+// Rows of A (or B) are the packers' unit below; a row of dy at 1024 channels is one 4 KB page, which
+// the hardware prefetchers do not cross, so each row began with a miss: the row kPackAhead ahead
+// is asked for while one is copied.
+constexpr int kPackAhead = 8;
+inline void prefetch_run(const float* p, int n) {
+  for (int i = 0; i < n; i += 16) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p + n - 1), _MM_HINT_T0);
+}
+
+// One sample's A block (rows m0..m0+mb-1, all K) as the panels of pack_a (panel q at dst + q K MR,
+// rows past mb zero), when A's rows are its contiguous index (A.rs == 1, A = dy^T): k outermost,
+// so every k reads one contiguous run of mb values. pack_a's panel order read MR values a row of
+// dy at the row stride (4 KB at 1024 channels): 48 bytes of every line, the lines of one panel in a
+// few L1 sets. With r (the block's row sums), also r[m] = r[m] + A(m0 + m, k), k in order from
+// r = 0: each row's chain of panel_row_chains, the same additions.
+void pack_a_block_kmajor(const StridedMat<float>& A, int m0, int mb, int K, float* dst, float* r) {
+  constexpr int MR = Tile<float>::MR;
+  static_assert(MR <= 16, "one masked vector per panel row");
+  const int mpan = ceil_div(mb, MR);
+  const __mmask16 row = static_cast<__mmask16>((1u << MR) - 1u);
+  const __mmask16 last = static_cast<__mmask16>((1u << (mb - (mpan - 1) * MR)) - 1u);
+  const std::size_t panel = static_cast<std::size_t>(K) * MR;
+  if (r) std::fill(r, r + mb, 0.0f);
+  for (int k = 0; k < K; ++k) {
+    const float* const src = A.data + static_cast<std::ptrdiff_t>(k) * A.cs + m0;
+    float* const d = dst + static_cast<std::size_t>(k) * MR;
+    if (k + kPackAhead < K) prefetch_run(src + kPackAhead * A.cs, mb);
+    for (int q = 0; q < mpan; ++q)
+      _mm512_mask_storeu_ps(d + q * panel, row, _mm512_maskz_loadu_ps(q + 1 < mpan ? row : last, src + q * MR));
+    if (r)
+      for (int m = 0; m < mb; ++m) r[m] = r[m] + src[m];
+  }
+}
+
+// One sample's B block (columns n0..n0+nb-1, all K) as the panels of pack_b (panel p at dst + p K
+// NR, columns past nb zero), when B's columns are contiguous (B.cs == 1): k outermost, as above.
+void pack_b_block_kmajor(const StridedMat<float>& B, int n0, int nb, int K, float* dst) {
+  constexpr int NR = Tile<float>::NR, W = 16;
+  static_assert(NR == 2 * W, "two vectors per panel row");
+  const int npan = ceil_div(nb, NR);
+  const int tail = nb - (npan - 1) * NR;  // columns of the last panel
+  const __mmask16 lo = static_cast<__mmask16>(tail >= W ? 0xFFFFu : (1u << tail) - 1u);
+  const __mmask16 hi = static_cast<__mmask16>(tail > W ? (1u << (tail - W)) - 1u : 0u);
+  const std::size_t panel = static_cast<std::size_t>(K) * NR;
+  for (int k = 0; k < K; ++k) {
+    const float* const src = B.data + static_cast<std::ptrdiff_t>(k) * B.rs + n0;
+    float* const d = dst + static_cast<std::size_t>(k) * NR;
+    if (k + kPackAhead < K) prefetch_run(src + kPackAhead * B.rs, nb);
+    int p = 0;
+    for (; p + 1 < npan; ++p) {
+      _mm512_store_ps(d + p * panel, _mm512_loadu_ps(src + p * NR));
+      _mm512_store_ps(d + p * panel + W, _mm512_loadu_ps(src + p * NR + W));
+    }
+    _mm512_store_ps(d + p * panel, _mm512_maskz_loadu_ps(lo, src + p * NR));
+    _mm512_store_ps(d + p * panel + W, _mm512_maskz_loadu_ps(hi, src + p * NR + W));
+  }
+}
+#endif
 
 // acc[j] += limbs j (j < n) exactly: ExactSum::fold_limbs per element; the AVX-512 version folds
 // 8 contiguous accumulators at a time (lo and hi words deinterleaved, the same integer steps).
@@ -683,8 +821,9 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
 
 // Fused exact accumulation (gemm_det_exact). Loop nest: jc (NC columns of the output) > sample
 // groups of g (packed B of the group's samples for these columns) > ic (MC rows: packed A of the
-// group) > parallel units (one B micro-panel x kUnitPanelsA A micro-panels) > ir > samples. Every
-// microkernel call runs the whole K of one sample (one k-block: the chain starts from 0 and is
+// group) > parallel units (one B micro-panel x kUnitPanelsA A micro-panels) > ir > samples (the
+// AVX-512 path: samples > ir, limbs formed from the registers). Every microkernel call runs the
+// whole K of one sample (one k-block: the chain starts from 0 and is
 // complete when the tile leaves the registers), the tile goes to limbs while in L1, and after the
 // group the limbs of each element are folded into its accumulator. The group size only decides
 // where folds happen, and folding is exact integer addition, so it changes no bit.
@@ -714,6 +853,9 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   float* Bp = ws.get<float>(KernelWorkspace::dw_b, static_cast<std::size_t>(g) * b_sample);
   Fixed128* const acc = target.exact.data();
   const FlagView flag = target.overflow;
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+  const bool fused = uk == simd_microkernel<float>();
+#endif
   // Row sums of a group's samples (row_target): r[s * M + m], formed while A is packed.
   float* const rows_all =
       row_target ? ws.get<float>(KernelWorkspace::dw_row_sums, static_cast<std::size_t>(g) * M) : nullptr;
@@ -725,29 +867,103 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
       const int gs = std::min(g, S - s0);
       float* const rsum = jc == 0 ? rows_all : nullptr;  // A is packed once per column block: sum once
       const bool first_fold = target.known_zero && s0 == 0;
-      Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
-        const int s = u / npan, p = u % npan;
-        const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
-        pack_b(Bs, N, jc + p * NR, 0, K, Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR);
-      });
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+      if (fused && B.cs == 1)
+        Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs), [=](const int s) {
+          const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
+          pack_b_block_kmajor(Bs, jc, nb, K, Bp + s * b_sample);
+        });
+      else
+#endif
+        Kokkos::parallel_for("Gemm::exact_pack_b", Policy(0, gs * npan), [=](const int u) {
+          const int s = u / npan, p = u % npan;
+          const StridedMat<float> Bs{B.data + static_cast<std::ptrdiff_t>(s0 + s) * b_step, B.rs, B.cs};
+          pack_b(Bs, N, jc + p * NR, 0, K, Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR);
+        });
       for (int ic = 0; ic < M; ic += mc) {
         const int mb = std::min(mc, M - ic);
         const int mpan = ceil_div(mb, kMR);
-        Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs * mpan), [=](const int u) {
-          const int s = u / mpan, q = u % mpan;
-          const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
-          float* const pa = Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
-          pack_a(As, M, ic + q * kMR, 0, K, pa);
-          if (rsum) {  // this sample's chains over k, in order, from the panel in L1
-            float r[kMR] = {};
-            panel_row_chains(pa, K, r);
-            const int m0 = ic + q * kMR;
-            for (int i = 0; i < std::min(kMR, M - m0); ++i) rsum[static_cast<std::size_t>(s) * M + m0 + i] = r[i];
-          }
-        });
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+        if (fused && A.rs == 1)
+          Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs), [=](const int s) {
+            const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
+            pack_a_block_kmajor(As, ic, mb, K, Ap + s * a_sample,
+                                rsum ? rsum + static_cast<std::size_t>(s) * M + ic : nullptr);
+          });
+        else
+#endif
+          Kokkos::parallel_for("Gemm::exact_pack_a", Policy(0, gs * mpan), [=](const int u) {
+            const int s = u / mpan, q = u % mpan;
+            const StridedMat<float> As{A.data + static_cast<std::ptrdiff_t>(s0 + s) * a_step, A.rs, A.cs};
+            float* const pa = Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
+            pack_a(As, M, ic + q * kMR, 0, K, pa);
+            if (rsum) {  // this sample's chains over k, in order, from the panel in L1
+              float r[kMR] = {};
+              panel_row_chains(pa, K, r);
+              const int m0 = ic + q * kMR;
+              for (int i = 0; i < std::min(kMR, M - m0); ++i) rsum[static_cast<std::size_t>(s) * M + m0 + i] = r[i];
+            }
+          });
         // Units of one B panel x kUnitPanelsA A panels, the A panels fastest: a unit's B panels (g
         // samples) stay in L1/L2 while the block's A (g samples x MC rows) is read from L2.
         const int n_qb = ceil_div(mpan, kUnitPanelsA);
+#ifdef MINIPIPE_GEMM_EXACT_LIMBS
+        if (fused) {
+          // The same units, samples and folds; the microkernel forms the limbs from its registers and
+          // fetches the next call's panels, and the accumulators of a tile are asked for while its
+          // last sample runs (the fold then finds them in cache).
+          Kokkos::parallel_for("Gemm::exact_tiles", Policy(0, npan * n_qb), [=](const int u) {
+            alignas(64) static const std::int64_t zero_limbs[NR] = {};
+            TileLimbs t[kUnitPanelsA];
+            __mmask16 bad = 0;
+            std::int64_t ov = 0;
+            const int p = u / n_qb;
+            const int qa = (u % n_qb) * kUnitPanelsA, q1 = std::min(mpan, qa + kUnitPanelsA);
+            const int n0 = jc + p * NR;
+            const int nr = std::min(NR, N - n0);
+            const auto a_panel = [=](int s, int q) {
+              return Ap + s * a_sample + static_cast<std::size_t>(q) * K * kMR;
+            };
+            const auto b_panel = [=](int s) { return Bp + s * b_sample + static_cast<std::size_t>(p) * K * NR; };
+            // Samples outer, the unit's A panels inner: a sample's B panel stays in L1 for its
+            // kUnitPanelsA calls, beside the unit's limb-1 sums (3 KB a tile). The next sample's B
+            // panel is fetched during the last call of this one.
+            for (int q = qa; q < q1; ++q) t[q - qa].clear();
+            for (int s = 0; s < gs; ++s) {
+              const bool last_s = s + 1 == gs;
+              for (int q = qa; q < q1; ++q) {
+                const bool last_q = q + 1 == q1;
+                const float* const pf_a = !last_q ? a_panel(s, q + 1) : a_panel(last_s ? s : s + 1, qa);
+                const float* const pf_b = b_panel(!last_q || last_s ? s : s + 1);
+                if (last_s) {
+                  const int m0 = ic + q * kMR;
+                  for (int i = 0; i < std::min(kMR, M - m0); ++i) {
+                    const Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
+                    for (int j = 0; j < nr; j += 4) __builtin_prefetch(row + j, 1, 2);
+                  }
+                }
+                ukernel_exact_limbs(K, a_panel(s, q), b_panel(s), pf_a, pf_b, t[q - qa], bad);
+              }
+            }
+            for (int q = qa; q < q1; ++q) {
+              const TileLimbs& tq = t[q - qa];
+              const int m0 = ic + q * kMR;
+              for (int i = 0; i < std::min(kMR, M - m0); ++i) {
+                Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
+                const std::int64_t* const l0 = tq.others ? tq.a0 + i * NR : zero_limbs;
+                const std::int64_t* const l2 = tq.others ? tq.a2 + i * NR : zero_limbs;
+                const std::int64_t* const l3 = tq.others ? tq.a3 + i * NR : zero_limbs;
+                if (first_fold)
+                  fold_row<true>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
+                else
+                  fold_row<false>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
+              }
+            }
+            if (ov || bad) flag() = 1;
+          });
+          continue;
+        }
+#endif
         Kokkos::parallel_for("Gemm::exact_tiles", Policy(0, npan * n_qb), [=](const int u) {
           alignas(64) float ct[TS];
           alignas(64) std::int64_t a0[TS], a1[TS], a2[TS], a3[TS];

@@ -199,6 +199,43 @@ TEST(GemmDetExact, RowSumsEqualPerSampleChainsBitwise) {
                std::invalid_argument);
 }
 
+// The SIMD path keeps only limb 1 of a tile until a value outside it appears, then starts limbs 0,
+// 2 and 3 from zero: a first sample whose partials all lie in limb 1 (2^-25 <= |p| < 2^7), then
+// samples in limb 2 (x 2^20) and limb 0 (x 2^-40), so the other limbs start after limb 1 holds a
+// sum; every blocking, one call and split calls.
+TEST(GemmDetExact, OtherLimbsJoinAfterLimbOneBitwise) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  ExactProblem p(40, 70, 24, 3, 41);
+  p.dy = test::random_values<float>(p.dy.size(), 41);
+  // Sample 0: dy, x in [0.5, 1), so every partial lies in [K/4, K) = [6, 24).
+  const std::size_t dy_sample = static_cast<std::size_t>(p.K) * p.M, x_sample = static_cast<std::size_t>(p.K) * p.N;
+  for (std::size_t e = 0; e < dy_sample; ++e) p.dy[e] = 0.5f + std::fabs(p.dy[e]) / 32;
+  for (std::size_t e = 0; e < x_sample; ++e) p.x[e] = 0.5f + std::fabs(p.x[e]) / 32;
+  const float scale[] = {1.0f, std::ldexp(1.0f, 20), std::ldexp(1.0f, -40)};
+  for (int s = 1; s < p.S; ++s)
+    for (std::size_t e = 0; e < dy_sample; ++e) p.dy[s * dy_sample + e] *= scale[s];
+  int in_limb1 = 0;
+  for (int m = 0; m < p.M; ++m)
+    for (int n = 0; n < p.N; ++n) {
+      const float v = std::fabs(p.partial(0, m, n));
+      in_limb1 += v >= std::ldexp(1.0f, -25) && v < 128.0f;
+    }
+  EXPECT_EQ(in_limb1, p.M * p.N) << "sample 0 should lie in limb 1";
+  int ref_ov = 0;
+  const auto ref = p.reference(ref_ov);
+  ASSERT_EQ(ref_ov, 0);
+  KernelWorkspace ws;
+  for (const auto& [name, opt] : exact_configs())
+    for (const auto& calls : std::vector<std::vector<std::pair<int, int>>>{{{0, p.S}}, {{0, 1}, {1, p.S}}}) {
+      int ov = 0;
+      std::string where;
+      EXPECT_TRUE(same_bits(p.run(opt, calls, ov, ws), ref, where))
+          << name << ", " << calls.size() << " calls: " << where;
+      EXPECT_EQ(ov, 0) << name;
+    }
+}
+
 TEST(GemmDetExact, OverflowIsFlagged) {
   if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
     GTEST_SKIP() << "the fused path is host-only";
