@@ -27,7 +27,8 @@ struct Regs {
   unsigned a = 0, b = 0, c = 0, d = 0;
 };
 bool cpuid(unsigned leaf, unsigned sub, Regs& r) {
-  if (leaf > static_cast<unsigned>(__get_cpuid_max(leaf & 0x80000000u, nullptr))) return false;  // int in clang's cpuid.h
+  if (leaf > static_cast<unsigned>(__get_cpuid_max(leaf & 0x80000000u, nullptr)))
+    return false;  // int in clang's cpuid.h
   __cpuid_count(leaf, sub, r.a, r.b, r.c, r.d);
   return true;
 }
