@@ -10,6 +10,7 @@
 #include "kernels/cross_entropy.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/kernel_path.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/linear.hpp"
 #include "test_util.hpp"
@@ -169,19 +170,26 @@ TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
 
     std::vector<Split> splits = kSplits;
     splits.push_back({"6 single-sample calls", {1, 1, 1, 1, 1, 1}, false});
-    for (const Split& split : splits) {
-      GradAccum<float> dw("w", std::size_t(O) * I, kDet), db("b", O, kDet);
-      dw.zero();
-      db.zero();
-      dw.defer_weight_samples(true);
-      for_each_call(split, [&](int s0, int k) {
-        Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, &db, ws);
-      });
-      Linear<float>::flush_weight(dw, ws);
-      EXPECT_EQ(0, dw.pending.count) << shape << split.name;
-      expect_same_bits(want, grad_bits(dw), "Linear dW held back", (shape + split.name).c_str());
-      expect_same_bits(want_db, grad_bits(db), "Linear db beside held-back dW", (shape + split.name).c_str());
-    }
+    // Held as copies, and by reference (a stage's step-wide rows: calls on consecutive rows are
+    // one held run, a reversed order restarts it and nothing is copied).
+    for (const bool by_reference : {false, true})
+      for (const Split& split : splits) {
+        const std::string name = shape + split.name + (by_reference ? ", by reference" : ", copied");
+        GradAccum<float> dw("w", std::size_t(O) * I, kDet), db("b", O, kDet);
+        dw.zero();
+        db.zero();
+        dw.defer_weight_samples(true, by_reference);
+        for_each_call(split, [&](int s0, int k) {
+          Linear<float>::backward_weight(kDet, x.rows_cmat(s0 * R, k * R), dy.rows_cmat(s0 * R, k * R), R, dw, &db, ws);
+        });
+        Linear<float>::flush_weight(dw, ws);
+        EXPECT_EQ(0, dw.pending.count) << name;
+        if (by_reference) {
+          EXPECT_EQ(0u, dw.pending.x.size() + dw.pending.dy.size()) << name << ": samples copied";
+        }
+        expect_same_bits(want, grad_bits(dw), "Linear dW held back", name.c_str());
+        expect_same_bits(want_db, grad_bits(db), "Linear db beside held-back dW", name.c_str());
+      }
 
     // A held sample is really held (not yet in the accumulator), and reading it unflushed is an error.
     GradAccum<float> dw("w", std::size_t(O) * I, kDet);
@@ -192,6 +200,46 @@ TEST(Determinism, LinearWeightGradHeldBackEqualsDirect) {
     View1<float> g("g", dw.size());
     EXPECT_THROW(dw.finalize(g), std::logic_error) << shape;
   }
+}
+
+// Fast mode's Linear dW held by reference: single-sample calls on consecutive rows run as one GEMM
+// at the flush, so dW has the bits of one call over all rows (the chain over n continued exactly,
+// call by call too) and db those of one chain over all rows; nothing is added before the flush.
+// Against the call-by-call db (a chain per call, summed) on this data, as a control.
+TEST(Determinism, LinearFastWeightGradHeldByReferenceIsOneCall) {
+  const int S = 6, R = 16, N = S * R, O = 40, I = 72;
+  Tensor<float> x("x", N, I), dy("dy", N, O);
+  test::fill_uniform(x, 41, -2.0, 2.0);
+  test::fill_uniform(dy, 42);
+  KernelWorkspace ws;
+  GradAccum<float> one("w", std::size_t(O) * I, Mode::fast), one_db("b", O, Mode::fast);
+  one.zero();
+  one_db.zero();
+  Linear<float>::backward_weight(Mode::fast, x.cmat(), dy.cmat(), R, one, &one_db, ws);
+  GradAccum<float> each("w", std::size_t(O) * I, Mode::fast), each_db("b", O, Mode::fast);
+  GradAccum<float> held("w", std::size_t(O) * I, Mode::fast), held_db("b", O, Mode::fast);
+  for (auto* g : {&each, &each_db, &held, &held_db}) g->zero();
+  held.defer_weight_samples(true, true);
+  for (int s = 0; s < S; ++s) {
+    Linear<float>::backward_weight(Mode::fast, x.rows_cmat(s * R, R), dy.rows_cmat(s * R, R), R, each, &each_db, ws);
+    Linear<float>::backward_weight(Mode::fast, x.rows_cmat(s * R, R), dy.rows_cmat(s * R, R), R, held, &held_db, ws);
+  }
+  EXPECT_EQ(S, held.pending.count);
+  EXPECT_EQ(0u, held.pending.x.size() + held.pending.dy.size()) << "samples copied";
+  Linear<float>::flush_weight(held, ws);
+  EXPECT_EQ(0, held.pending.count);
+  auto values = [](GradAccum<float>& g) {
+    Tensor<float> v("v", static_cast<int>(g.size()));
+    g.finalize(v.d);
+    return v.host_values();
+  };
+  const std::vector<double> want = values(one), want_db = values(one_db);
+  EXPECT_EQ(want, values(held)) << "held dW against one call";
+  EXPECT_EQ(want_db, values(held_db)) << "held db against one call";
+  if (fast_gemm_on_gemm_det()) {
+    EXPECT_EQ(want, values(each)) << "dW call by call continues the chain exactly";
+  }
+  EXPECT_NE(want_db, values(each_db)) << "control: per-call db chains summed happen to equal one chain";
 }
 
 TEST(Determinism, EmbeddingWeightGradSplitAndOrderInvariant) {
