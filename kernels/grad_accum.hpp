@@ -38,13 +38,25 @@ struct GradientOverflow : std::runtime_error {
 // is on (GradAccum::defer_weight_samples), so that the samples of several micro-batches go through
 // one gemm_det_exact call: one fold into the 16-byte accumulators per group of samples instead of
 // one per micro-batch. The exact sum is order-free, so holding samples back changes no bit.
+// By reference (defer_weight_samples(true, true)): the owner keeps every call's x and dy rows
+// valid and unchanged until the flush and gives consecutive calls consecutive rows of one buffer
+// (a stage's step-wide operand rows), so nothing is copied: the held samples are the rows from
+// ref_x / ref_dy on, and a call that does not continue them adds those held first. Fast mode's
+// Linear holds only by reference (one GEMM over all held rows at the flush).
+template <class T>
+struct GradAccum;
 template <class T>
 struct PendingSamples {
   bool enabled = false;
+  bool reference = false;
   View1<T> x, dy;    // (capacity*rows, in) and (capacity*rows, out): held samples in call order
   int capacity = 0;  // samples held at most (set on first use from rows)
   int count = 0;     // samples held now
   int rows = 0, in = 0, out = 0;
+  const T* ref_x = nullptr;  // by reference: the first held sample's rows, ld_x / ld_dy apart
+  const T* ref_dy = nullptr;
+  std::ptrdiff_t ld_x = 0, ld_dy = 0;
+  GradAccum<T>* bias = nullptr;  // by reference: the bias accumulator of the held calls (or none)
 };
 
 template <class T>
@@ -54,7 +66,7 @@ struct GradAccum {
   ExactView exact;   // deterministic mode, one per element
   View1<T> sum;      // fast mode, one per element
   FlagView overflow;
-  PendingSamples<T> pending;  // deterministic Linear weights with deferral on; else unused
+  PendingSamples<T> pending;  // Linear weights with deferral on; else unused
   // The exact accumulators are zero: set by zero_values(), cleared when exact_target() hands them
   // to a kernel (every kernel that adds gets them that way) or by mark_written() after a direct
   // write (the data-parallel all-reduce's unpack).
@@ -75,7 +87,11 @@ struct GradAccum {
 
   // Lets Linear::backward_weight hold samples back until Linear::flush_weight (or until a group
   // is full); the owner must flush before the accumulator is read (finalize checks it).
-  void defer_weight_samples(bool on) { pending.enabled = on; }
+  // by_reference: see PendingSamples (the caller's rows are held, not copies).
+  void defer_weight_samples(bool on, bool by_reference = false) {
+    pending.enabled = on;
+    pending.reference = on && by_reference;
+  }
 
   std::size_t size() const { return mode == Mode::deterministic ? exact.extent(0) : sum.extent(0); }
 

@@ -103,19 +103,63 @@ std::string weight_label(const char* kernel, int O, int I) {
 }
 
 template <class T>
+void fast_weight(CMat<T> x, CMat<T> dy, GradAccum<T>& dW, GradAccum<T>* db, KernelWorkspace& ws);
+
+template <class T>
 void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
   PendingSamples<T>& p = dW.pending;
   if (p.count == 0) return;
   const int n = p.count;
   p.count = 0;  // emptied first: a throwing add must not leave the samples to be added twice
   // The held samples' dW GEMM (2 rows I O FLOPs, the FOM's model) is counted here, where it runs;
-  // the calls that held the samples counted their copies and bias sums only.
+  // the calls that held the samples counted their copies and bias sums only (nothing by reference).
   const double rows = double(n) * p.rows, nio = rows * p.in * p.out, sz = sizeof(T);
+  const bool bias = p.reference && p.bias;
   counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", p.out, p.in).c_str() : "",
-                           2 * nio, sz * (rows * p.in + rows * p.out + 2.0 * p.in * p.out), 2 * nio);
-  gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out),
-                     static_cast<std::ptrdiff_t>(p.rows) * p.out, row_major(p.x.data(), p.in),
-                     static_cast<std::ptrdiff_t>(p.rows) * p.in, dW.exact_target());
+                           2 * nio + (bias ? rows * p.out : 0.0),
+                           sz * (rows * p.in + rows * p.out + 2.0 * p.in * p.out + (bias ? 2.0 * p.out : 0.0)),
+                           2 * nio);
+  const std::ptrdiff_t xs = static_cast<std::ptrdiff_t>(p.rows) * p.in,
+                       dys = static_cast<std::ptrdiff_t>(p.rows) * p.out;
+  if (!p.reference) {
+    gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out), dys, row_major(p.x.data(), p.in), xs,
+                       dW.exact_target());
+    return;
+  }
+  // The caller's rows: one call over all held samples, the bias chains fused as in a direct call.
+  if (dW.mode == Mode::fast) {
+    fast_weight(CMat<T>(p.ref_x, static_cast<std::size_t>(n) * p.rows, p.in),
+                CMat<T>(p.ref_dy, static_cast<std::size_t>(n) * p.rows, p.out), dW, p.bias, ws);
+    return;
+  }
+  const ExactTarget bt = bias ? p.bias->exact_target() : ExactTarget{};
+  gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.ref_dy, p.out), dys, row_major(p.ref_x, p.in), xs,
+                     dW.exact_target(), bias ? &bt : nullptr);
+}
+
+// Holds the S samples (Tr rows each) of x (N,I) and dy (N,O) by reference (PendingSamples): they
+// extend the held ones when they are the rows right after them, else the held ones are added
+// first. Deterministic: adds when `group` samples are held (group 0: only at the flush).
+template <class T>
+void hold_reference(GradAccum<T>& dW, GradAccum<T>* db, CMat<T> x, CMat<T> dy, int Tr, int S, int group,
+                    KernelWorkspace& ws) {
+  PendingSamples<T>& p = dW.pending;
+  const int I = static_cast<int>(x.extent(1)), O = static_cast<int>(dy.extent(1));
+  const std::size_t held = static_cast<std::size_t>(p.count) * Tr;
+  const bool continues = p.count > 0 && p.rows == Tr && p.in == I && p.out == O && p.bias == db &&
+                         x.data() == p.ref_x + held * I && dy.data() == p.ref_dy + held * O &&
+                         (group == 0 || p.count + S <= group);
+  if (!continues) {
+    add_held(dW, ws);
+    p.ref_x = x.data();
+    p.ref_dy = dy.data();
+    p.rows = Tr;
+    p.in = I;
+    p.out = O;
+    p.bias = db;
+  }
+  p.count += S;
+  if (group > 0 && p.count >= group) add_held(dW, ws);
 }
 
 // A column block of db: db(o) += sum over samples of [sum over the sample's rows in order], o in
@@ -201,6 +245,43 @@ void hold_samples(GradAccum<T>& dW, CMat<T> x, CMat<T> dy, int Tr, int S, int gr
   if (p.count == group) add_held(dW, ws);
 }
 
+// Fast mode's backward-weight over the N rows of x (N,I) and dy (N,O): dW and db sums (see
+// Linear::backward_weight), one call whether the rows are one micro-batch's or all held ones.
+template <class T>
+void fast_weight(CMat<T> x, CMat<T> dy, GradAccum<T>& dW, GradAccum<T>* db, KernelWorkspace& ws) {
+  const int N = static_cast<int>(x.extent(0)), I = static_cast<int>(x.extent(1));
+  const int O = static_cast<int>(dy.extent(1));
+  const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
+  const int nob = (O + kBiasLanes - 1) / kBiasLanes;
+  if (fast_gemm_on_gemm_det()) {
+    // dW(o,i) += sum_n dy(n,o) x(n,i) as one chain over all N rows that starts from the sum
+    // (chain_on_c: no copy of the old sum, which accumulate needs when N spans several k-blocks).
+    // db(o) += the chain over n of dy(n,o), db_fast's below, formed from the packed dy^T panels.
+    if (db) {
+      gemm_det_row_sums<T>(ws, GemmOptions{}, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx),
+                           dW.sum.data(), I, GemmOut::chain_on_c, db->sum.data());
+      return;
+    }
+    gemm_det<T>(ws, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx), dW.sum.data(), I, nullptr,
+                GemmOut::chain_on_c);
+  } else {
+    Mat<T> dWm(dW.sum.data(), O, I);
+    KokkosBlas::gemm("T", "N", T(1), dy, x, T(1), dWm);
+  }
+  if (db) {
+    auto s = db->sum;
+    const T* dys = dy.data();
+    Kokkos::parallel_for(
+        "Linear::db_fast", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
+          const int o0 = blk * kBiasLanes;
+          const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
+          T acc[kBiasLanes] = {};  // one chain over all N rows
+          bias_chain<kBiasLanes>(dys, ldy, 0, N, o0, no, acc, Unseen());
+          for (int l = 0; l < no; ++l) s(o0 + l) += acc[l];
+        });
+  }
+}
+
 template <class T>
 void check_accum(const char* what, const GradAccum<T>& g, Mode mode, std::size_t n) {
   if (g.mode != mode)
@@ -281,60 +362,40 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
   ProfileRegion region("Linear::backward_weight");
   const int Tr = rows_per_sample;
   const int S = N / Tr;
-  // dW += dy^T x: 2 N O I FLOPs (the FOM's model), db: N O. A call whose samples the host path
-  // holds back (see the held branch below) only copies them: add_held counts the GEMM where it runs.
-  const bool holds = counters::counting() && mode == Mode::deterministic && std::is_same<T, float>::value &&
-                     std::is_same<MemSpace, Kokkos::HostSpace>::value && !use_device_path() && dW.pending.enabled &&
-                     S < gemm_det_exact_group(Tr);
+  // Where the samples go: held by reference (fast mode, or the deterministic host path short of a
+  // group), copied aside (the deterministic host path short of a group), or added now.
+  const bool host_exact = mode == Mode::deterministic && std::is_same<T, float>::value &&
+                          std::is_same<MemSpace, Kokkos::HostSpace>::value && !use_device_path();
+  const int group = host_exact && dW.pending.enabled ? gemm_det_exact_group(Tr) : 0;
+  const bool by_reference = dW.pending.enabled && dW.pending.reference && (mode == Mode::fast || (S < group && I > 0));
+  const bool copies = !dW.pending.reference && S < group;
+  // dW += dy^T x: 2 N O I FLOPs (the FOM's model), db: N O. A call whose samples are held only
+  // copies them (or nothing, by reference): add_held counts the GEMM where it runs.
   const double nio = double(N) * I * O, sz = sizeof(T);
-  const double gemm = holds ? 0.0 : 2 * nio;
+  const bool held = by_reference || copies;
   counters::WorkScope work(counters::counting() ? weight_label("Linear::backward_weight", O, I).c_str() : "",
-                           gemm + (db ? double(N) * O : 0.0),
-                           holds ? sz * 2.0 * (double(N) * I + double(N) * O)
-                                 : sz * (double(N) * I + double(N) * O + 2.0 * O * I + (db ? 2.0 * O : 0.0)),
-                           gemm);
+                           held ? (copies && db ? double(N) * O : 0.0) : 2 * nio + (db ? double(N) * O : 0.0),
+                           by_reference ? 0.0
+                           : copies     ? sz * 2.0 * (double(N) * I + double(N) * O)
+                                        : sz * (double(N) * I + double(N) * O + 2.0 * O * I + (db ? 2.0 * O : 0.0)),
+                           held ? 0.0 : 2 * nio);
   const std::ptrdiff_t ldx = x.stride(0), ldy = dy.stride(0);
   const int nob = (O + kBiasLanes - 1) / kBiasLanes;
 
+  if (by_reference) {
+    hold_reference(dW, db, x, dy, Tr, S, mode == Mode::fast ? 0 : group, ws);
+    return;
+  }
   if (mode == Mode::fast) {
-    if (fast_gemm_on_gemm_det()) {
-      // dW(o,i) += sum_n dy(n,o) x(n,i) as one chain over all N rows that starts from the sum
-      // (chain_on_c: no copy of the old sum, which accumulate needs when N spans several k-blocks).
-      // db(o) += the chain over n of dy(n,o), db_fast's below, formed from the packed dy^T panels.
-      if (db) {
-        gemm_det_row_sums<T>(ws, GemmOptions{}, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx),
-                             dW.sum.data(), I, GemmOut::chain_on_c, db->sum.data());
-        return;
-      }
-      gemm_det<T>(ws, O, I, N, transposed(dy.data(), ldy), row_major(x.data(), ldx), dW.sum.data(), I, nullptr,
-                  GemmOut::chain_on_c);
-    } else {
-      Mat<T> dWm(dW.sum.data(), O, I);
-      KokkosBlas::gemm("T", "N", T(1), dy, x, T(1), dWm);
-    }
-    if (db) {
-      auto s = db->sum;
-      const T* dys = dy.data();
-      Kokkos::parallel_for(
-          "Linear::db_fast", Kokkos::RangePolicy<ExecSpace>(0, nob), KOKKOS_LAMBDA(const int blk) {
-            const int o0 = blk * kBiasLanes;
-            const int no = O - o0 < kBiasLanes ? O - o0 : kBiasLanes;
-            T acc[kBiasLanes] = {};  // one chain over all N rows
-            bias_chain<kBiasLanes>(dys, ldy, 0, N, o0, no, acc, Unseen());
-            for (int l = 0; l < no; ++l) s(o0 + l) += acc[l];
-          });
-    }
+    fast_weight(x, dy, dW, db, ws);
     return;
   }
 
-  const bool device = use_device_path();
-  if (std::is_same<T, float>::value && std::is_same<MemSpace, Kokkos::HostSpace>::value && !device) {
-    PendingSamples<T>& pend = dW.pending;
-    const int group = pend.enabled ? gemm_det_exact_group(Tr) : 0;
+  if (host_exact) {
     // The bias sums (the same per-sample chains over t as db_add_exact's below) are formed from
     // values this path reads anyway: the dy copied into held samples, or the packed dy panels.
     const ExactTarget bt = db ? db->exact_target() : ExactTarget{};
-    if (S < group) {
+    if (copies) {
       hold_samples(dW, x, dy, Tr, S, group, ws, db ? &bt : nullptr);
       return;
     }

@@ -43,6 +43,10 @@ struct Linear {
   // samples in one gemm_det_exact call when gemm_det_exact_group(rows_per_sample) of them are
   // held (a call with at least that many samples runs directly). The bits are those of the direct
   // calls; the gain is one fold of the exact accumulators per group instead of per call.
+  // With dW.defer_weight_samples(true, true) the samples are held by reference instead (the caller
+  // keeps the rows, consecutive calls on consecutive rows of one buffer): nothing is copied, and
+  // the held rows go through one call when the group is full (deterministic) or at the flush
+  // (fast mode: one GEMM over all held rows, the dW chain continued exactly as call by call).
   // flush_weight adds what is still held; it must run before dW is read or reduced.
   static void flush_weight(GradAccum<T>& dW, KernelWorkspace& ws);
 };

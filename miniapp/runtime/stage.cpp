@@ -49,6 +49,11 @@ Mat<T> rows(const View2<T>& v, std::size_t n) {
   return Mat<T>(v.data(), n, v.extent(1));
 }
 const std::string kHead = "head";  // the head's name in the kernel-level dump
+// The x and dy of the blocks' four Linear weight gradients (Block::backward_weight): what a held
+// dW sample refers to.
+constexpr BlockTensor kWeightOperands[] = {BlockTensor::gelu, BlockTensor::dout, BlockTensor::ln2,
+                                           BlockTensor::d_fc, BlockTensor::atty, BlockTensor::d_res1,
+                                           BlockTensor::ln1,  BlockTensor::d_qkv};
 }  // namespace
 
 // A stage's KernelTap: the test hook's one-ULP nudge on the micro-batch that holds global
@@ -168,7 +173,30 @@ std::size_t Stage<T>::workspace_bytes() const {
   for (const auto& p : params_)
     scratch +=
         (p.acc.pending.x.size() + p.acc.pending.dy.size()) * sizeof(T) + p.packed_fwd.bytes() + p.packed_bwd.bytes();
+  for (const auto& b : step_rows_)
+    for (BlockTensor t : kWeightOperands) scratch += b[t].size() * sizeof(T);
   return acts_.scratch_bytes() + kernels_.bytes() + scratch;
+}
+
+template <class T>
+BlockActivations<T> Stage<T>::block_acts(const MicroBatch& mb, int b) const {
+  BlockActivations<T> a = acts_.block(mb.index, b);
+  if (!step_rows_on_) return a;
+  const int s0 = mb.sample0 - step_first_;
+  if (s0 < 0 || s0 + mb.nsamples > step_samples_) {
+    std::ostringstream os;
+    os << describe() << ", micro-batch " << mb.index << ": samples [" << mb.sample0 << ", " << mb.sample0 + mb.nsamples
+       << ") lie outside the step's [" << step_first_ << ", " << step_first_ + step_samples_ << ")";
+    throw std::logic_error(os.str());
+  }
+  const std::size_t r0 = static_cast<std::size_t>(s0) * shape_.seq_len;
+  const std::size_t rows = static_cast<std::size_t>(mb.nsamples) * shape_.seq_len;
+  const BlockActivations<T>& all = step_rows_[static_cast<std::size_t>(b)];
+  for (BlockTensor t : kWeightOperands) {
+    const std::size_t cols = all[t].extent(1);
+    a[t] = View2<T>(all[t].data() + r0 * cols, rows, cols);
+  }
+  return a;
 }
 
 template <class T>
@@ -207,10 +235,10 @@ void Stage<T>::forward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> x_
   for (int b = 0; b < num_layers_; ++b) {
     const std::string& layer = layer_names_[static_cast<std::size_t>(b)];
     // The block's output: the next block's input, the head's input, or the stage's output.
-    Mat<T> out = b + 1 < num_layers_ ? rows(acts_.block(mb.index, b + 1).x_in, N)
-                                     : (last_ ? rows(acts_.head(mb.index).x, N) : y_out);
+    Mat<T> out =
+        b + 1 < num_layers_ ? rows(block_acts(mb, b + 1).x_in, N) : (last_ ? rows(acts_.head(mb.index).x, N) : y_out);
     const Tap t = tap(layer, mb, true);
-    Block<T>::forward(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b), out);
+    Block<T>::forward(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], block_acts(mb, b), out);
     if (observer_) observer_->activation(layer, mb, out);
   }
 
@@ -249,7 +277,7 @@ void Stage<T>::recompute(const MicroBatch& mb) {
   ProfileRegion region("Stage::recompute");
   const Recompute r = acts_.recompute();
   for (int b = 0; b < num_layers_; ++b) {
-    const BlockActivations<T> a = acts_.block(mb.index, b);
+    const BlockActivations<T> a = block_acts(mb, b);
     const Tap t = tap(layer_names_[static_cast<std::size_t>(b)], mb, false);  // the test hook acts again
     if (r == Recompute::attention)
       Block<T>::forward_attention(block_call(mb.nsamples, t.get()), a);
@@ -287,7 +315,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   // Where the gradient flowing out of the stage's layers goes (input of the stage).
   auto exit_grad = [&]() -> Mat<T> { return first_ ? rows(acts_.embedding_grad(mb.index), N) : dx; };
   // Gradient arriving at the top of the blocks.
-  Mat<T> top = num_layers_ > 0 ? rows(acts_.block(mb.index, num_layers_ - 1).dout, N) : exit_grad();
+  Mat<T> top = num_layers_ > 0 ? rows(block_acts(mb, num_layers_ - 1).dout, N) : exit_grad();
 
   if (last_) {
     const HeadActivations<T> t = acts_.head(mb.index);
@@ -307,10 +335,9 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   for (int b = num_layers_ - 1; b >= 0; --b) {
     const std::string& layer = layer_names_[static_cast<std::size_t>(b)];
     // The gradient of the block's input: the previous block's dout or the stage's exit.
-    Mat<T> out = b > 0 ? rows(acts_.block(mb.index, b - 1).dout, N) : exit_grad();
+    Mat<T> out = b > 0 ? rows(block_acts(mb, b - 1).dout, N) : exit_grad();
     const Tap t = tap(layer, mb, true);
-    Block<T>::backward_input(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b),
-                             out);
+    Block<T>::backward_input(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], block_acts(mb, b), out);
     if (observer_) observer_->input_grad(layer, mb, out);
   }
   acts_.end_backward(mb.index);
@@ -341,7 +368,7 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
   }
   const auto call = block_call(n, nullptr);
   for (int b = num_layers_ - 1; b >= 0; --b)
-    Block<T>::backward_weight(call, blocks_[static_cast<std::size_t>(b)], acts_.block(mb.index, b));
+    Block<T>::backward_weight(call, blocks_[static_cast<std::size_t>(b)], block_acts(mb, b));
   if (first_) {
     const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
     Embedding<T>::backward_weight(mode_, n, T_, tokens, acts_.embedding_grad(mb.index), embedding_.wte->acc,
@@ -356,6 +383,7 @@ template <class T>
 void Stage<T>::zero_grads() {
   Kokkos::deep_copy(ExecSpace(), flags_, 0);  // ordered with the step's kernels, no host wait
   w_expected_ = w_done_ = 0;
+  step_rows_on_ = false;
   for (auto& p : params_) {
     p.acc.zero_values();
     p.acc.defer_weight_samples(false);
@@ -380,7 +408,7 @@ void Stage<T>::release_buffers() {
 }
 
 template <class T>
-void Stage<T>::begin_step(int microbatches, bool ends_with_split_w) {
+void Stage<T>::begin_step(int microbatches, bool ends_with_split_w, int first_sample, int samples) {
   w_expected_ = microbatches;
   w_done_ = 0;
   // With several micro-batches the weights of this step are packed once for the GEMMs of all of
@@ -390,11 +418,36 @@ void Stage<T>::begin_step(int microbatches, bool ends_with_split_w) {
   // whole model is this one stage, or where that last W is a split W, which nothing consumes. A
   // last B's tail would delay the stage waiting for its input gradient (or end the step late).
   const bool share = microbatches > 1;
-  const bool hold = share && mode_ == Mode::deterministic && ((first_ && last_) || ends_with_split_w);
+  const bool tail_free = share && ((first_ && last_) || ends_with_split_w);
+  const bool hold = tail_free && mode_ == Mode::deterministic;
   for (auto& p : params_) {
     p.acc.defer_weight_samples(hold);
     share_packed_weights(p, share);
   }
+  // The blocks' Linear weights hold their samples by reference in the step-wide operand rows:
+  // where deterministic mode holds them, and in fast mode on a stage that is the whole model (its
+  // per-micro-batch dW GEMMs gain nothing from a pipeline's bubbles there, and one GEMM over the
+  // step's rows reads and writes the sums once instead of once per micro-batch).
+  step_rows_on_ = (mode_ == Mode::deterministic ? hold : share && first_ && last_) && samples > 0 && num_layers_ > 0 &&
+                  acts_.recompute() == Recompute::none;
+  if (!step_rows_on_) return;
+  step_first_ = first_sample;
+  step_samples_ = samples;
+  const std::size_t rows = static_cast<std::size_t>(samples) * shape_.seq_len;
+  step_rows_.resize(static_cast<std::size_t>(num_layers_));
+  for (auto& b : step_rows_)
+    for (BlockTensor t : kWeightOperands)
+      if (b[t].extent(0) < rows) {
+        const TensorShape ts = row_of(t).shape;
+        const std::size_t cols = static_cast<std::size_t>(shape_.channels) * (ts == TensorShape::c4   ? 4
+                                                                              : ts == TensorShape::c3 ? 3
+                                                                                                      : 1);
+        b[t] = View2<T>(
+            Kokkos::view_alloc("Stage::step_rows::" + std::string(row_of(t).name), Kokkos::WithoutInitializing), rows,
+            cols);
+      }
+  for (auto& blk : blocks_)
+    for (Param<T>* w : {blk.qkv_w, blk.attn_proj_w, blk.fc_w, blk.fc_proj_w}) w->acc.defer_weight_samples(true, true);
 }
 
 template <class T>

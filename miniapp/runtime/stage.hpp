@@ -121,7 +121,12 @@ class Stage {
   // then held back and added in groups (the last W of the step adds the rest), so the exact
   // accumulators are folded once per group, not per W. Elsewhere each W adds its micro-batch's:
   // extra work on a last B would delay the stage waiting for its input gradient.
-  void begin_step(int microbatches, bool ends_with_split_w = false);
+  // With the step's samples [first_sample, first_sample + samples) given (and recompute none),
+  // the blocks' Linear weight-gradient operands (the x and dy rows of their four Linear layers)
+  // live in step-wide buffers, each micro-batch at its samples' rows, and those weights' samples
+  // are held by reference instead of copied: in both modes (fast mode then runs one dW GEMM over
+  // the step's rows at its last W, the chain it runs micro-batch by micro-batch).
+  void begin_step(int microbatches, bool ends_with_split_w = false, int first_sample = 0, int samples = 0);
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
   // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each
   // gradient's first non-finite element (checked while it is written).
@@ -149,6 +154,9 @@ class Stage {
   void check_stored(const MicroBatch& mb, const char* action) const;
   typename Block<T>::Call block_call(int n, const KernelTap<T>* k) { return {mode_, n, shape_, kernels_, k}; }
   void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
+  // Block b's activations of micro-batch mb: the store's, with the weight-gradient operands at the
+  // micro-batch's rows of the step-wide buffers while they are on (begin_step).
+  BlockActivations<T> block_acts(const MicroBatch& mb, int b) const;
   class Tap;
   // The tap of one part ("layer_03", "head") for an action: observes when `observe` and the
   // observer wants kernel outputs, and applies the test hook.
@@ -179,6 +187,11 @@ class Stage {
   std::optional<Perturb> perturb_;        // MINIPIPE_TEST_PERTURB (kernel_outputs.hpp)
   ActivationStore<T> acts_;               // what F keeps for I and W, and what I remakes (recompute)
   KernelWorkspace kernels_;               // GEMM packing and dW buffers of the Linear kernels, shared by the actions
+  // Per block, the step-wide rows of the Linear weight-gradient operands (see begin_step; only those
+  // members are allocated), on while step_rows_on_, the step's first sample at row 0.
+  std::vector<BlockActivations<T>> step_rows_;
+  bool step_rows_on_ = false;
+  int step_first_ = 0, step_samples_ = 0;
 };
 
 }  // namespace minipipe

@@ -171,7 +171,7 @@ StepResult Trainer<T>::step(int step, const Batch& batch, SampleRange share, Ste
     // With two model copies a stage runs only its copy's micro-batches.
     int runs = 0;
     for (int mb = 0; mb < static_cast<int>(mbs.size()); ++mb) runs += plan_.runs(s.id(), mb);
-    s.begin_step(runs, ends_with_split_w(plan_, s.id()));
+    s.begin_step(runs, ends_with_split_w(plan_, s.id()), share.first, share.count);
   }
   if (reducer_) reducer_->begin_step();
   res.stats = executor_->run(step, mbs, in_, observer);

@@ -467,7 +467,7 @@ struct LinearCase {
     GradAccum<T> dW("W", std::size_t(O) * I, mode), db("b", O, mode);
     dW.zero();
     db.zero();
-    dW.defer_weight_samples(calls.hold);
+    dW.defer_weight_samples(calls.hold, calls.by_reference);
     KernelWorkspace ws;
     for (auto [s0, k] : calls.calls) {
       const int r0 = s0 * R, nr = k * R;
@@ -478,6 +478,9 @@ struct LinearCase {
     }
     Outs o = {forward_out("y", y, "G")};
     if (!backward) return o;
+    if (calls.by_reference) {
+      EXPECT_EQ(0u, dW.pending.x.size() + dW.pending.dy.size()) << "held samples copied";
+    }
     Linear<T>::flush_weight(dW, ws);
     for (Out g : {grad_out("dx", dx, "x"), grad_out("dW", dW, "W"), grad_out("db", db, "b")}) o.push_back(g);
     return o;

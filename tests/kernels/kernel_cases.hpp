@@ -55,10 +55,12 @@ struct Out {
 using Outs = std::vector<Out>;
 
 // The calls one run makes: (first sample, samples) in call order; `hold` asks a row whose weight
-// gradient can hold samples back (Linear) to do so.
+// gradient can hold samples back (Linear) to do so, `by_reference` to hold them as the caller's
+// rows instead of copies (a stage's step-wide operand rows).
 struct Calls {
   std::vector<std::pair<int, int>> calls;
   bool hold = false;
+  bool by_reference = false;
 };
 
 template <class T>

@@ -17,6 +17,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/kernel_path.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/linear.hpp"
 
@@ -247,16 +248,23 @@ TEST_P(KernelDeterminism, SplitsOrdersAndHeldSamplesChangeNoBit) {
     ASSERT_EQ(6, row.samples(s)) << row.name << " " << shape_text(s) << ": the splits are of 6 samples";
     test::Inputs<float> in = test::make_inputs<float>(row, s);
     const Outs want = row.run_f(kDet, s, in, whole(row, s), true);
-    for (bool hold : {false, true}) {
-      if (hold && !row.holds_back) continue;
-      if (hold) {  // one call holding all its samples back equals the direct call too
+    // Direct, held back as copies, and held back by reference (consecutive calls on consecutive
+    // rows are one held run; a reversed order restarts it).
+    for (int hold = 0; hold < 3; ++hold) {
+      if (hold > 0 && !row.holds_back) continue;
+      const std::string how = hold == 0 ? " direct, " : hold == 1 ? " held back, " : " held by reference, ";
+      if (hold > 0) {  // one call holding all its samples back equals the direct call too
         Calls c = whole(row, s);
         c.hold = true;
-        expect_same_bits(want, row.run_f(kDet, s, in, c, true), row.name + " " + shape_text(s) + " held back, 1 call:");
+        c.by_reference = hold == 2;
+        expect_same_bits(want, row.run_f(kDet, s, in, c, true), row.name + " " + shape_text(s) + how + "1 call:");
       }
-      for (const Split& split : kSplits)
-        expect_same_bits(want, row.run_f(kDet, s, in, calls_of(split, hold), true),
-                         row.name + " " + shape_text(s) + (hold ? " held back, " : " direct, ") + split.name + ":");
+      for (const Split& split : kSplits) {
+        Calls c = calls_of(split, hold > 0);
+        c.by_reference = hold == 2;
+        expect_same_bits(want, row.run_f(kDet, s, in, c, true),
+                         row.name + " " + shape_text(s) + how + split.name + ":");
+      }
     }
     if (!row.fast_split_control) continue;
     // Control: fast mode's plain float sums do change bits with the split on this data, so the
@@ -326,6 +334,46 @@ TEST(LinearHeldBack, DirectBiasIsPerSampleChainsAndHeldSamplesWait) {
     Linear<float>::flush_weight(dw, ws);
     EXPECT_EQ(0, dw.pending.count) << shape;
   }
+}
+
+// Fast mode's Linear dW held by reference: single-sample calls on consecutive rows run as one GEMM
+// at the flush, so dW has the bits of one call over all rows (the chain over n continued exactly,
+// call by call too) and db those of one chain over all rows; nothing is added before the flush.
+// Against the call-by-call db (a chain per call, summed) on this data, as a control.
+TEST(LinearHeldBack, FastWeightGradHeldByReferenceIsOneCall) {
+  const int S = 6, R = 16, N = S * R, O = 40, I = 72;
+  Tensor<float> x("x", N, I), dy("dy", N, O);
+  test::fill_uniform(x, 41, -2.0, 2.0);
+  test::fill_uniform(dy, 42);
+  KernelWorkspace ws;
+  GradAccum<float> one("w", std::size_t(O) * I, Mode::fast), one_db("b", O, Mode::fast);
+  one.zero();
+  one_db.zero();
+  Linear<float>::backward_weight(Mode::fast, x.cmat(), dy.cmat(), R, one, &one_db, ws);
+  GradAccum<float> each("w", std::size_t(O) * I, Mode::fast), each_db("b", O, Mode::fast);
+  GradAccum<float> held("w", std::size_t(O) * I, Mode::fast), held_db("b", O, Mode::fast);
+  for (auto* g : {&each, &each_db, &held, &held_db}) g->zero();
+  held.defer_weight_samples(true, true);
+  for (int s = 0; s < S; ++s) {
+    Linear<float>::backward_weight(Mode::fast, x.rows_cmat(s * R, R), dy.rows_cmat(s * R, R), R, each, &each_db, ws);
+    Linear<float>::backward_weight(Mode::fast, x.rows_cmat(s * R, R), dy.rows_cmat(s * R, R), R, held, &held_db, ws);
+  }
+  EXPECT_EQ(S, held.pending.count);
+  EXPECT_EQ(0u, held.pending.x.size() + held.pending.dy.size()) << "samples copied";
+  Linear<float>::flush_weight(held, ws);
+  EXPECT_EQ(0, held.pending.count);
+  auto values = [](GradAccum<float>& g) {
+    Tensor<float> v("v", static_cast<int>(g.size()));
+    g.finalize(v.d);
+    return v.host_values();
+  };
+  const std::vector<double> want = values(one), want_db = values(one_db);
+  EXPECT_EQ(want, values(held)) << "held dW against one call";
+  EXPECT_EQ(want_db, values(held_db)) << "held db against one call";
+  if (fast_gemm_on_gemm_det()) {
+    EXPECT_EQ(want, values(each)) << "dW call by call continues the chain exactly";
+  }
+  EXPECT_NE(want_db, values(each_db)) << "control: per-call db chains summed happen to equal one chain";
 }
 
 template <class T>

@@ -2,6 +2,7 @@
 // bitwise identical loss, gradients and updated parameters (docs/design.md §4).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -168,4 +169,69 @@ TEST(StageDeterminism, PipelineStagesHoldNoSamplesPastTheirW) {
   for (auto& [name, g] : grads_by_name(s1)) got[name] = g;
   ASSERT_EQ(ref.size(), got.size());
   for (const auto& [name, g] : ref) EXPECT_TRUE(same_bits(g, got[name])) << "gradient " << name << " differs";
+}
+
+namespace {
+
+// One step of a whole-model stage as the trainer runs it (begin_step with the step's samples, so
+// the blocks' Linear dW operands live in step-wide rows and are held by reference), F and I per
+// micro-batch in order, then the W's in order or reversed. Returns the gradients by name and, in
+// `copied`, the bytes of held-sample copies of the blocks' Linear weights.
+std::map<std::string, std::vector<float>> step_with_rows(Mode mode, int B, int m, bool reverse_w, bool rows,
+                                                         std::size_t* copied = nullptr) {
+  const auto shape = tiny_shape();
+  SingleStage<float> s(shape, mode);
+  const Batch batch = test_batch(shape, B);
+  auto in = s.inputs(batch);
+  auto mbs = split_batch(B, m);
+  s.stage.zero_grads();
+  s.stage.begin_step(m, false, 0, rows ? B : 0);
+  for (const auto& mb : mbs) s.stage.forward(mb, in, CMat<float>(), Mat<float>());
+  for (const auto& mb : mbs) s.stage.backward_input(mb, in, CMat<float>(), Mat<float>());
+  if (reverse_w) std::reverse(mbs.begin(), mbs.end());
+  for (const auto& mb : mbs) s.stage.backward_weight(mb, in);
+  if (copied) {
+    *copied = 0;
+    for (auto& p : s.stage.params())
+      if (p.spec.name.find("layer_") == 0 && p.spec.shape.size() == 2)
+        *copied += (p.acc.pending.x.size() + p.acc.pending.dy.size()) * sizeof(float);
+  }
+  s.stage.finalize_grads();
+  return grads_by_name(s.stage);
+}
+
+}  // namespace
+
+// The blocks' Linear dW samples held by reference in the step-wide rows (no copies) give the bits
+// of m = 1 in deterministic mode, for every split and W order (docs/design.md §4 rule 2).
+TEST(StageDeterminism, StepRowsHoldDetSamplesByReference) {
+  const int B = 7;
+  const auto ref = step_with_rows(Mode::deterministic, B, 1, false, false);
+  for (int m : {2, 3, 4, B})
+    for (bool reverse : {false, true}) {
+      std::size_t copied = 1;
+      const auto got = step_with_rows(Mode::deterministic, B, m, reverse, true, &copied);
+      EXPECT_EQ(0u, copied) << "m = " << m << ": block Linear samples were copied";
+      ASSERT_EQ(ref.size(), got.size());
+      for (const auto& [name, g] : ref)
+        EXPECT_TRUE(same_bits(g, got.at(name))) << "m = " << m << (reverse ? " reversed" : "") << ": " << name;
+    }
+}
+
+// Fast mode on a whole-model stage: the blocks' Linear weight and bias gradients of m micro-batches
+// are one GEMM over the step's rows at the last W, the bits of m = 1 (per micro-batch, the bias sums
+// of the calls were added one by one: other bits).
+TEST(StageDeterminism, StepRowsGiveFastLinearGradsOfOneMicroBatch) {
+  const int B = 4;
+  const auto ref = step_with_rows(Mode::fast, B, 1, false, true);
+  const auto got = step_with_rows(Mode::fast, B, B, false, true);
+  int compared = 0;
+  for (const auto& [name, g] : ref)
+    for (const char* w : {"/qkv_", "/attn_proj_", "/fc_", "/fc_proj_"})
+      if (name.find("layer_") == 0 && name.find(w) != std::string::npos) {
+        EXPECT_TRUE(same_bits(g, got.at(name))) << name;
+        ++compared;
+        break;
+      }
+  EXPECT_EQ(8 * tiny_shape().n_layer, compared);
 }
