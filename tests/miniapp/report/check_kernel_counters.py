@@ -69,6 +69,29 @@ def dw_fences(sizes, group, holds):
     return f + (1 if held else 0)
 
 
+def dw_fences_by_reference(sizes, group):
+    """The same for a block's four Linear weights on a whole-model stage with several micro-batches:
+    they hold their samples as references to the stage's step-wide rows (miniapp/runtime/stage.cpp),
+    so a call of S < group samples on the rows right after the held ones only extends them (no
+    fence); the held samples are added (1: Gemm::det exact) when S more would not fit, when the
+    group is full and at the last W; a call of S >= group runs directly (1)."""
+    if len(sizes) == 1:
+        return 1
+    f = held = 0
+    for s in sizes:
+        if s >= group:
+            f += 1
+            continue
+        if held + s > group:
+            f += 1
+            held = 0
+        held += s
+        if held >= group:
+            f += 1
+            held = 0
+    return f + (1 if held else 0)
+
+
 def f_token(L, C, V, T):
     # docs/benchmarking.md: F_token = 6 (12 L C^2 + V C) + 6 L C (T + 1)
     return 6 * (12 * L * C * C + V * C) + 6 * L * C * (T + 1)
@@ -129,7 +152,9 @@ def check(exe, mpiexec, deck, out, p, m, schedule, doc=None):
         # docs/benchmarking.md: h2h = 2 + 2 + 1 + 2 per stage + R (tokens and targets; per-sample
         # sums; the boundary checks' slots; per stage its overflow flags and the optimizer's
         # non-finite codes; each received boundary message).
-        want = {"fences": A + 1 + 2 * Lw * m + Lw * dw_fences(sizes, group, p == 1),
+        Lb = 4 * per_stage_layers  # the blocks' weights; the head's lm_head holds copies
+        dw = Lb * dw_fences_by_reference(sizes, group) if p == 1 else Lb * dw_fences(sizes, group, False)
+        want = {"fences": A + 1 + 2 * Lw * m + dw + (Lw - Lb) * dw_fences(sizes, group, p == 1),
                 "h2h": 2 + 2 + 1 + 2 * stages + R, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
         for step, got in enumerate(entry["steps"]):
             for k, v in want.items():
