@@ -446,8 +446,10 @@ void Stage<T>::begin_step(int microbatches, bool ends_with_split_w, int first_sa
             Kokkos::view_alloc("Stage::step_rows::" + std::string(row_of(t).name), Kokkos::WithoutInitializing), rows,
             cols);
       }
-  for (auto& blk : blocks_)
-    for (Param<T>* w : {blk.qkv_w, blk.attn_proj_w, blk.fc_w, blk.fc_proj_w}) w->acc.defer_weight_samples(true, true);
+  for (auto& blk : blocks_) {
+    Param<T>* const weights[] = {blk.qkv_w, blk.attn_proj_w, blk.fc_w, blk.fc_proj_w};  // nvcc: no braced range
+    for (Param<T>* w : weights) w->acc.defer_weight_samples(true, true);
+  }
 }
 
 template <class T>
