@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_restart_chain.sh MINIPIPE DECK OUTDIR: a chained restart gets the uninterrupted run's
 # verdict (its loss check saw only the restarted segment, whose loss rose on the tiny
-# deck, and failed with exit 3), and a restart compares effective values, not spellings (#13:
+# deck, and failed with exit 3), and a restart compares effective values, not spellings (here:
 # model.block_size 32 = 0 on a 32-token deck is accepted; 64 is refused naming both).
 set -u
 bin=$1 deck=$2 dir=$3
