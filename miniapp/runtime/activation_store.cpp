@@ -44,26 +44,6 @@ bool in_set(Phase ph, Which set) {
   }
 }
 
-// A row's (rows, cols) for n samples (model_tensors.hpp's TensorShape).
-std::pair<std::size_t, std::size_t> extent(TensorShape shape, const ModelShape& s, int n) {
-  const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels;
-  switch (shape) {
-    case TensorShape::c:
-      return {N, C};
-    case TensorShape::c3:
-      return {N, 3 * C};
-    case TensorShape::c4:
-      return {N, 4 * C};
-    case TensorShape::v:
-      return {N, static_cast<std::size_t>(s.vocab)};
-    case TensorShape::one:
-      return {N, 1};
-    case TensorShape::att:
-      break;
-  }
-  return {static_cast<std::size_t>(n) * s.n_head * s.seq_len, static_cast<std::size_t>(s.seq_len)};
-}
-
 // Calls f(tensor, row) for every row of a part's table, in table order.
 template <class F>
 void visit_block(F&& f) {
@@ -85,6 +65,25 @@ void resolve(S& out, K t, const S* kept, const S* work, const S* scratch) {
     out[t] = (*scratch)[t];
 }
 }  // namespace
+
+std::pair<std::size_t, std::size_t> tensor_extent(TensorShape shape, const ModelShape& s, int n) {
+  const std::size_t N = static_cast<std::size_t>(n) * s.seq_len, C = s.channels;
+  switch (shape) {
+    case TensorShape::c:
+      return {N, C};
+    case TensorShape::c3:
+      return {N, 3 * C};
+    case TensorShape::c4:
+      return {N, 4 * C};
+    case TensorShape::v:
+      return {N, static_cast<std::size_t>(s.vocab)};
+    case TensorShape::one:
+      return {N, 1};
+    case TensorShape::att:
+      break;
+  }
+  return {static_cast<std::size_t>(n) * s.n_head * s.seq_len, static_cast<std::size_t>(s.seq_len)};
+}
 
 // One set of a micro-batch's stored values (blocks in layer order, the head, the embedding's
 // gradient); which are allocated depends on the set and the recompute mode.
@@ -138,7 +137,7 @@ std::unique_ptr<typename ActivationStore<T>::Set> ActivationStore<T>::take(std::
   const Recompute r = recompute_;
   auto alloc = [&](View2<T>& v, const std::string& name, TensorShape shape, Lives lives) {
     if (!in_set(phase(lives, r), static_cast<Which>(which))) return;
-    const auto [rows, cols] = extent(shape, shape_, n);
+    const auto [rows, cols] = tensor_extent(shape, shape_, n);
     v = View2<T>(Kokkos::view_alloc("Stage::saved::" + name, Kokkos::WithoutInitializing), rows, cols);
     b->bytes += rows * cols * sizeof(T);
   };
@@ -164,7 +163,7 @@ void ActivationStore<T>::ensure_transient(std::size_t N) {
     if (row.lives != Lives::transient) return;
     const auto b = static_cast<std::size_t>(row.buffer);
     if (width.size() <= b) width.resize(b + 1, 0);
-    width[b] = std::max(width[b], extent(row.shape, shape_, 1).second);
+    width[b] = std::max(width[b], tensor_extent(row.shape, shape_, 1).second);
   });
   transient_.clear();
   for (std::size_t b = 0; b < width.size(); ++b)
@@ -228,7 +227,7 @@ BlockActivations<T> ActivationStore<T>::block(int mb, int b) const {
   visit_block([&](BlockTensor t, const TensorRow& row) {
     if (row.lives == Lives::transient) {
       // Read only by the kernel right after the one that made it: a view of the shared buffer.
-      const auto [rows, cols] = extent(row.shape, shape_, e.n);
+      const auto [rows, cols] = tensor_extent(row.shape, shape_, e.n);
       out[t] = View2<T>(transient_[static_cast<std::size_t>(row.buffer)].data(), rows, cols);
     } else {
       resolve(out, t, &e.kept->blocks[i], e.work ? &e.work->blocks[i] : nullptr,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/types.hpp"
@@ -35,6 +36,10 @@ struct HeadActivations {
 #undef MINIPIPE_TENSOR_POINTER
   }
 };
+
+// A table row's (rows, cols) for n samples of T tokens (N = n*T): (N, C), (N, 3C), (N, 4C), (N, V),
+// (N, 1), and (n*H*T, T) for attention probabilities (model_tensors.hpp's TensorShape).
+std::pair<std::size_t, std::size_t> tensor_extent(TensorShape shape, const ModelShape& s, int n);
 
 // A stage's stored micro-batches. Per recompute mode each value is kept from F to W, made by F
 // into scratch and remade by I (held to W), only F's scratch (backward never reads it), or a

@@ -438,10 +438,7 @@ void Stage<T>::begin_step(int microbatches, bool ends_with_split_w, int first_sa
   for (auto& b : step_rows_)
     for (BlockTensor t : kWeightOperands)
       if (b[t].extent(0) < rows) {
-        const TensorShape ts = row_of(t).shape;
-        const std::size_t cols = static_cast<std::size_t>(shape_.channels) * (ts == TensorShape::c4   ? 4
-                                                                              : ts == TensorShape::c3 ? 3
-                                                                                                      : 1);
+        const std::size_t cols = tensor_extent(row_of(t).shape, shape_, 1).second;
         b[t] = View2<T>(
             Kokkos::view_alloc("Stage::step_rows::" + std::string(row_of(t).name), Kokkos::WithoutInitializing), rows,
             cols);
