@@ -43,14 +43,15 @@ def split(n, parts):
     return [n // parts + (1 if k < n % parts else 0) for k in range(parts)]
 
 
-def dw_fences(sizes, group, holds):
+def dw_fences(sizes, group, holds, by_reference=False):
     """Fences of one weight's backward-weight calls in a step on the host path (kernels/linear.cpp):
     with one micro-batch, or on a pipeline stage (holds false: only a stage that is the whole model
     holds samples back, miniapp/runtime/stage.cpp), each call runs the exact GEMM directly (1 a
     call). With several micro-batches on a whole-model stage, a call of S < group
-    samples holds them (1 fence: Linear::dW_hold), folding first what is held when S more would
-    not fit and when the group is full (1 each: Gemm::det exact); a call of S >= group runs
-    directly (1); the last W flushes what is left (1)."""
+    samples holds them (1 fence: Linear::dW_hold; none by_reference, where a block's Linear weight
+    refers to the stage's step-wide rows instead of copying them), folding first what is held when
+    S more would not fit and when the group is full (1 each: Gemm::det exact); a call of S >= group
+    runs directly (1); the last W flushes what is left (1)."""
     if len(sizes) == 1 or not holds:
         return len(sizes)
     f = held = 0
@@ -61,32 +62,9 @@ def dw_fences(sizes, group, holds):
         if held + s > group:
             f += 1
             held = 0
-        f += 1
+        f += 0 if by_reference else 1
         held += s
         if held == group:
-            f += 1
-            held = 0
-    return f + (1 if held else 0)
-
-
-def dw_fences_by_reference(sizes, group):
-    """The same for a block's four Linear weights on a whole-model stage with several micro-batches:
-    they hold their samples as references to the stage's step-wide rows (miniapp/runtime/stage.cpp),
-    so a call of S < group samples on the rows right after the held ones only extends them (no
-    fence); the held samples are added (1: Gemm::det exact) when S more would not fit, when the
-    group is full and at the last W; a call of S >= group runs directly (1)."""
-    if len(sizes) == 1:
-        return 1
-    f = held = 0
-    for s in sizes:
-        if s >= group:
-            f += 1
-            continue
-        if held + s > group:
-            f += 1
-            held = 0
-        held += s
-        if held >= group:
             f += 1
             held = 0
     return f + (1 if held else 0)
@@ -153,8 +131,8 @@ def check(exe, mpiexec, deck, out, p, m, schedule, doc=None):
         # sums; the boundary checks' slots; per stage its overflow flags and the optimizer's
         # non-finite codes; each received boundary message).
         Lb = 4 * per_stage_layers  # the blocks' weights; the head's lm_head holds copies
-        dw = Lb * dw_fences_by_reference(sizes, group) if p == 1 else Lb * dw_fences(sizes, group, False)
-        want = {"fences": A + 1 + 2 * Lw * m + dw + (Lw - Lb) * dw_fences(sizes, group, p == 1),
+        want = {"fences": A + 1 + 2 * Lw * m + Lb * dw_fences(sizes, group, p == 1, by_reference=True)
+                + (Lw - Lb) * dw_fences(sizes, group, p == 1),
                 "h2h": 2 + 2 + 1 + 2 * stages + R, "fills": 2 + stages + params, "d2h": 0, "h2d": 0, "d2d": 0}
         for step, got in enumerate(entry["steps"]):
             for k, v in want.items():
