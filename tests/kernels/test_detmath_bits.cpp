@@ -370,6 +370,7 @@ void gelu_bits_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0.0, 2.0);
   std::uniform_real_distribution<double> wide(-40.0, 40.0);
+  std::uniform_real_distribution<double> band(0.0, 2.5);
   using L = std::numeric_limits<T>;
   const T specials[] = {T(0),     -T(0),     L::infinity(),   -L::infinity(),   L::quiet_NaN(),
                         L::max(), -L::max(), L::denorm_min(), -L::denorm_min(), L::min(),
@@ -380,6 +381,8 @@ void gelu_bits_case(std::uint64_t seed) {
       v = static_cast<T>(nd(rng));
     } else if (i % 997 < 13) {  // blocks that take det::exp
       v = specials[i % 997];
+    } else if (i % 7 == 0) {  // -2u around det::ExpNormal's kLo and kExpMin (x ~ 10 float, ~ 21 double)
+      v = static_cast<T>((sizeof(T) == 4 ? 9.0 : 20.0) + band(rng));
     } else if (i % 5 == 0) {
       v = static_cast<T>(wide(rng));
     } else if (i % 11 == 0) {
