@@ -21,12 +21,29 @@ constexpr bool kHostAccessible = Kokkos::SpaceAccessibility<Kokkos::DefaultHostE
 
 // Row n's max and sum of exp(logit - max) in rowred's canonical order (deterministic mode), as a
 // host loop and as a team kernel: the same partials and tree, so the same bits. Forward and
-// backward share them.
+// backward share them. The host loop forms the exps a chunk of kChunk logits at a time with
+// det::exp_array (det::exp's bits, through det::exp_normal where the chunk is in its range), then
+// adds them to the lanes: chunks start at multiples of rowred::kLanes, so lane l still takes the
+// indices l, l + kLanes, ... in ascending order. det::exp per element inside the lane loop took the
+// full range-selecting exp for every logit.
+constexpr int kChunk = 512;
+
 template <class Real>
 KOKKOS_INLINE_FUNCTION void row_max_sumexp(const CMat<Real>& logits, int n, int V, Real& mx, Real& sum) {
   mx = rowred::reduce<rowred::Max, Real>(V, [&](int v, Real m) { return logits(n, v) > m ? logits(n, v) : m; });
-  const Real m = mx;
-  sum = rowred::reduce<rowred::Sum, Real>(V, [&](int v, Real a) { return a + det::exp(logits(n, v) - m); });
+  constexpr int L = rowred::kLanes;
+  Real p[L];
+  for (int l = 0; l < L; ++l) p[l] = rowred::Sum::identity<Real>();
+  Real e[kChunk];
+  for (int c0 = 0; c0 < V; c0 += kChunk) {
+    const int k = V - c0 < kChunk ? V - c0 : kChunk;
+    det::exp_array(&logits(n, c0), mx, e, k, 0);
+    int j = 0;
+    for (; j + L <= k; j += L)
+      for (int l = 0; l < L; ++l) p[l] = p[l] + e[j + l];
+    for (int l = 0; j + l < k; ++l) p[l] = p[l] + e[j + l];
+  }
+  sum = rowred::tree<rowred::Sum, Real>(p);
 }
 
 template <class Real, class M, class P>
@@ -199,9 +216,13 @@ void CrossEntropy<Real>::backward_input(Mode mode, CMat<Real> logits, CIdx targe
             }
             Real mx, sum;
             row_max_sumexp(logits, n, V, mx, sum);  // the same bits as forward's
-            for (int v = 0; v < V; ++v) {
-              const Real p = det::exp(logits(n, v) - mx) / sum;
-              dlogits(n, v) = (v == tgt ? p - Real(1) : p) * scale;
+            Real e[kChunk];
+            for (int c0 = 0; c0 < V; c0 += kChunk) {
+              const int k = V - c0 < kChunk ? V - c0 : kChunk;
+              det::exp_array(&logits(n, c0), mx, e, k, 0);
+              Real* d = &dlogits(n, c0);
+              for (int j = 0; j < k; ++j) d[j] = e[j] / sum * scale;
+              if (tgt >= c0 && tgt < c0 + k) d[tgt - c0] = (e[tgt - c0] / sum - Real(1)) * scale;
             }
           });
       return;
