@@ -18,7 +18,7 @@ constexpr double kCubic = 0.044715;
 namespace {
 
 // Elements per work item: a block per host thread, so each step below is a loop over a block that
-// vectorizes; one element per thread on GPUs. 256 on hosts: the backward's range test ends in a
+// vectorizes; one element per thread on GPUs. 256 on hosts: det::exp_array's range check ends in a
 // horizontal AND once per block, a fifth of the forward at 64 (512 and 1024 were slower again).
 constexpr int kLanes = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value ? 256 : 1;
 
@@ -32,9 +32,9 @@ KOKKOS_FORCEINLINE_FUNCTION T minus_2u_capped(T u) {
 }
 
 // The elements i0 .. i0+m-1 of x, m = min(kLanes, n - i0) (returned): e[l] = exp(-2u) of x(i0 + l),
-// the argument capped as above, with det::exp's bits (through det::exp_normal when the whole block
-// is in its range, |x| below about 9; the range test rides in the pass that forms the arguments).
-// u is formed the same way for forward and backward.
+// the argument capped as above, with det::exp's bits (det::exp_array: through det::exp_normal when
+// the whole block is in its range, |x| below about 9). u is formed the same way for forward and
+// backward.
 // kRaiseToNormal (the forward): the argument is also raised to det::ExpNormal's kLo, so every block
 // takes det::exp_normal and no range test runs. The forward's bits do not move: below kLo, det::exp
 // is under 2^-125 (float; 2^-1021 double) and so is exp(kLo), 1 + e rounds to 1 either way and
@@ -45,7 +45,6 @@ template <class T, bool kRaiseToNormal>
 KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std::size_t n, T s, T c, T (&e)[kLanes]) {
   const int m = n - i0 < static_cast<std::size_t>(kLanes) ? static_cast<int>(n - i0) : kLanes;
   T a[kLanes];
-  int normal = 1;
   for (int l = 0; l < m; ++l) {
     const T xi = x(i0 + l);
     const T al = minus_2u_capped(s * (xi + c * (xi * xi) * xi));
@@ -53,13 +52,12 @@ KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std
       a[l] = det::detail::select(al > det::ExpNormal<T>::kLo, al, det::ExpNormal<T>::kLo);
     } else {
       a[l] = al;
-      normal &= static_cast<int>(det::exp_normal_range(al));
     }
   }
   if constexpr (kLanes == 1) {  // a GPU thread: its one element, no padded vector block
-    if (m == 1) e[0] = normal ? det::exp_normal(a[0]) : det::exp(a[0]);
+    if (m == 1) e[0] = (kRaiseToNormal || det::exp_normal_range(a[0])) ? det::exp_normal(a[0]) : det::exp(a[0]);
   } else {
-    det::exp_array_of<T>([&](const int l) { return a[l]; }, e, m, 0, normal);
+    det::exp_array_of<T>([&](const int l) { return a[l]; }, e, m, 0, kRaiseToNormal ? 1 : -1);
   }
   return m;
 }
