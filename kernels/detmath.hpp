@@ -375,6 +375,34 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
   return v * detail::pow2_bits<T>(kb);
 }
 
+// A coarser exp of a float in exp_normal_range, for fast mode: k = rint(x / ln2) from the rounded
+// product, r = x - k ln2 in two fused steps (ln2 split so that k times its head is exact), e^r by
+// its Taylor polynomial to r^7 (|r| <= ln2/2: truncation below 2^-26 relative), then p 2^k with
+// one rounding. About an ulp from det::exp at a third of exp_normal's operations; still IEEE-exact
+// operations only, so every backend forms the same bits. The host attention's AVX-512 softmax runs
+// the same steps in intrinsics (attention.cpp, exp_fast16: roundscale and scalef are this rint and
+// this p 2^k). Double has no coarse form: it is det::exp_normal.
+KOKKOS_FORCEINLINE_FUNCTION float exp_coarse(float x) {
+  using Tr = detail::Traits<float>;
+  const float t = x * Tr::kInvLn2 + Tr::kRoundMagic;
+  const float kf = t - Tr::kRoundMagic;
+  const Tr::Bits kb = detail::to_bits(t) - detail::to_bits(Tr::kRoundMagic);
+  float r = fma_exact(-kf, 0x1.62e430p-1f, x);
+  r = fma_exact(-kf, -0x1.05c610p-29f, r);
+  float p = 1.0f / 5040.0f;
+  p = fma_exact(p, r, 1.0f / 720.0f);
+  p = fma_exact(p, r, 1.0f / 120.0f);
+  p = fma_exact(p, r, 1.0f / 24.0f);
+  p = fma_exact(p, r, 1.0f / 6.0f);
+  p = fma_exact(p, r, 0.5f);
+  p = fma_exact(p, r, 1.0f);
+  p = fma_exact(p, r, 1.0f);
+  return p * detail::pow2_bits<float>(kb);
+}
+KOKKOS_FORCEINLINE_FUNCTION double exp_coarse(double x) {
+  return exp_normal(x);
+}
+
 // y[i] = det::exp(arg(i)) for i < n, bit for bit (y may be the array that arg reads): det::exp_normal
 // when one compare pass finds every arg(i) in its range, else det::exp. Whole blocks of one 512-bit
 // vector, so no scalar exp runs (one costs as much as a vector): up to n_pad when the caller has room

@@ -41,7 +41,9 @@ KOKKOS_FORCEINLINE_FUNCTION T minus_2u_capped(T u) {
 // y = x / 1. The cap keeps the argument <= 80 < kHi and makes it 80 for a NaN x. The backward keeps
 // the exact e: its term 2 x (e sg^2) du does not vanish for every such x (du is inf where x^2
 // overflows, and 0 * inf is NaN where exp(kLo) * inf is not).
-template <class T, bool kRaiseToNormal>
+// kCoarse (fast mode): det::exp_coarse where the block is in exp_normal's range (always in the
+// forward), about an ulp from det::exp at a third of its operations; else det::exp as above.
+template <class T, bool kRaiseToNormal, bool kCoarse>
 KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std::size_t n, T s, T c, T (&e)[kLanes]) {
   const int m = n - i0 < static_cast<std::size_t>(kLanes) ? static_cast<int>(n - i0) : kLanes;
   T a[kLanes];
@@ -55,9 +57,21 @@ KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std
     }
   }
   if constexpr (kLanes == 1) {  // a GPU thread: its one element, no padded vector block
-    if (m == 1) e[0] = (kRaiseToNormal || det::exp_normal_range(a[0])) ? det::exp_normal(a[0]) : det::exp(a[0]);
+    if (m == 1) {
+      const bool normal = kRaiseToNormal || det::exp_normal_range(a[0]);
+      e[0] = !normal ? det::exp(a[0]) : kCoarse ? det::exp_coarse(a[0]) : det::exp_normal(a[0]);
+    }
   } else {
-    det::exp_array_of<T>([&](const int l) { return a[l]; }, e, m, 0, kRaiseToNormal ? 1 : -1);
+    int normal = kRaiseToNormal ? 1 : -1;
+    if (kCoarse && normal < 0) {
+      normal = 1;
+      for (int l = 0; l < m; ++l) normal &= static_cast<int>(det::exp_normal_range(a[l]));
+    }
+    if (kCoarse && normal) {
+      for (int l = 0; l < m; ++l) e[l] = det::exp_coarse(a[l]);
+    } else {
+      det::exp_array_of<T>([&](const int l) { return a[l]; }, e, m, 0, normal);
+    }
   }
   return m;
 }
@@ -67,9 +81,10 @@ KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std
 // as a pair and divides twice (the kernels were 1.7x slower with it), and no 1 + tanh(u) that
 // cancels for negative x (at x = -3 the tanh form loses about 8 bits; x sigmoid(2u) keeps its
 // relative accuracy down to x = -9, where the cap on exp's argument takes over at |y| < 1e-33).
-// The exp has det::exp's bits, built from IEEE-exact operations, so every backend forms the same
-// bits; the loops vectorize (branch-free straight-line code, force-inlined).
-template <class T>
+// Deterministic mode's exp has det::exp's bits, fast mode's is det::exp_coarse (kCoarse); both are
+// built from IEEE-exact operations, so every backend forms the same bits; the loops vectorize
+// (branch-free straight-line code, force-inlined).
+template <class T, bool kCoarse>
 struct GeluForward {
   CVec<T> x;
   Vec<T> y;
@@ -78,12 +93,12 @@ struct GeluForward {
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t blk) const {
     const std::size_t i0 = blk * kLanes;
     T e[kLanes];
-    const int m = block_exps<T, true>(x, i0, n, s, c, e);
+    const int m = block_exps<T, true, kCoarse>(x, i0, n, s, c, e);
     for (int l = 0; l < m; ++l) y(i0 + l) = x(i0 + l) / (T(1) + e[l]);
   }
 };
 
-template <class T>
+template <class T, bool kCoarse>
 struct GeluBackwardInput {
   CVec<T> x, dy;
   Vec<T> dx;
@@ -92,7 +107,7 @@ struct GeluBackwardInput {
   KOKKOS_FORCEINLINE_FUNCTION void operator()(const std::size_t blk) const {
     const std::size_t i0 = blk * kLanes;
     T e[kLanes];
-    const int m = block_exps<T, false>(x, i0, n, s, c, e);
+    const int m = block_exps<T, false, kCoarse>(x, i0, n, s, c, e);
     // Into e in place, then one copy to dx: in the Kokkos 4.6 OpenMP build GCC had left the loop
     // that read x and dy and stored dx scalar (it could not rule out their overlap), 3.7x slower.
     for (int l = 0; l < m; ++l) {
@@ -117,11 +132,14 @@ void Gelu<T>::forward(Mode mode, CVec<T> x, Vec<T> y) {
   if (x.extent(0) != y.extent(0)) throw std::invalid_argument("Gelu::forward: x and y lengths differ");
   const T s = static_cast<T>(kSqrt2OverPi);
   const T c = static_cast<T>(kCubic);
-  (void)mode;  // one formula for both modes (see GeluForward)
   const std::size_t n = x.extent(0);
   // 0.5 x (1 + tanh(s (x + c x^3))): 9 FLOPs an element, tanh counted as one.
   counters::WorkScope work("Gelu::forward", 9.0 * n, 2.0 * sizeof(T) * n);
-  Kokkos::parallel_for("Gelu::forward", Kokkos::RangePolicy<ExecSpace>(0, blocks(n)), GeluForward<T>{x, y, s, c, n});
+  const Kokkos::RangePolicy<ExecSpace> range(0, blocks(n));
+  if (mode == Mode::fast)
+    Kokkos::parallel_for("Gelu::forward", range, GeluForward<T, true>{x, y, s, c, n});
+  else
+    Kokkos::parallel_for("Gelu::forward", range, GeluForward<T, false>{x, y, s, c, n});
 }
 
 template <class T>
@@ -130,12 +148,14 @@ void Gelu<T>::backward_input(Mode mode, CVec<T> x, CVec<T> dy, Vec<T> dx) {
     throw std::invalid_argument("Gelu::backward_input: x, dy and dx lengths differ");
   const T s = static_cast<T>(kSqrt2OverPi);
   const T c = static_cast<T>(kCubic);
-  (void)mode;  // one formula for both modes (see GeluForward)
   const std::size_t n = x.extent(0);
   // The derivative of the formula above times dy: 16 FLOPs an element, tanh counted as one.
   counters::WorkScope work("Gelu::backward_input", 16.0 * n, 3.0 * sizeof(T) * n);
-  Kokkos::parallel_for("Gelu::backward_input", Kokkos::RangePolicy<ExecSpace>(0, blocks(n)),
-                       GeluBackwardInput<T>{x, dy, dx, s, c, n});
+  const Kokkos::RangePolicy<ExecSpace> range(0, blocks(n));
+  if (mode == Mode::fast)
+    Kokkos::parallel_for("Gelu::backward_input", range, GeluBackwardInput<T, true>{x, dy, dx, s, c, n});
+  else
+    Kokkos::parallel_for("Gelu::backward_input", range, GeluBackwardInput<T, false>{x, dy, dx, s, c, n});
 }
 
 template struct Gelu<float>;
