@@ -113,6 +113,12 @@ class Stage {
   void backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
   // W: parameter gradients of the micro-batch, added to the step's accumulators; frees its store.
   void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
+  // B: I and W of the micro-batch in one pass, each part's W right after its I (the head's, each
+  // block's from the top, the embedding's last), so W reads the operands its I just wrote or read
+  // while they are still in cache instead of from memory. The same kernels on the same values as
+  // backward_input then backward_weight, so the same bits: every accumulator's own additions keep
+  // their order and deterministic sums are exact (docs/design.md §4 rule 2).
+  void backward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
 
   void zero_grads();
   // After zero_grads: the step runs `microbatches` W actions on this stage; `ends_with_split_w`:
@@ -154,6 +160,16 @@ class Stage {
   void check_stored(const MicroBatch& mb, const char* action) const;
   typename Block<T>::Call block_call(int n, const KernelTap<T>* k) { return {mode_, n, shape_, kernels_, k}; }
   void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
+  // I, with each part's W right after its I when `weights` (backward).
+  void backward_parts(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx, bool weights);
+  // W's parts, shared by backward_weight and backward: what W notes before its first weight-gradient
+  // kernel, the head's, block b's and the embedding's gradients, and W's end (the step's last W adds
+  // what was held back; the micro-batch's store is freed).
+  void begin_weight();
+  void head_weight(const MicroBatch& mb);
+  void block_weight(const MicroBatch& mb, int b);
+  void embedding_weight(const MicroBatch& mb, const StepInputs<T>& in);
+  void end_weight(const MicroBatch& mb);
   // Block b's activations of micro-batch mb: the store's, with the weight-gradient operands at the
   // micro-batch's rows of the step-wide buffers while they are on (begin_step).
   BlockActivations<T> block_acts(const MicroBatch& mb, int b) const;
