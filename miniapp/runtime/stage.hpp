@@ -113,11 +113,11 @@ class Stage {
   void backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
   // W: parameter gradients of the micro-batch, added to the step's accumulators; frees its store.
   void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
-  // B: I and W of the micro-batch in one pass, each part's W right after its I (the head's, each
-  // block's from the top, the embedding's last), so W reads the operands its I just wrote or read
-  // while they are still in cache instead of from memory. The same kernels on the same values as
-  // backward_input then backward_weight, so the same bits: every accumulator's own additions keep
-  // their order and deterministic sums are exact (docs/design.md §4 rule 2).
+  // B: I and W of the micro-batch. Fast mode runs them in one pass, each parameter gradient right
+  // after the kernel that makes its dy (the head's, then each block's from the top with
+  // Block::backward, the embedding's last), so its GEMM reads dy from cache, not memory;
+  // deterministic mode runs backward_input then backward_weight. Either way the same kernels on the
+  // same values, so the same bits: each accumulator's own additions keep their order.
   void backward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
 
   void zero_grads();
@@ -160,7 +160,7 @@ class Stage {
   void check_stored(const MicroBatch& mb, const char* action) const;
   typename Block<T>::Call block_call(int n, const KernelTap<T>* k) { return {mode_, n, shape_, kernels_, k}; }
   void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
-  // I, with each part's W right after its I when `weights` (backward).
+  // I, with each parameter gradient as soon as its operands are made when `weights` (backward).
   void backward_parts(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx, bool weights);
   // W's parts, shared by backward_weight and backward: what W notes before its first weight-gradient
   // kernel, the head's, block b's and the embedding's gradients, and W's end (the step's last W adds
