@@ -356,7 +356,7 @@ void Executor<T>::compute(const sched::Action& a) {
     if (!s.is_last()) outputs_[Key{kFwd, a.stage, a.microbatch}] = y;
   } else if (bwd) {
     View2<T> dx = s.is_first() ? View2<T>() : take(rows_of(a.microbatch));
-    // B: each part's W right after its I (Stage::backward), while W's operands are in cache.
+    // B: I and W in one call; Stage::backward orders their kernels.
     if (a.op == sched::Op::B)
       s.backward(mb, *in_, input, dx);
     else
