@@ -80,44 +80,85 @@ void Block<T>::forward(const Call& c, const BlockParams<T>& P, const BlockActiva
 
 template <class T>
 void Block<T>::backward_input(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> dx) {
+  backward_parts(c, P, a, dx, false);
+}
+
+template <class T>
+void Block<T>::backward(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> dx) {
+  backward_parts(c, P, a, dx, true);
+}
+
+template <class T>
+void Block<T>::backward_parts(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> dx,
+                              bool weights) {
   const ModelShape& s = c.shape;
+  // With `weights`, each part's W as soon as its last operand is made (and tapped).
+  auto w = [&](Weights part) {
+    if (weights) weight_grads(c, P, a, part);
+  };
   Linear<T>::backward_input(c.mode, a.dout, weight(P.fc_proj_w), a.d_gelu, c.kernels,
                             &P.fc_proj_w->packed_bwd);  // (N,C) -> (N,4C)
   tap(c, a, BlockTensor::d_gelu);
+  w(Weights::fc_proj);
   Gelu<T>::backward_input(c.mode, flat(a.fc), flat(a.d_gelu), flat_mut(a.d_fc));  // (N,4C)
   tap(c, a, BlockTensor::d_fc);
   Linear<T>::backward_input(c.mode, a.d_fc, weight(P.fc_w), a.d_ln2, c.kernels, &P.fc_w->packed_bwd);  // (N,C)
   tap(c, a, BlockTensor::d_ln2);
+  w(Weights::fc);
   LayerNorm<T>::backward_input(c.mode, a.res1, vec(P.ln2_w), flat(a.ln2_mean), flat(a.ln2_rstd), a.d_ln2,
                                a.d_res1_ln2);  // (N,C)
   tap(c, a, BlockTensor::d_res1_ln2);
+  w(Weights::ln2);
   Elementwise<T>::add(flat(a.dout), flat(a.d_res1_ln2), flat_mut(a.d_res1));  // (N,C)
   tap(c, a, BlockTensor::d_res1);
   Linear<T>::backward_input(c.mode, a.d_res1, weight(P.attn_proj_w), a.d_atty, c.kernels,
                             &P.attn_proj_w->packed_bwd);  // (N,C)
   tap(c, a, BlockTensor::d_atty);
+  w(Weights::attn_proj);
   Attention<T>::backward_input(c.mode, c.n, s.seq_len, s.channels, s.n_head, a.qkv, a.att, a.d_atty,
                                a.d_qkv);  // (N,3C)
   tap(c, a, BlockTensor::d_qkv);
   Linear<T>::backward_input(c.mode, a.d_qkv, weight(P.qkv_w), a.d_ln1, c.kernels, &P.qkv_w->packed_bwd);  // (N,C)
   tap(c, a, BlockTensor::d_ln1);
+  w(Weights::qkv);
   LayerNorm<T>::backward_input(c.mode, a.x_in, vec(P.ln1_w), flat(a.ln1_mean), flat(a.ln1_rstd), a.d_ln1,
                                a.d_x_ln1);  // (N,C)
   tap(c, a, BlockTensor::d_x_ln1);
+  w(Weights::ln1);
   Elementwise<T>::add(flat(a.d_res1), flat(a.d_x_ln1), Vec<T>(dx.data(), dx.size()));  // (N,C)
 }
 
 template <class T>
-void Block<T>::backward_weight(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a) {
+void Block<T>::weight_grads(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Weights part) {
   const int Tl = c.shape.seq_len;
-  Linear<T>::backward_weight(c.mode, a.gelu, a.dout, Tl, P.fc_proj_w->acc, &P.fc_proj_b->acc, c.kernels);
-  Linear<T>::backward_weight(c.mode, a.ln2, a.d_fc, Tl, P.fc_w->acc, &P.fc_b->acc, c.kernels);
-  LayerNorm<T>::backward_weight(c.mode, a.res1, flat(a.ln2_mean), flat(a.ln2_rstd), a.d_ln2, Tl, P.ln2_w->acc,
-                                P.ln2_b->acc);
-  Linear<T>::backward_weight(c.mode, a.atty, a.d_res1, Tl, P.attn_proj_w->acc, &P.attn_proj_b->acc, c.kernels);
-  Linear<T>::backward_weight(c.mode, a.ln1, a.d_qkv, Tl, P.qkv_w->acc, &P.qkv_b->acc, c.kernels);
-  LayerNorm<T>::backward_weight(c.mode, a.x_in, flat(a.ln1_mean), flat(a.ln1_rstd), a.d_ln1, Tl, P.ln1_w->acc,
-                                P.ln1_b->acc);
+  switch (part) {
+    case Weights::fc_proj:
+      Linear<T>::backward_weight(c.mode, a.gelu, a.dout, Tl, P.fc_proj_w->acc, &P.fc_proj_b->acc, c.kernels);
+      break;
+    case Weights::fc:
+      Linear<T>::backward_weight(c.mode, a.ln2, a.d_fc, Tl, P.fc_w->acc, &P.fc_b->acc, c.kernels);
+      break;
+    case Weights::ln2:
+      LayerNorm<T>::backward_weight(c.mode, a.res1, flat(a.ln2_mean), flat(a.ln2_rstd), a.d_ln2, Tl, P.ln2_w->acc,
+                                    P.ln2_b->acc);
+      break;
+    case Weights::attn_proj:
+      Linear<T>::backward_weight(c.mode, a.atty, a.d_res1, Tl, P.attn_proj_w->acc, &P.attn_proj_b->acc, c.kernels);
+      break;
+    case Weights::qkv:
+      Linear<T>::backward_weight(c.mode, a.ln1, a.d_qkv, Tl, P.qkv_w->acc, &P.qkv_b->acc, c.kernels);
+      break;
+    case Weights::ln1:
+      LayerNorm<T>::backward_weight(c.mode, a.x_in, flat(a.ln1_mean), flat(a.ln1_rstd), a.d_ln1, Tl, P.ln1_w->acc,
+                                    P.ln1_b->acc);
+      break;
+  }
+}
+
+template <class T>
+void Block<T>::backward_weight(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a) {
+  for (Weights part : {Weights::fc_proj, Weights::fc, Weights::ln2, Weights::attn_proj, Weights::qkv, Weights::ln1})
+    weight_grads(c, P, a, part);
 }
 
 template struct Block<float>;

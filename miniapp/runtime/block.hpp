@@ -138,6 +138,18 @@ struct Block {
   // The parameter gradients (fc_proj, fc, ln2, attn_proj, qkv, ln1: backward-input's order) added
   // to the exact accumulators, from the forward values and backward-input's gradients.
   static void backward_weight(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a);
+  // backward_input and backward_weight in one pass (a B action): each parameter gradient right
+  // after the backward-input kernel that makes or reads its dy (and after that kernel's tap, so a
+  // tap's nudge reaches it as in backward_weight), so it reads dy from cache. The same kernels on
+  // the same values, so the same bits.
+  static void backward(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> dx);
+
+ private:
+  // backward_weight's parts, in its order: the gradients of one Linear or LayerNorm's parameters.
+  enum class Weights { fc_proj, fc, ln2, attn_proj, qkv, ln1 };
+  static void weight_grads(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Weights part);
+  static void backward_parts(const Call& c, const BlockParams<T>& P, const BlockActivations<T>& a, Mat<T> dx,
+                             bool weights);
 };
 
 extern template struct Block<float>;

@@ -356,9 +356,12 @@ void Executor<T>::compute(const sched::Action& a) {
     if (!s.is_last()) outputs_[Key{kFwd, a.stage, a.microbatch}] = y;
   } else if (bwd) {
     View2<T> dx = s.is_first() ? View2<T>() : take(rows_of(a.microbatch));
-    s.backward_input(mb, *in_, input, dx);
+    // B: I and W in one call; Stage::backward orders their kernels.
+    if (a.op == sched::Op::B)
+      s.backward(mb, *in_, input, dx);
+    else
+      s.backward_input(mb, *in_, input, dx);
     if (!s.is_first()) outputs_[Key{kBwd, a.stage, a.microbatch}] = dx;
-    if (a.op == sched::Op::B) s.backward_weight(mb, *in_);
   } else {
     s.backward_weight(mb, *in_);
   }

@@ -299,6 +299,23 @@ void Stage<T>::recompute(const MicroBatch& mb) {
 
 template <class T>
 void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx) {
+  backward_parts(mb, in, dy, dx, false);
+}
+
+template <class T>
+void Stage<T>::backward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx) {
+  if (mode_ == Mode::fast) {
+    backward_parts(mb, in, dy, dx, true);
+    return;
+  }
+  // Deterministic mode keeps I then W: interleaved, its exact dW kernels (whose cost is their limbs
+  // and folds, not reading dy) made the B action no faster and measured up to 2% slower.
+  backward_input(mb, in, dy, dx);
+  backward_weight(mb, in);
+}
+
+template <class T>
+void Stage<T>::backward_parts(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx, bool weights) {
   check_stored(mb, "I");
   if (acts_.backward_done(mb.index)) {
     std::ostringstream os;
@@ -307,6 +324,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
   }
   const int n = mb.nsamples, T_ = shape_.seq_len;
   const std::size_t N = static_cast<std::size_t>(n) * T_;
+  if (weights) begin_weight();
   acts_.begin_backward(mb.index);
   if (acts_.recompute() != Recompute::none) recompute(mb);
   const CIdx targets(in.targets.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
@@ -328,6 +346,7 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     k.produced(t, HeadTensor::d_lnf);
     LayerNorm<T>::backward_input(mode_, t.x, cvec(head_.lnf_w->value), cv(t.lnf_mean), cv(t.lnf_rstd), t.d_lnf, top);
     if (observer_) observer_->input_grad("lnf", mb, top);
+    if (weights) head_weight(mb);
   } else if (top.data() != dy.data()) {
     Kokkos::deep_copy(ExecSpace(), top, dy);
   }
@@ -337,11 +356,17 @@ void Stage<T>::backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMa
     // The gradient of the block's input: the previous block's dout or the stage's exit.
     Mat<T> out = b > 0 ? rows(block_acts(mb, b - 1).dout, N) : exit_grad();
     const Tap t = tap(layer, mb, true);
-    Block<T>::backward_input(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], block_acts(mb, b), out);
+    if (weights)
+      Block<T>::backward(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], block_acts(mb, b), out);
+    else
+      Block<T>::backward_input(block_call(n, t.get()), blocks_[static_cast<std::size_t>(b)], block_acts(mb, b), out);
     if (observer_) observer_->input_grad(layer, mb, out);
   }
   acts_.end_backward(mb.index);
   action_peak_ = stored_bytes();
+  if (!weights) return;
+  if (first_) embedding_weight(mb, in);
+  end_weight(mb);
 }
 
 template <class T>
@@ -353,27 +378,47 @@ void Stage<T>::backward_weight(const MicroBatch& mb, const StepInputs<T>& in) {
     throw std::logic_error(os.str());
   }
   action_peak_ = stored_bytes();
+  begin_weight();
+  if (last_) head_weight(mb);
+  for (int b = num_layers_ - 1; b >= 0; --b) block_weight(mb, b);
+  if (first_) embedding_weight(mb, in);
+  end_weight(mb);
+}
+
+template <class T>
+void Stage<T>::begin_weight() {
   // The step's last W adds what earlier W's held back (in its Linear calls when this one fills a
-  // group, else in the flush below).
+  // group, else in end_weight's flush): read before any of its Linear calls adds or holds.
   added_held_ = w_expected_ > 0 && w_done_ + 1 == w_expected_ &&
                 std::any_of(params_.begin(), params_.end(), [](const Param<T>& p) { return p.acc.pending.count > 0; });
-  const int n = mb.nsamples, T_ = shape_.seq_len;
-  const std::size_t N = static_cast<std::size_t>(n) * T_;
+}
+
+template <class T>
+void Stage<T>::head_weight(const MicroBatch& mb) {
+  const HeadActivations<T> t = acts_.head(mb.index);
   auto cv = [](const View2<T>& x) { return CVec<T>(x.data(), x.size()); };
-  if (last_) {
-    const HeadActivations<T> t = acts_.head(mb.index);
-    Linear<T>::backward_weight(mode_, t.lnf, t.dlogits, T_, head_.lm_head_w->acc, nullptr, kernels_);
-    LayerNorm<T>::backward_weight(mode_, t.x, cv(t.lnf_mean), cv(t.lnf_rstd), t.d_lnf, T_, head_.lnf_w->acc,
-                                  head_.lnf_b->acc);
-  }
-  const auto call = block_call(n, nullptr);
-  for (int b = num_layers_ - 1; b >= 0; --b)
-    Block<T>::backward_weight(call, blocks_[static_cast<std::size_t>(b)], block_acts(mb, b));
-  if (first_) {
-    const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_, N);
-    Embedding<T>::backward_weight(mode_, n, T_, tokens, acts_.embedding_grad(mb.index), embedding_.wte->acc,
-                                  embedding_.wpe->acc);
-  }
+  const int T_ = shape_.seq_len;
+  Linear<T>::backward_weight(mode_, t.lnf, t.dlogits, T_, head_.lm_head_w->acc, nullptr, kernels_);
+  LayerNorm<T>::backward_weight(mode_, t.x, cv(t.lnf_mean), cv(t.lnf_rstd), t.d_lnf, T_, head_.lnf_w->acc,
+                                head_.lnf_b->acc);
+}
+
+template <class T>
+void Stage<T>::block_weight(const MicroBatch& mb, int b) {
+  Block<T>::backward_weight(block_call(mb.nsamples, nullptr), blocks_[static_cast<std::size_t>(b)], block_acts(mb, b));
+}
+
+template <class T>
+void Stage<T>::embedding_weight(const MicroBatch& mb, const StepInputs<T>& in) {
+  const int T_ = shape_.seq_len;
+  const CIdx tokens(in.tokens.data() + static_cast<std::size_t>(mb.sample0) * T_,
+                    static_cast<std::size_t>(mb.nsamples) * T_);
+  Embedding<T>::backward_weight(mode_, mb.nsamples, T_, tokens, acts_.embedding_grad(mb.index), embedding_.wte->acc,
+                                embedding_.wpe->acc);
+}
+
+template <class T>
+void Stage<T>::end_weight(const MicroBatch& mb) {
   if (w_expected_ > 0 && ++w_done_ == w_expected_)
     for (auto& p : params_) Linear<T>::flush_weight(p.acc, kernels_);
   acts_.release(mb.index);

@@ -113,6 +113,12 @@ class Stage {
   void backward_input(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
   // W: parameter gradients of the micro-batch, added to the step's accumulators; frees its store.
   void backward_weight(const MicroBatch& mb, const StepInputs<T>& in);
+  // B: I and W of the micro-batch. Fast mode runs them in one pass, each parameter gradient right
+  // after the kernel that makes its dy (the head's, then each block's from the top with
+  // Block::backward, the embedding's last), so its GEMM reads dy from cache, not memory;
+  // deterministic mode runs backward_input then backward_weight. Either way the same kernels on the
+  // same values, so the same bits: each accumulator's own additions keep their order.
+  void backward(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx);
 
   void zero_grads();
   // After zero_grads: the step runs `microbatches` W actions on this stage; `ends_with_split_w`:
@@ -154,6 +160,16 @@ class Stage {
   void check_stored(const MicroBatch& mb, const char* action) const;
   typename Block<T>::Call block_call(int n, const KernelTap<T>* k) { return {mode_, n, shape_, kernels_, k}; }
   void recompute(const MicroBatch& mb);  // I's first part: the values F did not keep
+  // I, with each parameter gradient as soon as its operands are made when `weights` (backward).
+  void backward_parts(const MicroBatch& mb, const StepInputs<T>& in, CMat<T> dy, Mat<T> dx, bool weights);
+  // W's parts, shared by backward_weight and backward: what W notes before its first weight-gradient
+  // kernel, the head's, block b's and the embedding's gradients, and W's end (the step's last W adds
+  // what was held back; the micro-batch's store is freed).
+  void begin_weight();
+  void head_weight(const MicroBatch& mb);
+  void block_weight(const MicroBatch& mb, int b);
+  void embedding_weight(const MicroBatch& mb, const StepInputs<T>& in);
+  void end_weight(const MicroBatch& mb);
   // Block b's activations of micro-batch mb: the store's, with the weight-gradient operands at the
   // micro-batch's rows of the step-wide buffers while they are on (begin_step).
   BlockActivations<T> block_acts(const MicroBatch& mb, int b) const;
