@@ -583,6 +583,31 @@ inline bool vec16_to_limb1(__m512 v, std::int64_t* a1) {
   return true;
 }
 
+// The next most common case (the q and k columns of a qkv weight gradient hold many values below
+// 2^-25): every value lies in limb 0 or limb 1 (q < 134). Then the words are v 2^80 (limb 0, with
+// the rounding of vec16_to_limbs below 2^-57) and v 2^48 (limb 1), added to a0 or a1 under masks, no
+// branch per lane; true is returned. Else nothing is touched and false is returned.
+inline bool vec16_to_limb01(__m512 v, std::int64_t* a0, std::int64_t* a1) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i q = _mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xFF));
+  if (_mm512_cmpge_epu32_mask(q, _mm512_set1_epi32(134)) != 0) return false;
+  const __mmask16 in1 = _mm512_cmpge_epu32_mask(q, _mm512_set1_epi32(102));
+  const __m512 x = _mm512_mul_ps(
+      v, _mm512_mask_blend_ps(in1, _mm512_set1_ps(1208925819614629174706176.0f), _mm512_set1_ps(281474976710656.0f)));
+  for (int h = 0; h < 2; ++h) {
+    const __m512i w =
+        _mm512_cvt_roundps_epi64(h == 0 ? _mm512_castps512_ps256(x) : _mm512_extractf32x8_ps(x, 1), kLimbRound);
+    const __mmask8 m1 = static_cast<__mmask8>(in1 >> (8 * h));
+    std::int64_t* const d0 = a0 + 8 * h;
+    std::int64_t* const d1 = a1 + 8 * h;
+    const __m512i c0 = _mm512_load_si512(reinterpret_cast<const void*>(d0));
+    const __m512i c1 = _mm512_load_si512(reinterpret_cast<const void*>(d1));
+    _mm512_store_si512(reinterpret_cast<void*>(d0), _mm512_mask_add_epi64(c0, static_cast<__mmask8>(~m1), c0, w));
+    _mm512_store_si512(reinterpret_cast<void*>(d1), _mm512_mask_add_epi64(c1, m1, c1, w));
+  }
+  return true;
+}
+
 // Any 16 values v: each word is added to its own limb (limb[j] + 0..15); lanes that overflow
 // (|v| >= 2^46 or not finite) add nothing and set their bit of bad.
 inline void vec16_to_limbs(__m512 v, std::int64_t* const (&limb)[4], __mmask16& bad) {
@@ -627,7 +652,7 @@ void tile_to_limbs(const float* ct, std::int64_t* a0, std::int64_t* a1, std::int
   __mmask16 bad_any = 0;
   for (int l = 0; l < TS; l += 16) {
     const __m512 v = _mm512_load_ps(ct + l);
-    if (vec16_to_limb1(v, a1 + l)) continue;
+    if (vec16_to_limb1(v, a1 + l) || vec16_to_limb01(v, a0 + l, a1 + l)) continue;
     std::int64_t* const limb[4] = {a0 + l, a1 + l, a2 + l, a3 + l};
     vec16_to_limbs(v, limb, bad_any);
   }
@@ -696,11 +721,11 @@ void ukernel_exact_limbs(int kb, const float* Ap, const float* Bp, const float* 
     const bool fast_b = vec16_to_limb1(cb[i], t.a1 + i * NR + W);
     if (fast && fast_b) continue;
     t.use_others();
-    if (!fast) {
+    if (!fast && !vec16_to_limb01(ca[i], t.a0 + i * NR, t.a1 + i * NR)) {
       std::int64_t* const limb[4] = {t.a0 + i * NR, t.a1 + i * NR, t.a2 + i * NR, t.a3 + i * NR};
       vec16_to_limbs(ca[i], limb, bad);
     }
-    if (!fast_b) {
+    if (!fast_b && !vec16_to_limb01(cb[i], t.a0 + i * NR + W, t.a1 + i * NR + W)) {
       std::int64_t* const limb[4] = {t.a0 + i * NR + W, t.a1 + i * NR + W, t.a2 + i * NR + W, t.a3 + i * NR + W};
       vec16_to_limbs(cb[i], limb, bad);
     }
