@@ -319,7 +319,7 @@ inline __m512 exp_normal16(__m512 x) {
 // Fast mode's exp of 16 floats in exp_normal_range: 2^k e^r with k = rint(x / ln2), r = x - k ln2
 // (two fused steps), e^r by its Taylor polynomial to r^7 (|r| <= ln2/2: truncation below 2^-26
 // relative): about an ulp from det::exp, at a third of its operations. det::exp_coarse is the same
-// steps per float (its rint and p 2^k are this roundscale and scalef), which fast-mode GELU runs.
+// steps per float (its rint and p 2^k are this roundscale and scalef), for element-wise kernels.
 inline __m512 exp_fast16(__m512 x) {
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(0x1.715476p+0f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

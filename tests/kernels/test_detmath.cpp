@@ -96,7 +96,7 @@ TEST(DetMath, ExpAccuracyFloat) {
       {{-103.9, 88.7, Sampling::uniform}, {-1.0, 1.0, Sampling::uniform}, {-30.0, 3.0, Sampling::log_magnitude}}, false,
       kUlpBound);
 }
-// Fast mode's exp (GELU): over exp_normal's whole range, within two ulps of the true exp. A
+// Fast mode's element-wise exp: over exp_normal's whole range, within two ulps of the true exp. A
 // polynomial one degree shorter or a one-step reduction (no ln2 tail) fails the bound.
 TEST(DetMath, ExpCoarseAccuracyFloat) {
   check_function<float>("exp_coarse", static_cast<float (*)(float)>(det::exp_coarse), ref_exp,
