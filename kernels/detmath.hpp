@@ -410,8 +410,9 @@ KOKKOS_FORCEINLINE_FUNCTION double exp_coarse(double x) {
 // and arg(i) must be readable), else the last partial block is padded with zeros.
 // arg is evaluated once per pass (it is an element, or an element minus a shift). in_range: -1 runs
 // the compare pass; 1 says the caller knows that every arg(i), i < n, is in exp_normal_range (0 that
-// one may not be), so the pass is skipped.
-template <class T, class Arg>
+// one may not be), so the pass is skipped. kCoarse: det::exp_coarse instead of det::exp_normal where
+// every arg is in range (fast mode; det::exp elsewhere, as without it).
+template <class T, bool kCoarse = false, class Arg>
 KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n, int n_pad, int in_range = -1) {
   constexpr int E = int(64 / sizeof(T));
   int normal = in_range;
@@ -421,9 +422,10 @@ KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n, int n
   }
   const int whole = n_pad >= n ? n_pad : n / E * E;  // blocks computed whole
   int c0 = 0;
+  auto in_range_exp = [](T x) { return kCoarse ? exp_coarse(x) : exp_normal(x); };
   if (normal) {
     for (; c0 + E <= whole; c0 += E)
-      for (int l = 0; l < E; ++l) y[c0 + l] = exp_normal(arg(c0 + l));
+      for (int l = 0; l < E; ++l) y[c0 + l] = in_range_exp(arg(c0 + l));
   } else {
     for (; c0 + E <= whole; c0 += E)
       for (int l = 0; l < E; ++l) y[c0 + l] = exp(arg(c0 + l));
@@ -432,7 +434,7 @@ KOKKOS_FORCEINLINE_FUNCTION void exp_array_of(const Arg& arg, T* y, int n, int n
   T e[E];
   for (int l = 0; l < E; ++l) e[l] = c0 + l < n ? arg(c0 + l) : T(0);
   if (normal)
-    for (int l = 0; l < E; ++l) e[l] = exp_normal(e[l]);
+    for (int l = 0; l < E; ++l) e[l] = in_range_exp(e[l]);
   else
     for (int l = 0; l < E; ++l) e[l] = exp(e[l]);
   for (int l = 0; l < E; ++l)

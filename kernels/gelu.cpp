@@ -62,16 +62,7 @@ KOKKOS_FORCEINLINE_FUNCTION int block_exps(const CVec<T>& x, std::size_t i0, std
       e[0] = !normal ? det::exp(a[0]) : kCoarse ? det::exp_coarse(a[0]) : det::exp_normal(a[0]);
     }
   } else {
-    int normal = kRaiseToNormal ? 1 : -1;
-    if (kCoarse && normal < 0) {
-      normal = 1;
-      for (int l = 0; l < m; ++l) normal &= static_cast<int>(det::exp_normal_range(a[l]));
-    }
-    if (kCoarse && normal) {
-      for (int l = 0; l < m; ++l) e[l] = det::exp_coarse(a[l]);
-    } else {
-      det::exp_array_of<T>([&](const int l) { return a[l]; }, e, m, 0, normal);
-    }
+    det::exp_array_of<T, kCoarse>([&](const int l) { return a[l]; }, e, m, 0, kRaiseToNormal ? 1 : -1);
   }
   return m;
 }
