@@ -5,12 +5,8 @@
 # reason, no crash, nothing left on the file system.
 set -u
 bin=$1 deck=$2 dir=$3
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to mount a tmpfs"; exit 77; }
-mkdir -p "$dir/fs"
-mountpoint -q "$dir/fs" && umount "$dir/fs"
-mount -t tmpfs -o size=64k tmpfs "$dir/fs" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
-trap 'umount "$dir/fs" 2>/dev/null' EXIT
-fs=$dir/fs
+. "$(dirname "$0")/tiny_tmpfs.sh"
+mount_tiny_tmpfs "$dir"
 xc() { bash "$(dirname "$0")/../expect_code.sh" "$@"; }
 empty() { [ -z "$(ls -A "$fs")" ] || { echo "FAIL: left on the file system: $(ls -A "$fs")"; exit 1; }; }
 

@@ -5,12 +5,8 @@
 # nor a temporary left behind, so a rerun is not refused for an output that half exists.
 set -u
 bin=$1 deck=$2 cluster=$3 dir=$4
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to mount a tmpfs"; exit 77; }
-mkdir -p "$dir/fs"
-mountpoint -q "$dir/fs" && umount "$dir/fs"
-mount -t tmpfs -o size=64k tmpfs "$dir/fs" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
-trap 'umount "$dir/fs" 2>/dev/null' EXIT
-fs=$dir/fs
+. "$(dirname "$0")/tiny_tmpfs.sh"
+mount_tiny_tmpfs "$dir"
 args=(scale --deck "$deck" --cluster "$cluster" --devices 8)
 # Each SVG is one page or two: measure them, then leave room for the first only.
 "$bin" "${args[@]}" --strong-svg "$fs/s.svg" --weak-svg "$fs/w.svg" > "$dir/sizes.log" 2>&1 ||
