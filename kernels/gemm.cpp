@@ -833,8 +833,16 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
     r2 = _mm512_mask_add_epi64(r2, c1, r2, one);
     r2 = _mm512_mask_add_epi64(r2, c2, r2, one);
     ovm |= _mm512_cmpneq_epi64_mask(r2, _mm512_srai_epi64(r1, 63));
-    _mm512_storeu_si512(p, _mm512_permutex2var_epi64(r0, inter_lo, r1));
-    _mm512_storeu_si512(p + 8, _mm512_permutex2var_epi64(r0, inter_hi, r1));
+    const __m512i w0 = _mm512_permutex2var_epi64(r0, inter_lo, r1), w1 = _mm512_permutex2var_epi64(r0, inter_hi, r1);
+    if (kZero && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) {
+      // A first fold's sums are read next by the step's finalize, long after the tile: streamed
+      // to memory, they do not fetch the lines they overwrite (the caller fences).
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), w0);
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p + 8), w1);
+    } else {
+      _mm512_storeu_si512(p, w0);
+      _mm512_storeu_si512(p + 8, w1);
+    }
   }
   ov |= ovm != 0 ? 1 : 0;
 #endif
@@ -960,7 +968,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                 const bool last_q = q + 1 == q1;
                 const float* const pf_a = !last_q ? a_panel(s, q + 1) : a_panel(last_s ? s : s + 1, qa);
                 const float* const pf_b = b_panel(!last_q || last_s ? s : s + 1);
-                if (last_s) {
+                if (last_s && !first_fold) {
                   const int m0 = ic + q * kMR;
                   for (int i = 0; i < std::min(kMR, M - m0); ++i) {
                     const Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
@@ -984,6 +992,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                   fold_row<false>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
               }
             }
+            if (first_fold) _mm_sfence();  // fold_row's streamed stores, before the threads' barrier
             if (ov || bad) flag() = 1;
           });
           continue;
@@ -1016,6 +1025,9 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                 fold_row<false>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov);
             }
           }
+#ifdef MINIPIPE_GEMM_AVX512
+          if (first_fold) _mm_sfence();  // fold_row's streamed stores, before the threads' barrier
+#endif
           if (ov) flag() = 1;
         });
       }
@@ -1459,7 +1471,14 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
         "partials instead)");
   if (row_target && N == 0 && M > 0 && K > 0 && S > 0)
     throw std::invalid_argument("gemm_det_exact: row sums need N > 0 (they are formed while A is packed for B)");
-  if (M == 0 || N == 0 || K == 0 || S == 0) return;  // every partial is 0: nothing to add
+  if (target.unfilled && !target.known_zero)
+    throw std::logic_error("gemm_det_exact: an unfilled target must be known to be zero");
+  if (row_target && row_target->unfilled)
+    throw std::logic_error("gemm_det_exact: the row-sum target is added to, so it must be filled");
+  if (M == 0 || N == 0 || K == 0 || S == 0) {  // every partial is 0: nothing to add
+    if (target.unfilled) Kokkos::deep_copy(target.exact, Fixed128{});
+    return;
+  }
   if (!A.data || !B.data) throw std::invalid_argument("gemm_det_exact: null operand");
   ProfileRegion region("Gemm::det_exact");
   gemm_exact_packed(ws, path == GemmPath::packed_simd ? simd_microkernel<float>() : &ukernel_scalar<float>, opt, M, N,

@@ -19,6 +19,9 @@ struct ExactTarget {
   // element once may store its exact sum instead of reading the zeros back (gemm_det_exact's
   // first fold). False is always safe.
   bool known_zero = false;
+  // The zeros are not even written yet (GradAccum::exact_target_overwrite): the kernel must store
+  // every element before any is read, zeros included where it has nothing to add. Implies known_zero.
+  bool unfilled = false;
   // Adds one sample's partial gradient value v to element e. Called inside kernels where the
   // calling thread owns element e (no two threads touch the same e concurrently).
   KOKKOS_INLINE_FUNCTION void add(std::size_t e, double v) const {
@@ -63,10 +66,20 @@ template <class T>
 struct GradAccum {
   Mode mode = Mode::deterministic;
   std::string name;  // global parameter name, for error messages
-  ExactView exact;   // deterministic mode, one per element
   View1<T> sum;      // fast mode, one per element
   FlagView overflow;
   PendingSamples<T> pending;  // Linear weights with deferral on; else unused
+  // Deterministic mode's accumulators, one per element. zero_values() only notes that they are
+  // zero; exact() writes the zeros when first asked, so a step whose first kernel stores every
+  // accumulator (exact_target_overwrite) never writes them (100 MB a step on the e2e deck).
+  const ExactView& exact() const {
+    if (fill_pending) {
+      Kokkos::deep_copy(ExecSpace(), exact_words, Fixed128{});
+      fill_pending = false;
+    }
+    return exact_words;
+  }
+
   // The exact accumulators are zero: set by zero_values(), cleared when exact_target() hands them
   // to a kernel (every kernel that adds gets them that way) or by mark_written() after a direct
   // write (the data-parallel all-reduce's unpack).
@@ -80,7 +93,7 @@ struct GradAccum {
   GradAccum(const std::string& param_name, std::size_t n, Mode m, const FlagView& flag)
       : mode(m), name(param_name), overflow(flag) {
     if (mode == Mode::deterministic)
-      exact = ExactView("grad_exact::" + name, n);
+      exact_words = ExactView("grad_exact::" + name, n);
     else
       sum = View1<T>("grad_sum::" + name, n);
   }
@@ -93,7 +106,7 @@ struct GradAccum {
     pending.reference = on && by_reference;
   }
 
-  std::size_t size() const { return mode == Mode::deterministic ? exact.extent(0) : sum.extent(0); }
+  std::size_t size() const { return mode == Mode::deterministic ? exact_words.extent(0) : sum.extent(0); }
 
   // Fills on ExecSpace: ordered with the kernels that follow, no host wait.
   void zero() {
@@ -104,7 +117,7 @@ struct GradAccum {
   void zero_values() {
     pending.count = 0;
     if (mode == Mode::deterministic) {
-      Kokkos::deep_copy(ExecSpace(), exact, Fixed128{});
+      fill_pending = true;  // written by exact() or by the first kernel (exact_target_overwrite)
       exact_zero = true;
     } else {
       Kokkos::deep_copy(ExecSpace(), sum, T(0));
@@ -114,8 +127,16 @@ struct GradAccum {
   // What deterministic-mode kernels capture to add per-sample partials exactly. After this call
   // the accumulators are no longer known to be zero (the caller may add to them).
   ExactTarget exact_target() const {
-    const ExactTarget t{exact, overflow, exact_zero};
+    const ExactTarget t{exact(), overflow, exact_zero, false};
     exact_zero = false;
+    return t;
+  }
+  // The same for a kernel that, given known_zero, stores every element before it reads any
+  // (gemm_det_exact on the host): the zeros zero_values() deferred are left to it (unfilled).
+  ExactTarget exact_target_overwrite() const {
+    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending};
+    exact_zero = false;
+    fill_pending = false;
     return t;
   }
   void mark_written() const { exact_zero = false; }
@@ -146,7 +167,7 @@ struct GradAccum {
       // No check needed: a sum that left the exact range (|x| < 2^47) or took a non-finite partial
       // raised the overflow flag instead, and every value in range is finite as a T. (A fused
       // check made this kernel 3x slower on the host: it stops the conversion vectorizing.)
-      auto ex = exact;
+      auto ex = exact();
       Kokkos::parallel_for(
           "GradAccum::finalize", Kokkos::RangePolicy<ExecSpace>(0, n),
           KOKKOS_LAMBDA(const std::int64_t e) { g(e) = static_cast<T>(ExactSum::to_double(ex(e))); });
@@ -163,6 +184,10 @@ struct GradAccum {
         },
         into);
   }
+
+ private:
+  ExactView exact_words;
+  mutable bool fill_pending = false;  // zero_values() ran and the zeros are not written yet
 };
 
 }  // namespace minipipe

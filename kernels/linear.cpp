@@ -123,7 +123,7 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
                        dys = static_cast<std::ptrdiff_t>(p.rows) * p.out;
   if (!p.reference) {
     gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out), dys, row_major(p.x.data(), p.in), xs,
-                       dW.exact_target());
+                       dW.exact_target_overwrite());
     return;
   }
   // The caller's rows: one call over all held samples, the bias chains fused as in a direct call.
@@ -134,7 +134,7 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
   }
   const ExactTarget bt = bias ? p.bias->exact_target() : ExactTarget{};
   gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.ref_dy, p.out), dys, row_major(p.ref_x, p.in), xs,
-                     dW.exact_target(), bias ? &bt : nullptr);
+                     dW.exact_target_overwrite(), bias ? &bt : nullptr);
 }
 
 // Holds the S samples (Tr rows each) of x (N,I) and dy (N,O) by reference (PendingSamples): they
@@ -403,7 +403,7 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
     const bool fused_db = db && I > 0;
     gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx,
-                       dW.exact_target(), fused_db ? &bt : nullptr);
+                       dW.exact_target_overwrite(), fused_db ? &bt : nullptr);
     if (fused_db || !db) return;
   } else {
     // Device path (and double): the partials of a batch of samples (and their bias partials, the

@@ -289,7 +289,7 @@ void GradReducer<T>::start(Stage<T>& s) {
       for (std::size_t k = 0; k < s.params().size(); k += 2) {
         const GradAccum<T>& acc = s.params()[k].acc;
         if (acc.mode == Mode::deterministic && acc.size() > 0)
-          add_wide_value(space_, acc.exact, acc.overflow, wide_gradient_hook());
+          add_wide_value(space_, acc.exact(), acc.overflow, wide_gradient_hook());
       }
   }
   if (order_.empty()) stats_.first_start = MPI_Wtime();
@@ -337,7 +337,7 @@ template <class T>
 void GradReducer<T>::before(Bucket& b, Kind k) {
   if (k == kAgree) {
     for (std::size_t i = 0; i < b.pieces.size(); ++i)
-      magnitude_or(space_, b.pieces[i].acc->exact, b.pieces[i].first, b.pieces[i].len, b.ors, i);
+      magnitude_or(space_, b.pieces[i].acc->exact(), b.pieces[i].first, b.pieces[i].len, b.ors, i);
     fence_space(space_, "GradReduce::agree::fence");
     blocking_copy(
         Kokkos::View<U64*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(b.ors_host.data(), b.ors_host.size()),
@@ -362,7 +362,7 @@ void GradReducer<T>::before(Bucket& b, Kind k) {
   if (b.words.extent(0) < b.count) b.words = LimbView("GradReduce::words", b.count);
   const int low_bits = 63 - log2dp_;
   for (const Piece& pc : b.pieces)
-    if (pc.words > 0) pack(space_, pc.acc->exact, pc.first, pc.len, pc.words, pc.shift, low_bits, b.words, pc.offset);
+    if (pc.words > 0) pack(space_, pc.acc->exact(), pc.first, pc.len, pc.words, pc.shift, low_bits, b.words, pc.offset);
   fence_space(space_, "GradReduce::pack::fence");  // MPI reads what the kernels wrote
   if (!direct_) {
     if (b.host_words.extent(0) < b.count)
@@ -508,7 +508,7 @@ void GradReducer<T>::complete(Bucket& b) {
     const int low_bits = 63 - log2dp_;
     for (const Piece& pc : b.pieces) {
       if (pc.words > 0)
-        unpack(space_, b.words, pc.offset, pc.words, pc.shift, low_bits, pc.acc->exact, pc.first, pc.len,
+        unpack(space_, b.words, pc.offset, pc.words, pc.shift, low_bits, pc.acc->exact(), pc.first, pc.len,
                pc.acc->overflow);
       pc.acc->mark_written();
     }

@@ -379,10 +379,10 @@ void Trainer<T>::add_copy_limbs(const std::vector<GradAccum<T>*>& accs, const st
     if (limbs_.extent(0) < words) limbs_ = LimbView("Trainer::limbs", words);
     if (copy_limbs_.extent(0) < words) copy_limbs_ = LimbView("Trainer::copy_limbs", words);
     for (const auto& pc : batch)
-      ExactLimbs::pack(pc.acc->exact, pc.first, pc.len, limb_range(limbs_, pc.offset, pc.limbs()));
+      ExactLimbs::pack(pc.acc->exact(), pc.first, pc.len, limb_range(limbs_, pc.offset, pc.limbs()));
     if (!twins.empty()) {
       for (const auto& pc : batch)
-        ExactLimbs::pack(twins[pc.index]->exact, pc.first, pc.len, limb_range(copy_limbs_, pc.offset, pc.limbs()));
+        ExactLimbs::pack(twins[pc.index]->exact(), pc.first, pc.len, limb_range(copy_limbs_, pc.offset, pc.limbs()));
     } else {
       fence_space(ExecSpace(), "Trainer::sum_model_copies::fence");
       if (direct) {
@@ -400,11 +400,11 @@ void Trainer<T>::add_copy_limbs(const std::vector<GradAccum<T>*>& accs, const st
     add_into(limbs_, copy_limbs_, words);
     for (const auto& pc : batch) {
       const LimbView sum = limb_range(limbs_, pc.offset, pc.limbs());
-      ExactLimbs::unpack(sum, pc.first, pc.len, pc.acc->exact, pc.acc->overflow);
+      ExactLimbs::unpack(sum, pc.first, pc.len, pc.acc->exact(), pc.acc->overflow);
       pc.acc->mark_written();
       if (!twins.empty()) {
         GradAccum<T>& twin = *twins[pc.index];
-        ExactLimbs::unpack(sum, pc.first, pc.len, twin.exact, twin.overflow);
+        ExactLimbs::unpack(sum, pc.first, pc.len, twin.exact(), twin.overflow);
         twin.mark_written();
       }
     }

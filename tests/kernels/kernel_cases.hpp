@@ -123,8 +123,8 @@ Out grad_out(const std::string& name, const GradAccum<T>& acc, const std::string
   acc.finalize(g.d);
   Out o{name, g.host_values(), "", of, {}};
   if (acc.mode == Mode::deterministic) {
-    auto ex = Kokkos::create_mirror_view(acc.exact);
-    Kokkos::deep_copy(ex, acc.exact);
+    auto ex = Kokkos::create_mirror_view(acc.exact());
+    Kokkos::deep_copy(ex, acc.exact());
     for (std::size_t i = 0; i < acc.size(); ++i) {
       o.exact.push_back(ex(i).lo);
       o.exact.push_back(static_cast<std::uint64_t>(ex(i).hi));

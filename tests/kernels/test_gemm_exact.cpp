@@ -86,10 +86,10 @@ struct ExactProblem {
       gemm_det_exact(ws, opt, M, N, K, s1 - s0, transposed(a, M), static_cast<std::ptrdiff_t>(K) * M, row_major(b, N),
                      static_cast<std::ptrdiff_t>(K) * N, g.exact_target(), rows ? &rt : nullptr);
     }
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact());
     Kokkos::deep_copy(overflow, g.overflow);
     if (rows) {
-      auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.exact);
+      auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.exact());
       rows->assign(hr.data(), hr.data() + hr.extent(0));
       int row_overflow = 0;
       Kokkos::deep_copy(row_overflow, r.overflow);
@@ -260,6 +260,61 @@ TEST(GemmDetExact, OverflowIsFlagged) {
   // 128-bit range of the 2^-80 grid (|x| < 2^47); detected at the fold.
   EXPECT_TRUE(flagged(3.0f * std::ldexp(1.0f, 45), 3));
   EXPECT_FALSE(flagged(std::ldexp(1.0f, 44), 3));
+}
+
+// GradAccum::zero_values() leaves the zeros unwritten: exact() writes them when first asked, and a
+// target from exact_target_overwrite() has the GEMM store every accumulator instead (zeros where it
+// has nothing to add). Each accumulator first holds another product, so a kernel that read the
+// unfilled words, or a fill that did not happen, leaves that product's bits behind.
+TEST(GemmDetExact, DeferredZerosAreStoredOrFilled) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  const ExactProblem p(29, 45, 13, 5, 31), other(29, 45, 13, 5, 32);
+  int ref_ov = 0;
+  const auto ref = p.reference(ref_ov);
+  ASSERT_EQ(ref_ov, 0);
+  KernelWorkspace ws;
+  const auto dy = to_device(p.dy), x = to_device(p.x), dy2 = to_device(other.dy), x2 = to_device(other.x);
+  const std::ptrdiff_t as = static_cast<std::ptrdiff_t>(p.K) * p.M, bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
+  GradAccum<float> g("deferred_zeros", static_cast<std::size_t>(p.M) * p.N, Mode::deterministic);
+  auto words = [&] {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact());
+    return std::vector<Fixed128>(h.data(), h.data() + h.extent(0));
+  };
+  const std::vector<Fixed128> zeros(ref.size());
+  // Accumulators that hold the other product's sums, then zeroed (deferred).
+  auto dirty_then_zero = [&](const GemmOptions& opt) {
+    g.zero();
+    gemm_det_exact(ws, opt, p.M, p.N, p.K, p.S, transposed(dy2.data(), p.M), as, row_major(x2.data(), p.N), bs,
+                   g.exact_target());
+    std::string where;
+    ASSERT_FALSE(same_bits(words(), zeros, where));
+    g.zero_values();
+  };
+  for (const auto& [name, opt] : exact_configs()) {
+    std::string where;
+    dirty_then_zero(opt);
+    EXPECT_TRUE(same_bits(words(), zeros, where)) << name << ": exact() after zero_values(), " << where;
+    // Stored by the GEMM: one call (first fold stores, later groups add), then a second call that adds.
+    dirty_then_zero(opt);
+    gemm_det_exact(ws, opt, p.M, p.N, p.K, 2, transposed(dy.data(), p.M), as, row_major(x.data(), p.N), bs,
+                   g.exact_target_overwrite());
+    gemm_det_exact(ws, opt, p.M, p.N, p.K, p.S - 2, transposed(dy.data() + 2 * as, p.M), as,
+                   row_major(x.data() + 2 * bs, p.N), bs, g.exact_target_overwrite());
+    EXPECT_TRUE(same_bits(words(), ref, where)) << name << ": stored over unfilled words, " << where;
+    // Nothing to add (no samples): the GEMM writes the zeros itself.
+    dirty_then_zero(opt);
+    gemm_det_exact(ws, opt, p.M, p.N, p.K, 0, transposed(dy.data(), p.M), as, row_major(x.data(), p.N), bs,
+                   g.exact_target_overwrite());
+    EXPECT_TRUE(same_bits(words(), zeros, where)) << name << ": no samples over unfilled words, " << where;
+  }
+  // A row-sum target is added to, never stored: an unfilled one is refused.
+  GradAccum<float> rows("deferred_rows", static_cast<std::size_t>(p.M), Mode::deterministic);
+  rows.zero();
+  const ExactTarget unfilled_rows = rows.exact_target_overwrite();
+  EXPECT_THROW(gemm_det_exact(ws, GemmOptions{}, p.M, p.N, p.K, p.S, transposed(dy.data(), p.M), as,
+                              row_major(x.data(), p.N), bs, g.exact_target(), &unfilled_rows),
+               std::logic_error);
 }
 
 TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {

@@ -307,8 +307,8 @@ TEST(LinearHeldBack, DirectBiasIsPerSampleChainsAndHeldSamplesWait) {
     dw_ref.zero();
     db.zero();
     Linear<float>::backward_weight(kDet, x.cmat(), dy.cmat(), R, dw_ref, &db, ws);
-    auto ex = Kokkos::create_mirror_view(db.exact);
-    Kokkos::deep_copy(ex, db.exact);
+    auto ex = Kokkos::create_mirror_view(db.exact());
+    Kokkos::deep_copy(ex, db.exact());
     const std::vector<double> dyh = dy.host_values();
     std::size_t db_differ = 0;
     for (int o = 0; o < O; ++o) {
