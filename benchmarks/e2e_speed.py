@@ -22,8 +22,8 @@ same interleaved rounds, for before/after ratios. --variant "LABEL=ARGS" (repeat
 rows of --build run with extra minipipe arguments, e.g. --variant "no-fence=--profile.action_fence
 false", in the same rounds, with their ratios to the baseline. --threads N adds p=1 m=1 rows at N host threads
 (a build against an OpenMP Kokkos; fast mode's BLAS gets N threads too) and their speed-up over
-the 1-thread rows of the same rounds, beside the memory bandwidth (a triad) and the cost of one
-kernel dispatch at 1 and N threads.
+the 1-thread rows of the same rounds, beside the memory bandwidth (a triad), the BLAS's own sgemm
+and the cost of one kernel dispatch at 1 and N threads.
 """
 import argparse
 import json
@@ -259,6 +259,7 @@ def main():
         f.write(deck_text(a))
     steps = {}  # (build label, mode, p, m) -> step seconds pooled over rounds
     probes = {1: [], a.threads: []}  # threads -> (triad GB/s, kernel us, team phase us) per round (--threads only)
+    sgemm_threads = []  # the BLAS's sgemm at --threads threads, per round (--threads only)
     backends = {}  # build label -> its Kokkos backend
     fast_gemm_used = {}  # build label -> the GEMM its fast rows ran
     sgemm, torch_steps, ctx, info, torch_info = [], [], None, {}, {}
@@ -282,6 +283,11 @@ def main():
                     if not label:  # memory bandwidth and dispatch costs at 1 and N threads, same round
                         for n in probes:
                             probes[n].append(host_probes(build, threaded_env(e, n)))
+                        # Unbound: OpenBLAS's pthreads inherit the core that OMP_PROC_BIND gives the
+                        # process's master thread, so bound they would share one core.
+                        unbound = {k: v for k, v in threaded_env(e, a.threads).items()
+                                   if k not in ("OMP_PROC_BIND", "OMP_PLACES")}
+                        sgemm_threads.append(sgemm_rate(build, a, unbound)[0])
             if py:
                 t = torch_run(py, a, e)
                 torch_steps.extend(t["step_seconds"])
@@ -373,6 +379,10 @@ def main():
             print(f"  memory bandwidth (stream_f32 triad, 3 x 64 MiB, same rounds): 1 thread {t1:.1f} GB/s, "
                   f"{a.threads} threads {tn:.1f} GB/s, ratio {tn / t1:.2f} (rounds: "
                   f"{', '.join(f'{y[0] / x[0]:.2f}' for x, y in zip(probes[1], probes[a.threads]))})")
+            # The vendor BLAS's own scaling on the model's fc shape: the yardstick for the step's.
+            print(f"  sgemm (cblas, fc shape, same rounds, threads unbound): 1 thread {g:.1f} GFLOP/s, {a.threads} threads "
+                  f"{statistics.median(sgemm_threads):.1f}, ratio {statistics.median(sgemm_threads) / g:.2f} (rounds: "
+                  f"{', '.join(f'{y / x:.2f}' for x, y in zip(sgemm, sgemm_threads))})")
             k1, kn = (statistics.median(x[1] for x in probes[n]) for n in (1, a.threads))
             ph = statistics.median(x[2] for x in probes[a.threads])
             print(f"  kernel dispatch (dispatch/parallel_for, one item per thread + fence, same rounds): 1 thread "
