@@ -835,8 +835,9 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
     ovm |= _mm512_cmpneq_epi64_mask(r2, _mm512_srai_epi64(r1, 63));
     const __m512i w0 = _mm512_permutex2var_epi64(r0, inter_lo, r1), w1 = _mm512_permutex2var_epi64(r0, inter_hi, r1);
     if (kZero && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) {
-      // A first fold's sums are read next by the step's finalize, long after the tile: streamed
-      // to memory, they do not fetch the lines they overwrite (the caller fences).
+      // A first fold's sums are not read again before the whole output block is folded (by a
+      // later group, or by the step's finalize): streamed to memory, they do not fetch the lines
+      // they overwrite (the caller fences).
       _mm512_stream_si512(reinterpret_cast<__m512i*>(p), w0);
       _mm512_stream_si512(reinterpret_cast<__m512i*>(p + 8), w1);
     } else {
