@@ -797,7 +797,7 @@ void pack_b_block_kmajor(const StridedMat<float>& B, int n0, int nb, int K, floa
 // integer steps from 0: same bits and the same overflow rule).
 template <bool kZero>
 void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, const std::int64_t* a2,
-              const std::int64_t* a3, int n, std::int64_t& ov) {
+              const std::int64_t* a3, int n, std::int64_t& ov, float* fout = nullptr) {
   int j = 0;
 #ifdef MINIPIPE_GEMM_AVX512
   static_assert(sizeof(Fixed128) == 16, "lo, hi");
@@ -844,12 +844,35 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
       _mm512_storeu_si512(p, w0);
       _mm512_storeu_si512(p + 8, w1);
     }
+    if (fout) {  // ExactSum::to_double, then to float: the same operations, 8 sums at a time
+#ifdef __AVX512DQ__
+      const __m512i m = _mm512_srai_epi64(r1, 63), m1 = _mm512_and_si512(m, one), hm = _mm512_xor_si512(r1, m);
+      const __m512i lo_mag = _mm512_add_epi64(_mm512_xor_si512(r0, m), m1);
+      const __mmask8 lo_zero = _mm512_cmpeq_epi64_mask(lo_mag, _mm512_setzero_si512());
+      const __m512i hi_mag = _mm512_mask_add_epi64(hm, lo_zero, hm, m1);
+      const __m512d mag =
+          _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu64_pd(hi_mag), _mm512_set1_pd(18446744073709551616.0)),
+                        _mm512_cvtepu64_pd(lo_mag));
+      const __m512d v = _mm512_mask_xor_pd(mag, _mm512_test_epi64_mask(m, m), mag, _mm512_set1_pd(-0.0));
+      const __m256 f = _mm512_cvtpd_ps(_mm512_mul_pd(v, _mm512_set1_pd(8.271806125530277e-25)));
+      if ((reinterpret_cast<std::uintptr_t>(fout + j) & 31) == 0)
+        _mm256_stream_ps(fout + j, f);  // read next by the optimizer, at the end of the step
+      else
+        _mm256_storeu_ps(fout + j, f);
+#else
+      alignas(64) Fixed128 sums[8];  // from the registers: the streamed words are not read back
+      _mm512_store_si512(reinterpret_cast<__m512i*>(sums), w0);
+      _mm512_store_si512(reinterpret_cast<__m512i*>(sums + 4), w1);
+      for (int e = 0; e < 8; ++e) fout[j + e] = static_cast<float>(ExactSum::to_double(sums[e]));
+#endif
+    }
   }
   ov |= ovm != 0 ? 1 : 0;
 #endif
   for (; j < n; ++j) {
     if (kZero) acc[j] = Fixed128{};
     ExactSum::fold_limbs(acc[j], a0[j], a1[j], a2[j], a3[j], ov);
+    if (fout) fout[j] = static_cast<float>(ExactSum::to_double(acc[j]));
   }
 }
 
@@ -866,7 +889,7 @@ inline std::size_t exact_group_tuned(int K, int mc) {
   return std::max<std::size_t>(1, gemm_blocking().exact_budget / a_block);
 }
 
-void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOptions& opt, int M, int N, int K, int S,
+bool gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOptions& opt, int M, int N, int K, int S,
                        StridedMat<float> A, std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step,
                        const ExactTarget& target, const ExactTarget* row_target) {
   using Host = Kokkos::DefaultHostExecutionSpace;
@@ -887,6 +910,9 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   float* Bp = ws.get<float>(KernelWorkspace::dw_b, static_cast<std::size_t>(g) * b_sample);
   Fixed128* const acc = target.exact.data();
   const FlagView flag = target.overflow;
+  // One group on accumulators known to be zero: its fold forms each element's whole sum, so it can
+  // also store the float that GradAccum::finalize would convert it to.
+  float* const fin = target.final_floats && target.known_zero && g >= S ? target.final_floats : nullptr;
 #ifdef MINIPIPE_GEMM_EXACT_LIMBS
   const bool fused = uk == simd_microkernel<float>();
 #endif
@@ -988,7 +1014,8 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                 const std::int64_t* const l2 = tq.others ? tq.a2 + i * NR : zero_limbs;
                 const std::int64_t* const l3 = tq.others ? tq.a3 + i * NR : zero_limbs;
                 if (first_fold)
-                  fold_row<true>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
+                  fold_row<true>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov,
+                                 fin ? fin + static_cast<std::ptrdiff_t>(m0 + i) * N + n0 : nullptr);
                 else
                   fold_row<false>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
               }
@@ -1021,7 +1048,8 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
             for (int i = 0; i < mr; ++i) {
               Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
               if (first_fold)
-                fold_row<true>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov);
+                fold_row<true>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov,
+                               fin ? fin + static_cast<std::ptrdiff_t>(m0 + i) * N + n0 : nullptr);
               else
                 fold_row<false>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov);
             }
@@ -1041,6 +1069,7 @@ void gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
     }
   }
   fence_host_threads(Host(), "Gemm::det exact");
+  return fin != nullptr;
 }
 
 // Device path ("generic"): register-tiled team kernel, one team per BM x BN tile of C (and per
@@ -1446,7 +1475,7 @@ template void gemm_det_batched<double>(KernelWorkspace&, int, int, int, int, Str
 template std::size_t gemm_det_device_scratch_bytes<float>();
 template std::size_t gemm_det_device_scratch_bytes<double>();
 
-void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
+bool gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target,
                     const ExactTarget* row_target) {
   using namespace gemm_detail;
@@ -1478,12 +1507,12 @@ void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, i
     throw std::logic_error("gemm_det_exact: the row-sum target is added to, so it must be filled");
   if (M == 0 || N == 0 || K == 0 || S == 0) {  // every partial is 0: nothing to add
     if (target.unfilled) Kokkos::deep_copy(target.exact, Fixed128{});
-    return;
+    return false;
   }
   if (!A.data || !B.data) throw std::invalid_argument("gemm_det_exact: null operand");
   ProfileRegion region("Gemm::det_exact");
-  gemm_exact_packed(ws, path == GemmPath::packed_simd ? simd_microkernel<float>() : &ukernel_scalar<float>, opt, M, N,
-                    K, S, A, a_step, B, b_step, target, row_target);
+  return gemm_exact_packed(ws, path == GemmPath::packed_simd ? simd_microkernel<float>() : &ukernel_scalar<float>, opt,
+                           M, N, K, S, A, a_step, B, b_step, target, row_target);
 }
 
 int gemm_det_exact_group(int K) {

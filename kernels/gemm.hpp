@@ -127,7 +127,10 @@ void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N
 // target.known_zero (GradAccum::exact_target sets it when nothing was added since zero): the
 // first fold stores the sums without reading the zeros. It describes the accumulators when the
 // target was taken, so a target is good for one call (take a fresh one for the next).
-void gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
+// target.final_floats: when the call adds every sample in one fold to accumulators known to be zero,
+// that fold also stores each sum converted as GradAccum::finalize converts it, final_floats[m*N + n]
+// = float(ExactSum::to_double(sum)); the call then returns true (false: nothing stored there).
+bool gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target,
                     const ExactTarget* row_target = nullptr);
 

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "exact_sum.hpp"
 #include "finite_check.hpp"
@@ -22,6 +23,9 @@ struct ExactTarget {
   // The zeros are not even written yet (GradAccum::exact_target_overwrite): the kernel must store
   // every element before any is read, zeros included where it has nothing to add. Implies known_zero.
   bool unfilled = false;
+  // Where a kernel that forms each element's whole sum may also store it as a float, as finalize
+  // would (gemm_det_exact); null: nowhere. GradAccum::floats_stored() records that it did.
+  float* final_floats = nullptr;
   // Adds one sample's partial gradient value v to element e. Called inside kernels where the
   // calling thread owns element e (no two threads touch the same e concurrently).
   KOKKOS_INLINE_FUNCTION void add(std::size_t e, double v) const {
@@ -73,6 +77,7 @@ struct GradAccum {
   // zero; exact() writes the zeros when first asked, so a step whose first kernel stores every
   // accumulator (exact_target_overwrite) never writes them (100 MB a step on the e2e deck).
   const ExactView& exact() const {
+    floats_ready = false;  // the caller may change the words
     if (fill_pending) {
       Kokkos::deep_copy(ExecSpace(), exact_words, Fixed128{});
       fill_pending = false;
@@ -119,6 +124,7 @@ struct GradAccum {
     if (mode == Mode::deterministic) {
       fill_pending = true;  // written by exact() or by the first kernel (exact_target_overwrite)
       exact_zero = true;
+      floats_ready = false;
     } else {
       Kokkos::deep_copy(ExecSpace(), sum, T(0));
     }
@@ -127,19 +133,32 @@ struct GradAccum {
   // What deterministic-mode kernels capture to add per-sample partials exactly. After this call
   // the accumulators are no longer known to be zero (the caller may add to them).
   ExactTarget exact_target() const {
-    const ExactTarget t{exact(), overflow, exact_zero, false};
+    const ExactTarget t{exact(), overflow, exact_zero, false, nullptr};
     exact_zero = false;
     return t;
   }
   // The same for a kernel that, given known_zero, stores every element before it reads any
   // (gemm_det_exact on the host): the zeros zero_values() deferred are left to it (unfilled).
+  // With a final view (finalize_into) and the accumulators known to be zero, the target also asks
+  // for the floats there; the caller says floats_stored() if the kernel stored them.
   ExactTarget exact_target_overwrite() const {
-    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending};
+    float* const floats = exact_zero && final_view.extent(0) == exact_words.extent(0) ? final_view.data() : nullptr;
+    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending, floats};
     exact_zero = false;
     fill_pending = false;
+    floats_ready = false;
     return t;
   }
-  void mark_written() const { exact_zero = false; }
+  void mark_written() const {
+    exact_zero = false;
+    floats_ready = false;
+  }
+  // The gradient finalize writes into (the owner's) when the kernel that forms the whole sum stores
+  // it directly (ExactTarget::final_floats); finalize into that view then converts nothing.
+  void finalize_into(const View1<T>& g) {
+    if constexpr (std::is_same<T, float>::value) final_view = g;
+  }
+  void floats_stored() const { floats_ready = true; }
 
   // Writes the accumulated gradient into g (length size()) and returns g's first non-finite
   // element: fast mode's float sum can overflow and is checked in the same pass; the exact sum is
@@ -164,6 +183,8 @@ struct GradAccum {
                              " held-back sample(s) not flushed (Linear::flush_weight)");
     const std::int64_t n = static_cast<std::int64_t>(g.extent(0));
     if (mode == Mode::deterministic) {
+      if (floats_ready && static_cast<const void*>(g.data()) == static_cast<const void*>(final_view.data()))
+        return NonFinite{};  // the exact GEMM stored these floats with the sums
       // No check needed: a sum that left the exact range (|x| < 2^47) or took a non-finite partial
       // raised the overflow flag instead, and every value in range is finite as a T. (A fused
       // check made this kernel 3x slower on the host: it stops the conversion vectorizing.)
@@ -188,6 +209,8 @@ struct GradAccum {
  private:
   ExactView exact_words;
   mutable bool fill_pending = false;  // zero_values() ran and the zeros are not written yet
+  View1<float> final_view;            // finalize_into's view (float only)
+  mutable bool floats_ready = false;  // final_view holds every sum's float, the words unchanged since
 };
 
 }  // namespace minipipe

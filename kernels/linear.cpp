@@ -85,14 +85,18 @@ struct DwAddExact<float> {
 };
 
 // gemm_det_exact exists for float only; the double instantiation never takes that branch.
+// Into dW's accumulators (exact_target_overwrite), recording when the call also stored the floats
+// that finalize would form (GradAccum::floats_stored).
 template <class T>
 void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, StridedMat<T> A, std::ptrdiff_t a_step,
-                        StridedMat<T> B, std::ptrdiff_t b_step, const ExactTarget& target,
+                        StridedMat<T> B, std::ptrdiff_t b_step, const GradAccum<T>& dW,
                         const ExactTarget* row_target = nullptr) {
-  if constexpr (std::is_same<T, float>::value)
-    gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, target, row_target);
-  else
+  if constexpr (std::is_same<T, float>::value) {
+    if (gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, dW.exact_target_overwrite(), row_target))
+      dW.floats_stored();
+  } else {
     throw std::logic_error("gemm_det_exact_any: float only");
+  }
 }
 
 // Adds the samples held in dW.pending (gemm_det_exact over all of them) and empties it.
@@ -123,7 +127,7 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
                        dys = static_cast<std::ptrdiff_t>(p.rows) * p.out;
   if (!p.reference) {
     gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.dy.data(), p.out), dys, row_major(p.x.data(), p.in), xs,
-                       dW.exact_target_overwrite());
+                       dW);
     return;
   }
   // The caller's rows: one call over all held samples, the bias chains fused as in a direct call.
@@ -133,8 +137,8 @@ void add_held(GradAccum<T>& dW, KernelWorkspace& ws) {
     return;
   }
   const ExactTarget bt = bias ? p.bias->exact_target() : ExactTarget{};
-  gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.ref_dy, p.out), dys, row_major(p.ref_x, p.in), xs,
-                     dW.exact_target_overwrite(), bias ? &bt : nullptr);
+  gemm_det_exact_any(ws, p.out, p.in, p.rows, n, transposed(p.ref_dy, p.out), dys, row_major(p.ref_x, p.in), xs, dW,
+                     bias ? &bt : nullptr);
 }
 
 // Holds the S samples (Tr rows each) of x (N,I) and dy (N,O) by reference (PendingSamples): they
@@ -402,8 +406,8 @@ void Linear<T>::backward_weight(Mode mode, CMat<T> x, CMat<T> dy, int rows_per_s
     // partial_s(o,i) = sum_{t=0..Tr-1} dy(t,o) x(t,i) for each sample s, added exactly as it leaves
     // the microkernel: A_s = this sample's dy read transposed, B_s = its x.
     const bool fused_db = db && I > 0;
-    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx,
-                       dW.exact_target_overwrite(), fused_db ? &bt : nullptr);
+    gemm_det_exact_any(ws, O, I, Tr, S, transposed(dy.data(), ldy), Tr * ldy, row_major(x.data(), ldx), Tr * ldx, dW,
+                       fused_db ? &bt : nullptr);
     if (fused_db || !db) return;
   } else {
     // Device path (and double): the partials of a batch of samples (and their bias partials, the

@@ -120,6 +120,7 @@ Stage<T>::Stage(const ModelShape& shape, const StageLayout& layout, int stage_id
     p.m = View1<T>("opt_m::" + spec.name, n);
     p.v = View1<T>("opt_v::" + spec.name, n);
     p.acc = GradAccum<T>(spec.name, n, mode, Kokkos::subview(flags_, params_.size()));
+    p.acc.finalize_into(p.grad);  // the exact GEMM may store the gradient with its sums
     auto host = Kokkos::create_mirror_view(p.value);
     for (std::size_t i = 0; i < n; ++i) host(i) = static_cast<T>(init_value(seed, spec, i));
     Kokkos::deep_copy(p.value, host);

@@ -317,6 +317,58 @@ TEST(GemmDetExact, DeferredZerosAreStoredOrFilled) {
                std::logic_error);
 }
 
+// A call that adds every sample in one fold to accumulators known to be zero also stores the floats
+// that GradAccum::finalize forms from the words (ExactSum::to_double, then float), and says so; a
+// call with several folds, or onto words that hold sums already, stores none. GradAccum then skips
+// its conversion for the view the floats went to, until anything may have changed the words.
+TEST(GemmDetExact, OneFoldAlsoStoresFinalizesFloatsBitwise) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  const ExactProblem p(29, 45, 13, 5, 41);  // partials in every limb, ties, subnormals (see above)
+  KernelWorkspace ws;
+  const auto dy = to_device(p.dy), x = to_device(p.x);
+  const std::ptrdiff_t as = static_cast<std::ptrdiff_t>(p.K) * p.M, bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
+  const std::size_t n = static_cast<std::size_t>(p.M) * p.N;
+  const float sentinel = 12345.0f;
+  auto host = [](const View1<float>& v) {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    return std::vector<float>(h.data(), h.data() + h.extent(0));
+  };
+  auto same_floats = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const auto& [name, opt] : exact_configs()) {
+    const bool one_fold = opt.group == 0 || opt.group >= p.S;
+    GradAccum<float> g("final_floats", n, Mode::deterministic);
+    View1<float> stored("stored", n), converted("converted", n);
+    g.finalize_into(stored);
+    Kokkos::deep_copy(stored, sentinel);
+    g.zero();
+    const bool said = gemm_det_exact(ws, opt, p.M, p.N, p.K, p.S, transposed(dy.data(), p.M), as,
+                                     row_major(x.data(), p.N), bs, g.exact_target_overwrite());
+    EXPECT_EQ(said, one_fold) << name;
+    g.finalize_unchecked(converted);  // another view: converted from the words
+    if (said) {
+      EXPECT_TRUE(same_floats(host(stored), host(converted))) << name << ": stored floats differ from finalize's";
+      g.floats_stored();
+      Kokkos::deep_copy(stored, sentinel);  // finalize into the stored view converts nothing now...
+      g.finalize_unchecked(stored);
+      EXPECT_EQ(host(stored), std::vector<float>(n, sentinel)) << name;
+      g.exact();  // ...until something may change the words
+      g.finalize_unchecked(stored);
+      EXPECT_TRUE(same_floats(host(stored), host(converted))) << name;
+    } else {
+      EXPECT_EQ(host(stored), std::vector<float>(n, sentinel)) << name << ": floats stored with several folds";
+    }
+    // A second call adds to sums already there: no floats.
+    Kokkos::deep_copy(stored, sentinel);
+    EXPECT_FALSE(gemm_det_exact(ws, opt, p.M, p.N, p.K, 1, transposed(dy.data(), p.M), as, row_major(x.data(), p.N), bs,
+                                g.exact_target_overwrite()))
+        << name;
+    EXPECT_EQ(host(stored), std::vector<float>(n, sentinel)) << name;
+  }
+}
+
 TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {
   KernelWorkspace ws;
   EXPECT_EQ(ws.bytes(), 0u);
