@@ -794,11 +794,13 @@ void pack_b_block_kmajor(const StridedMat<float>& B, int n0, int nb, int K, floa
 // acc[j] += limbs j (j < n) exactly: ExactSum::fold_limbs per element; the AVX-512 version folds
 // 8 contiguous accumulators at a time (lo and hi words deinterleaved, the same integer steps).
 // kZero: the accumulators are known to be zero, so they are stored without being read (the same
-// integer steps from 0: same bits and the same overflow rule).
+// integer steps from 0: same bits and the same overflow rule). fout: each sum's float is stored
+// there too; with words false only the floats are (the AVX-512 loop; a scalar tail stores both).
 template <bool kZero>
 void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, const std::int64_t* a2,
-              const std::int64_t* a3, int n, std::int64_t& ov, float* fout = nullptr) {
+              const std::int64_t* a3, int n, std::int64_t& ov, float* fout = nullptr, bool words = true) {
   int j = 0;
+  (void)words;  // the scalar path below stores every word
 #ifdef MINIPIPE_GEMM_AVX512
   static_assert(sizeof(Fixed128) == 16, "lo, hi");
   const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
@@ -834,7 +836,9 @@ void fold_row(Fixed128* acc, const std::int64_t* a0, const std::int64_t* a1, con
     r2 = _mm512_mask_add_epi64(r2, c2, r2, one);
     ovm |= _mm512_cmpneq_epi64_mask(r2, _mm512_srai_epi64(r1, 63));
     const __m512i w0 = _mm512_permutex2var_epi64(r0, inter_lo, r1), w1 = _mm512_permutex2var_epi64(r0, inter_hi, r1);
-    if (kZero && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) {
+    if (!words) {
+      // ExactTarget::floats_only: nothing reads these sums again; the floats below stand for them.
+    } else if (kZero && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) {
       // A first fold's sums are not read again before the whole output block is folded (by a
       // later group, or by the step's finalize): streamed to memory, they do not fetch the lines
       // they overwrite (the caller fences).
@@ -915,6 +919,7 @@ bool gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
   // One group on accumulators known to be zero: its fold forms each element's whole sum, so it can
   // also store the float that GradAccum::finalize would convert it to.
   float* const fin = target.final_floats && target.known_zero && g >= S ? target.final_floats : nullptr;
+  const bool words = !(fin && target.floats_only);
 #ifdef MINIPIPE_GEMM_EXACT_LIMBS
   const bool fused = uk == simd_microkernel<float>();
 #endif
@@ -1017,7 +1022,7 @@ bool gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
                 const std::int64_t* const l3 = tq.others ? tq.a3 + i * NR : zero_limbs;
                 if (first_fold)
                   fold_row<true>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov,
-                                 fin ? fin + static_cast<std::ptrdiff_t>(m0 + i) * N + n0 : nullptr);
+                                 fin ? fin + static_cast<std::ptrdiff_t>(m0 + i) * N + n0 : nullptr, words);
                 else
                   fold_row<false>(row, l0, tq.a1 + i * NR, l2, l3, nr, ov);
               }
@@ -1051,7 +1056,7 @@ bool gemm_exact_packed(KernelWorkspace& ws, Microkernel<float> uk, const GemmOpt
               Fixed128* const row = acc + static_cast<std::ptrdiff_t>(m0 + i) * N + n0;
               if (first_fold)
                 fold_row<true>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov,
-                               fin ? fin + static_cast<std::ptrdiff_t>(m0 + i) * N + n0 : nullptr);
+                               fin ? fin + static_cast<std::ptrdiff_t>(m0 + i) * N + n0 : nullptr, words);
               else
                 fold_row<false>(row, a0 + i * NR, a1 + i * NR, a2 + i * NR, a3 + i * NR, nr, ov);
             }

@@ -130,6 +130,7 @@ void gemm_det_row_sums(KernelWorkspace& ws, const GemmOptions& opt, int M, int N
 // target.final_floats: when the call adds every sample in one fold to accumulators known to be zero,
 // that fold also stores each sum converted as GradAccum::finalize converts it, final_floats[m*N + n]
 // = float(ExactSum::to_double(sum)); the call then returns true (false: nothing stored there).
+// With target.floats_only as well, such a call may leave the accumulators unwritten.
 bool gemm_det_exact(KernelWorkspace& ws, const GemmOptions& opt, int M, int N, int K, int S, StridedMat<float> A,
                     std::ptrdiff_t a_step, StridedMat<float> B, std::ptrdiff_t b_step, const ExactTarget& target,
                     const ExactTarget* row_target = nullptr);

@@ -26,6 +26,10 @@ struct ExactTarget {
   // Where a kernel that forms each element's whole sum may also store it as a float, as finalize
   // would (gemm_det_exact); null: nowhere. GradAccum::floats_stored() records that it did.
   float* final_floats = nullptr;
+  // With final_floats: nothing will read the sums' words (GradAccum::words_unread), so a kernel that
+  // stores the floats may leave the words unwritten (gemm_det_exact's one fold: 16 bytes an element
+  // written to memory that nothing reads).
+  bool floats_only = false;
   // Adds one sample's partial gradient value v to element e. Called inside kernels where the
   // calling thread owns element e (no two threads touch the same e concurrently).
   KOKKOS_INLINE_FUNCTION void add(std::size_t e, double v) const {
@@ -77,6 +81,7 @@ struct GradAccum {
   // zero; exact() writes the zeros when first asked, so a step whose first kernel stores every
   // accumulator (exact_target_overwrite) never writes them (100 MB a step on the e2e deck).
   const ExactView& exact() const {
+    if (words_missing) throw_words_missing();
     floats_ready = false;  // the caller may change the words
     if (fill_pending) {
       Kokkos::deep_copy(ExecSpace(), exact_words, Fixed128{});
@@ -125,6 +130,7 @@ struct GradAccum {
       fill_pending = true;  // written by exact() or by the first kernel (exact_target_overwrite)
       exact_zero = true;
       floats_ready = false;
+      words_missing = floats_only = false;
     } else {
       Kokkos::deep_copy(ExecSpace(), sum, T(0));
     }
@@ -141,9 +147,11 @@ struct GradAccum {
   // (gemm_det_exact on the host): the zeros zero_values() deferred are left to it (unfilled).
   // With a final view (finalize_into) and the accumulators known to be zero, the target also asks
   // for the floats there; the caller says floats_stored() if the kernel stored them.
+  // With words_unread, that kernel may store the floats alone (then exact() is an error until zero).
   ExactTarget exact_target_overwrite() const {
+    if (words_missing) throw_words_missing();
     float* const floats = exact_zero && final_view.extent(0) == exact_words.extent(0) ? final_view.data() : nullptr;
-    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending, floats};
+    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending, floats, floats && floats_only};
     exact_zero = false;
     fill_pending = false;
     floats_ready = false;
@@ -158,7 +166,16 @@ struct GradAccum {
   void finalize_into(const View1<T>& g) {
     if constexpr (std::is_same<T, float>::value) final_view = g;
   }
-  void floats_stored() const { floats_ready = true; }
+  void floats_stored() const {
+    floats_ready = true;
+    words_missing = floats_only;  // the kernel was allowed to leave them unwritten
+  }
+  // The owner's promise until the next zero_values(): one kernel forms this step's whole sum (one
+  // call with every sample) and nothing but finalize reads it (no data-parallel all-reduce, no sum
+  // of model copies). The exact GEMM then writes the gradient's floats and not its words.
+  void words_unread() {
+    if (mode == Mode::deterministic) floats_only = true;
+  }
 
   // Writes the accumulated gradient into g (length size()) and returns g's first non-finite
   // element: fast mode's float sum can overflow and is checked in the same pass; the exact sum is
@@ -169,6 +186,11 @@ struct GradAccum {
     blocking_copy(ov, overflow);
     if (ov) throw_overflow();
     return finalize_unchecked(g);
+  }
+  [[noreturn]] void throw_words_missing() const {
+    throw std::logic_error("gradient accumulator '" + name +
+                           "': its exact sums were asked for after a kernel stored only their floats "
+                           "(words_unread promised that one call forms the step's sum and nothing else reads it)");
   }
   [[noreturn]] void throw_overflow() const {
     throw GradientOverflow("gradient accumulator overflow in parameter '" + name +
@@ -208,9 +230,11 @@ struct GradAccum {
 
  private:
   ExactView exact_words;
-  mutable bool fill_pending = false;  // zero_values() ran and the zeros are not written yet
-  View1<float> final_view;            // finalize_into's view (float only)
-  mutable bool floats_ready = false;  // final_view holds every sum's float, the words unchanged since
+  mutable bool fill_pending = false;   // zero_values() ran and the zeros are not written yet
+  View1<float> final_view;             // finalize_into's view (float only)
+  mutable bool floats_ready = false;   // final_view holds every sum's float, the words unchanged since
+  bool floats_only = false;            // words_unread() this step
+  mutable bool words_missing = false;  // the floats were stored without the words
 };
 
 }  // namespace minipipe

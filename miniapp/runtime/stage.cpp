@@ -469,6 +469,7 @@ void Stage<T>::begin_step(int microbatches, bool ends_with_split_w, int first_sa
   for (auto& p : params_) {
     p.acc.defer_weight_samples(hold);
     share_packed_weights(p, share);
+    if (!sums_read_ && microbatches == 1) p.acc.words_unread();
   }
   // The blocks' Linear weights hold their samples by reference in the step-wide operand rows:
   // where deterministic mode holds them, and in fast mode on a stage that is the whole model (its

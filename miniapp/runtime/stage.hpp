@@ -133,6 +133,11 @@ class Stage {
   // are held by reference instead of copied: in both modes (fast mode then runs one dW GEMM over
   // the step's rows at its last W, the chain it runs micro-batch by micro-batch).
   void begin_step(int microbatches, bool ends_with_split_w = false, int first_sample = 0, int samples = 0);
+  // Whether anything reads the exact gradient sums between the step's last W and finalize_grads
+  // (the data-parallel all-reduce, the sum of two model copies; the default, true). Off, a step of
+  // one micro-batch lets the exact weight GEMM store the gradient's floats without its sums
+  // (GradAccum::words_unread): each weight's one call forms the whole sum.
+  void set_sums_read(bool read) { sums_read_ = read; }
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
   // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each
   // gradient's first non-finite element (checked while it is written).
@@ -208,6 +213,7 @@ class Stage {
   std::vector<BlockActivations<T>> step_rows_;
   bool step_rows_on_ = false;
   int step_first_ = 0, step_samples_ = 0;
+  bool sums_read_ = true;  // set_sums_read
 };
 
 }  // namespace minipipe

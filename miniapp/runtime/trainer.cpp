@@ -125,6 +125,9 @@ Trainer<T>::Trainer(MPI_Comm job, MPI_Comm pipeline, MPI_Comm replicas, const Mo
       stages_.emplace_back(shape, layout, s, mode, seed, recompute);
   executor_ = std::make_unique<Executor<T>>(comm_, plan_, stages_, path, shape.seq_len, shape.channels, timeout_s,
                                             action_fence);
+  // The exact sums are read after the backward by the replicas' all-reduce and by the sum of two
+  // model copies (sum_model_copies); else only finalize converts them.
+  for (auto& s : stages_) s.set_sums_read(num_replicas_ > 1 || plan_.chains > 1);
   if (num_replicas_ > 1) {
     reducer_ = std::make_unique<GradReducer<T>>(job_, replicas_, path, reduce, timeout_s);
     // Where each local stage's last weight gradient of the step runs (a W or B, also inside an

@@ -369,6 +369,74 @@ TEST(GemmDetExact, OneFoldAlsoStoresFinalizesFloatsBitwise) {
   }
 }
 
+// With GradAccum::words_unread (nothing but finalize reads this step's sums), the call that stores
+// the floats may leave the words unwritten: the floats are still those of the reference sums
+// (ExactSum::to_double, then float), the words it did write (a row's scalar tail) are right, and
+// asking for the words afterwards is an error until the accumulators are zeroed again. A call
+// with several folds stores every word, as without the promise.
+TEST(GemmDetExact, FloatsOnlyWhenNothingReadsTheSums) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  const ExactProblem p(29, 45, 13, 5, 43);
+  int ref_ov = 0;
+  const auto ref = p.reference(ref_ov);
+  ASSERT_EQ(ref_ov, 0);
+  KernelWorkspace ws;
+  const auto dy = to_device(p.dy), x = to_device(p.x);
+  const std::ptrdiff_t as = static_cast<std::ptrdiff_t>(p.K) * p.M, bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
+  const std::size_t n = static_cast<std::size_t>(p.M) * p.N;
+  // The AVX-512 fold stores 8 sums at a time and leaves them out; a scalar fold stores each anyway.
+  const bool vector_fold = std::string(gemm_det_microkernel()).rfind("AVX-512F", 0) == 0;
+  Fixed128 dirty;  // a word none of these sums has: where it stays, nothing was written
+  dirty.lo = 0x0123456789abcdefULL;
+  dirty.hi = 0x7edcba98;
+  std::vector<float> expected(n);
+  for (std::size_t e = 0; e < n; ++e) expected[e] = static_cast<float>(ExactSum::to_double(ref[e]));
+  for (const auto& [name, opt] : exact_configs()) {
+    const bool one_fold = opt.group == 0 || opt.group >= p.S;
+    GradAccum<float> g("floats_only", n, Mode::deterministic);
+    View1<float> stored("stored", n);
+    g.finalize_into(stored);
+    g.zero();
+    Kokkos::deep_copy(g.exact(), dirty);
+    g.zero_values();  // the zeros deferred: the words still hold `dirty`
+    g.words_unread();
+    const ExactTarget t = g.exact_target_overwrite();
+    EXPECT_TRUE(t.floats_only) << name;
+    const bool said =
+        gemm_det_exact(ws, opt, p.M, p.N, p.K, p.S, transposed(dy.data(), p.M), as, row_major(x.data(), p.N), bs, t);
+    EXPECT_EQ(said, one_fold) << name;
+    auto words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.exact);
+    std::size_t unwritten = 0, wrong = 0;
+    for (std::size_t e = 0; e < n; ++e) {
+      if (words(e).lo == dirty.lo && words(e).hi == dirty.hi)
+        ++unwritten;
+      else if (words(e).lo != ref[e].lo || words(e).hi != ref[e].hi)
+        ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << name;
+    if (!said) {
+      EXPECT_EQ(unwritten, 0u) << name << ": several folds must store every sum";
+      EXPECT_NO_THROW(g.exact()) << name;
+      continue;
+    }
+    g.floats_stored();
+    if (vector_fold) {
+      EXPECT_GT(unwritten, n / 2) << name << ": the sums were stored although nothing reads them";
+    }
+    g.finalize_unchecked(stored);  // converts nothing: the floats are the kernel's
+    auto floats = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), stored);
+    EXPECT_EQ(std::memcmp(floats.data(), expected.data(), n * sizeof(float)), 0) << name;
+    EXPECT_THROW(g.exact(), std::logic_error) << name;
+    EXPECT_THROW(g.exact_target_overwrite(), std::logic_error) << name;
+    g.zero_values();  // a new step: the words are zeros again
+    auto zeros = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact());
+    std::size_t nonzero = 0;
+    for (std::size_t e = 0; e < n; ++e) nonzero += zeros(e).lo != 0 || zeros(e).hi != 0;
+    EXPECT_EQ(nonzero, 0u) << name;
+  }
+}
+
 TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {
   KernelWorkspace ws;
   EXPECT_EQ(ws.bytes(), 0u);
