@@ -221,7 +221,8 @@ void print_table(const TuneTool& tool, const Choice& choice, const Measured& m, 
   for (std::size_t k = 0; k < best.size(); ++k)
     row(std::to_string(k + 1), best[k], static_cast<int>(k) < k_runs ? median(samples[k]) : 0.0);
   if (error.empty()) row("base", base, verify > 0 ? median(samples[n_runs - 1]) : 0.0);
-  out << "(pred ms: predicted step = simulated makespan + the slowest rank's fixed cost (zero, finalize, update); "
+  out << "(pred ms: predicted step = simulated makespan + the slowest rank's fixed cost (zero, finalize, update; "
+         "DualPipe: the sum of the two model copies); "
          "peak: stored activations of the worst rank; base: 1f1b, even split, no recompute, the deck's m"
       << (verify > 0 ? "; meas ms: median whole-step time of steps 1.." + std::to_string(steps - 1) + " of " +
                            std::to_string(rounds) + " alternating round(s)"

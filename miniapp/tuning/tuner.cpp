@@ -44,7 +44,9 @@ TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule,
   const StageLayout layout = model_copies(layout_of(costs.shape.n_layer, split), s.chains);
   const sched::CostModel cm = stage_costs(costs, layout, samples, r);
   const sched::SimResult sim = sched::simulate(s, cm);
-  const std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
+  std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
+  const std::vector<double> copies = rank_copy_sum_ms(costs, layout, s.stage_to_rank, p);
+  for (int r = 0; r < p; ++r) fixed[static_cast<std::size_t>(r)] += copies[static_cast<std::size_t>(r)];
   TuneCandidate c;
   c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r, c.memory_cap = schedule_cap;
   // With a measured action spread: the mean over jittered simulations (uneven actions add waits).

@@ -20,7 +20,7 @@ struct TuneCandidate {
   int memory_cap = 0;      // a capped schedule's pipeline.memory_cap; 0 = its default, p
   double step_ms = 0;      // predicted step: makespan + the slowest rank's fixed cost
   double makespan_ms = 0;  // simulated pipeline makespan (calibrated costs)
-  double fixed_ms = 0;     // the slowest rank's per-step fixed cost (zero, finalize, update)
+  double fixed_ms = 0;     // the slowest rank's per-step fixed cost (zero, finalize, update, a sum of model copies)
   double busy_ms = 0;      // simulated compute time summed over ranks
   double bubble = 0;       // simulated bubble fraction
   double peak_bytes = 0;   // predicted peak stored activations of the worst rank

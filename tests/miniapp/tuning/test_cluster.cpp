@@ -451,3 +451,37 @@ TEST(Tuner, CappedSchedulesAreTriedAtEveryCapBelowPWhereMemoryBinds) {
     EXPECT_EQ(direct.bubble, x.bubble);
   }
 }
+
+// DualPipe's step ends with the sum of its two model copies, which the tuner adds to each rank's
+// fixed cost: at p = 2 every rank holds one part of each copy, so all of the model's gradients,
+// whose twins are on the other rank. Deterministic: 4 passes of the 32 limb bytes of each element
+// at the link's copy rate, plus a latency per stage; fast: 2 passes of the 4-byte floats. A
+// one-copy schedule adds nothing.
+TEST(Tuner, DualPipeStepAddsTheSumOfTheTwoCopies) {
+  const mp::Cluster c = mp::parse_cluster(kFourPerNode, "four.toml");
+  const minipipe::ModelShape shape{64, 16, 32, 4, 4, 16};
+  double params = 0;
+  auto add = [&](const std::vector<minipipe::ParamSpec>& ps) {
+    for (const auto& q : ps) params += static_cast<double>(q.numel());
+  };
+  add(minipipe::embedding_params(shape));
+  for (int l = 0; l < shape.n_layer; ++l) add(minipipe::block_params(shape, l));
+  add(minipipe::head_params(shape));
+  ASSERT_GT(params, 0);
+  for (const bool det : {true, false}) {
+    mp::CostFile costs = mp::analytic_costs(shape, 8, det, c);
+    costs.step_fixed_ms.assign(static_cast<std::size_t>(shape.n_layer + 2), 0.25);
+    costs.transfer_measured = true;
+    costs.latency_ms = 0.02;
+    costs.ms_per_byte = 1e-6;
+    const double copy_sum = params * (det ? 4 * 32 : 2 * 4) * costs.ms_per_byte + 2 * costs.latency_ms;
+    // Each part's zeroing, finalize and update (0.25 ms, fixed_slowdown 1): a DualPipe rank at
+    // p = 2 holds a whole copy's worth of parts, a 1F1B rank half of them.
+    const double parts_fixed = 0.25 * (shape.n_layer + 2);
+    const mp::TuneCandidate dual = mp::predict(costs, 2, "dualpipe", 2, 2, {2, 2}, mp::Recompute::none);
+    EXPECT_NEAR(dual.fixed_ms, parts_fixed + copy_sum, 1e-9 * copy_sum) << (det ? "deterministic" : "fast");
+    EXPECT_NEAR(dual.step_ms - dual.makespan_ms, dual.fixed_ms, 1e-9);
+    const mp::TuneCandidate one = mp::predict(costs, 2, "1f1b", 1, 2, {2, 2}, mp::Recompute::none);
+    EXPECT_NEAR(one.fixed_ms, parts_fixed / 2, 1e-12) << "one copy: half the parts a rank, no sum of copies";
+  }
+}
