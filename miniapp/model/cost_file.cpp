@@ -234,31 +234,6 @@ std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layo
   return out;
 }
 
-std::vector<double> rank_copy_sum_ms(const CostFile& costs, const StageLayout& layout,
-                                     const std::vector<int>& stage_to_rank, int p) {
-  std::vector<double> out(static_cast<std::size_t>(p), 0.0);
-  const int S = layout.num_stages(), parts = layout.num_parts();
-  if (S == parts || !costs.transfer_measured) return out;
-  const bool exact = costs.mode == "deterministic";
-  const double bytes = exact ? 4.0 * 4 * 8 : 2.0 * costs.real_bytes;  // passes x bytes an element
-  auto numel = [](const std::vector<ParamSpec>& ps) {
-    double n = 0;
-    for (const auto& q : ps) n += static_cast<double>(q.numel());
-    return n;
-  };
-  for (int s = 0; s < S; ++s) {
-    double n = 0;
-    if (layout.is_first(s)) n += numel(embedding_params(costs.shape));
-    for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l) n += numel(block_params(costs.shape, l));
-    if (layout.is_last(s)) n += numel(head_params(costs.shape));
-    const int rank = stage_to_rank.at(static_cast<std::size_t>(s));
-    const int twin = (s + parts) % S;  // the same part of the other copy
-    const bool remote = stage_to_rank.at(static_cast<std::size_t>(twin)) != rank;
-    out.at(static_cast<std::size_t>(rank)) += n * bytes * costs.ms_per_byte + (remote ? costs.latency_ms : 0.0);
-  }
-  return out;
-}
-
 LayerTimes layer_times(const CostFile& costs, int samples, Recompute r) {
   const SizeCosts sc = costs.at(samples);
   const int L = costs.shape.n_layer;

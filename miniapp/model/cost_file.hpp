@@ -90,13 +90,6 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
 // update, and the ranks meet between them, so its fixed part is the slowest rank's.
 std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layout,
                                   const std::vector<int>& stage_to_rank, int p);
-// Per rank, the sum of two model copies' gradients after the pipeline (DualPipe; zeros for one
-// copy): each stage's gradient goes through memory `passes` times at the measured link's copy
-// rate, plus one latency where the other copy's holder is another rank. Deterministic: the four
-// 8-byte limbs of each element packed, exchanged, added and unpacked (4 passes of 32 bytes);
-// fast: the floats exchanged and added (2 passes of real_bytes). Zeros without a measured link.
-std::vector<double> rank_copy_sum_ms(const CostFile& costs, const StageLayout& layout,
-                                     const std::vector<int>& stage_to_rank, int p);
 // Per-layer F+I+W (ms) of the blocks, and the embedding's and head's, for the split optimizer.
 struct LayerTimes {
   std::vector<double> blocks;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "miniapp/tuning/scale_model.hpp"
 #include "schedules/schedules.hpp"
 #include "schedules/split.hpp"
 
@@ -34,6 +35,26 @@ double median(std::vector<double> x) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+std::vector<double> rank_copy_sum_ms(const CostFile& costs, const StageLayout& layout,
+                                     const std::vector<int>& stage_to_rank, int p) {
+  std::vector<double> out(static_cast<std::size_t>(p), 0.0);
+  const int S = layout.num_stages(), parts = layout.num_parts(), L = costs.shape.n_layer;
+  if (S == parts || !costs.transfer_measured) return out;
+  const double bytes = costs.mode == "deterministic" ? 4.0 * 4 * 8 : 2.0 * costs.real_bytes;  // passes x bytes
+  const std::vector<double> elements = part_elements(costs.shape);                            // embedding, blocks, head
+  for (int s = 0; s < S; ++s) {
+    double n = layout.is_first(s) ? elements.front() : 0.0;
+    for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l)
+      n += elements.at(static_cast<std::size_t>(1 + l));
+    if (layout.is_last(s)) n += elements.at(static_cast<std::size_t>(L + 1));
+    const int rank = stage_to_rank.at(static_cast<std::size_t>(s));
+    const int twin = (s + parts) % S;  // the same part of the other copy
+    const bool remote = stage_to_rank.at(static_cast<std::size_t>(twin)) != rank;
+    out.at(static_cast<std::size_t>(rank)) += n * bytes * costs.ms_per_byte + (remote ? costs.latency_ms : 0.0);
+  }
+  return out;
+}
+
 TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule, int v, int m,
                       const std::vector<int>& split, Recompute r, int schedule_cap) {
   sched::ScheduleOptions opt;
@@ -46,7 +67,7 @@ TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule,
   const sched::SimResult sim = sched::simulate(s, cm);
   std::vector<double> fixed = rank_fixed_ms(costs, layout, s.stage_to_rank, p);
   const std::vector<double> copies = rank_copy_sum_ms(costs, layout, s.stage_to_rank, p);
-  for (int r = 0; r < p; ++r) fixed[static_cast<std::size_t>(r)] += copies[static_cast<std::size_t>(r)];
+  for (std::size_t k = 0; k < fixed.size(); ++k) fixed[k] += copies[k];
   TuneCandidate c;
   c.schedule = schedule, c.v = s.v, c.m = m, c.split = split, c.recompute = r, c.memory_cap = schedule_cap;
   // With a measured action spread: the mean over jittered simulations (uneven actions add waits).

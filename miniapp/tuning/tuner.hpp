@@ -35,6 +35,14 @@ struct TuneCandidate {
 // (empty = all).
 std::vector<TuneCandidate> enumerate_configs(const CostFile& costs, int p, int batch, double memory_cap,
                                              const std::vector<std::string>& names);
+// Per rank, the sum of two model copies' gradients after the pipeline (DualPipe; zeros for one
+// copy): each stage's gradient goes through memory `passes` times at the measured link's copy
+// rate, plus one latency where the other copy's holder is another rank. Deterministic: the four
+// 8-byte limbs of each element packed, exchanged, added and unpacked (4 passes of 32 bytes);
+// fast: the floats exchanged and added (2 passes of real_bytes). Zeros without a measured link.
+std::vector<double> rank_copy_sum_ms(const CostFile& costs, const StageLayout& layout,
+                                     const std::vector<int>& stage_to_rank, int p);
+
 // The same prediction for one configuration (the baseline, say).
 // `schedule_cap`: its pipeline.memory_cap (0 = the default).
 TuneCandidate predict(const CostFile& costs, int p, const std::string& schedule, int v, int m,
