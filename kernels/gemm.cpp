@@ -521,7 +521,7 @@ void gemm_packed(KernelWorkspace& ws, Microkernel<T> uk, const GemmOptions& opt,
         // share of the column blocks instead (jb slow, a multiple of the thread count): it then
         // reads the B panels that it packed itself and the smaller A from the other cores, not
         // all of B (2 threads: 1.22x the GFLOP/s on that weight gradient).
-        const bool cols = threads > 1 && pack_now && !keep && n_ib == threads && nb > mb && npan >= 2 * threads;
+        const bool cols = threads > 1 && !keep && n_ib == threads && nb > mb && npan >= 2 * threads;
         const int n_jb = cols ? threads * ceil_div(npan, threads * unit_panels) : ceil_div(npan, unit_panels);
         Kokkos::parallel_for("Gemm::tiles", Policy(0, n_ib * n_jb), [=](const int u) {
           const int ib = cols ? u % n_ib : u / n_jb;
