@@ -219,18 +219,11 @@ sched::CostModel stage_costs(const CostFile& costs, const StageLayout& layout, i
 
 std::vector<double> rank_fixed_ms(const CostFile& costs, const StageLayout& layout,
                                   const std::vector<int>& stage_to_rank, int p) {
-  const int S = layout.num_stages(), L = costs.shape.n_layer;
   std::vector<double> out(static_cast<std::size_t>(p), 0.0);
   if (costs.step_fixed_ms.empty()) return out;
-  for (int s = 0; s < S; ++s) {
-    double t = 0;
-    if (layout.is_first(s)) t += costs.step_fixed_ms.at(0);
-    for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l)
-      t += costs.step_fixed_ms.at(static_cast<std::size_t>(1 + l));
-    if (layout.is_last(s)) t += costs.step_fixed_ms.at(static_cast<std::size_t>(L + 1));
+  for (int s = 0; s < layout.num_stages(); ++s)
     out.at(static_cast<std::size_t>(stage_to_rank.at(static_cast<std::size_t>(s)))) +=
-        costs.calibration.fixed_slowdown * t;
-  }
+        costs.calibration.fixed_slowdown * stage_sum(layout, s, costs.step_fixed_ms);
   return out;
 }
 

@@ -209,6 +209,14 @@ StageLayout model_copies(const StageLayout& one, int copies) {
   return out;
 }
 
+double stage_sum(const StageLayout& layout, int stage, const std::vector<double>& per_part) {
+  const std::size_t s = static_cast<std::size_t>(stage);
+  double t = layout.is_first(stage) ? per_part.at(0) : 0.0;
+  for (int l = layout.first.at(s); l < layout.first.at(s) + layout.count.at(s); ++l)
+    t += per_part.at(static_cast<std::size_t>(1 + l));
+  return layout.is_last(stage) ? t + per_part.back() : t;
+}
+
 const char* to_string(Recompute r) {
   return r == Recompute::none ? "none" : r == Recompute::attention ? "attention" : "block";
 }

@@ -64,6 +64,10 @@ struct StageLayout {
 // `copies` copies of the one-copy layout `one`, one after another (DualPipe: 2).
 StageLayout model_copies(const StageLayout& one, int copies);
 
+// The sum over stage `stage`'s parts of a per-part table (embedding, block 0 .. n_layer-1, head:
+// n_layer + 2 entries): the embedding's on a first part, its blocks', the head's on a last part.
+double stage_sum(const StageLayout& layout, int stage, const std::vector<double>& per_part);
+
 // Even split (earlier stages take the remainder) or the explicit list; InputError when the
 // explicit split does not add up to n_layer, has a negative entry, or there are more stages than
 // layers. `num_stages` are the parts of one model copy; `copies` (DualPipe: 2) only shapes the

@@ -233,9 +233,7 @@ RankShares rank_shares(const Cluster& cl, const StageLayout& layout, const std::
   RankShares out;
   out.stage_ar.resize(static_cast<std::size_t>(S));
   for (int st = 0; st < S; ++st) {
-    double e = st == 0 ? elements.front() : 0.0;
-    for (int l = layout.first[st]; l < layout.first[st] + layout.count[st]; ++l) e += elements[1 + l];
-    if (st == S - 1) e += elements.back();
+    const double e = stage_sum(layout, st, elements);
     rank_el[static_cast<std::size_t>(stage_to_rank[st])] += e;
     out.stage_ar[st] = allreduce_ms(cl, stage_to_rank[st], p, dp, e * bytes_per_element);
   }

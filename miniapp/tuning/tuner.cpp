@@ -38,15 +38,12 @@ double median(std::vector<double> x) {
 std::vector<double> rank_copy_sum_ms(const CostFile& costs, const StageLayout& layout,
                                      const std::vector<int>& stage_to_rank, int p) {
   std::vector<double> out(static_cast<std::size_t>(p), 0.0);
-  const int S = layout.num_stages(), parts = layout.num_parts(), L = costs.shape.n_layer;
+  const int S = layout.num_stages(), parts = layout.num_parts();
   if (S == parts || !costs.transfer_measured) return out;
   const double bytes = costs.mode == "deterministic" ? 4.0 * 4 * 8 : 2.0 * costs.real_bytes;  // passes x bytes
   const std::vector<double> elements = part_elements(costs.shape);                            // embedding, blocks, head
   for (int s = 0; s < S; ++s) {
-    double n = layout.is_first(s) ? elements.front() : 0.0;
-    for (int l = layout.first[s]; l < layout.first[s] + layout.count[s]; ++l)
-      n += elements.at(static_cast<std::size_t>(1 + l));
-    if (layout.is_last(s)) n += elements.at(static_cast<std::size_t>(L + 1));
+    const double n = stage_sum(layout, s, elements);
     const int rank = stage_to_rank.at(static_cast<std::size_t>(s));
     const int twin = (s + parts) % S;  // the same part of the other copy
     const bool remote = stage_to_rank.at(static_cast<std::size_t>(twin)) != rank;
