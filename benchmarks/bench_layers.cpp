@@ -23,10 +23,17 @@ namespace {
 const Mode kModes[] = {Mode::deterministic, Mode::fast};
 
 #ifdef MINIPIPE_BENCH_LAYERNORM
+enum class LnPass { forward, backward_input, backward_weight };
+const char* name(LnPass p) {
+  return p == LnPass::forward ? "fwd" : p == LnPass::backward_input ? "bwd_input" : "bwd_weight";
+}
+
 // Bytes are the compulsory traffic: forward reads x and writes out; backward-input reads x and
-// dout and writes dx (weights, mean and rstd are O(N + C) and left out).
+// dout and writes dx; backward-weight reads x and dout into the gradient accumulators of w and b,
+// one deterministic exact add per sample of `seq_len` rows (weights, mean, rstd and the
+// accumulators are O(N + C) and left out).
 template <class T>
-void bench_layernorm(benchmark::State& st, Mode mode, bool backward, int N, int C) {
+void bench_layernorm(benchmark::State& st, Mode mode, LnPass pass, int N, int C, int seq_len) {
   const auto x = filled<T>(static_cast<std::size_t>(N) * C, 1);
   const auto w = filled<T>(static_cast<std::size_t>(C), 2);
   const auto b = filled<T>(static_cast<std::size_t>(C), 3);
@@ -34,16 +41,21 @@ void bench_layernorm(benchmark::State& st, Mode mode, bool backward, int N, int 
   View2<T> out("ln_out", N, C), dx("ln_dx", N, C);
   View1<T> mean("ln_mean", N), rstd("ln_rstd", N);
   const CMat<T> xm(x.data(), N, C), doutm(dout.data(), N, C);
+  GradAccum<T> dw("bench_ln_w", static_cast<std::size_t>(C), mode), db("bench_ln_b", static_cast<std::size_t>(C), mode);
+  dw.zero();
+  db.zero();
   LayerNorm<T>::forward(mode, xm, w, b, out, mean, rstd);  // mean/rstd for the backward, warm-up
   fence("bench::layernorm");
   for (auto _ : st) {
-    if (backward)
+    if (pass == LnPass::backward_input)
       LayerNorm<T>::backward_input(mode, xm, w, mean, rstd, doutm, dx);
+    else if (pass == LnPass::backward_weight)
+      LayerNorm<T>::backward_weight(mode, xm, mean, rstd, doutm, seq_len, dw, db);
     else
       LayerNorm<T>::forward(mode, xm, w, b, out, mean, rstd);
     fence("bench::layernorm");
   }
-  set_rates(st, 0, (backward ? 3.0 : 2.0) * N * C * sizeof(T));
+  set_rates(st, 0, (pass == LnPass::forward ? 2.0 : 3.0 - (pass == LnPass::backward_weight)) * N * C * sizeof(T));
 }
 #endif
 
@@ -159,12 +171,12 @@ void bench_attention(benchmark::State& st, Mode mode, bool backward, const Model
 void register_layer_benchmarks(const ModelShape& s) {
 #ifdef MINIPIPE_BENCH_LAYERNORM
   for (Mode m : kModes)
-    for (bool bwd : {false, true})
+    for (LnPass p : {LnPass::forward, LnPass::backward_input, LnPass::backward_weight})
       benchmark::RegisterBenchmark(
-          (std::string("layernorm_f32/") + (bwd ? "bwd_input/" : "fwd/") + std::to_string(s.tokens) + "x" +
-           std::to_string(s.channels) + "/" + to_string(m))
+          (std::string("layernorm_f32/") + name(p) + "/" + std::to_string(s.tokens) + "x" + std::to_string(s.channels) +
+           "/" + to_string(m))
               .c_str(),
-          [=](benchmark::State& st) { bench_layernorm<float>(st, m, bwd, s.tokens, s.channels); })
+          [=](benchmark::State& st) { bench_layernorm<float>(st, m, p, s.tokens, s.channels, s.seq_len); })
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
 #endif
