@@ -64,6 +64,24 @@ Json sync_json(const counters::SyncCounts& c) {
 
 }  // namespace
 
+RoofSummary roof_summary(const KernelCounterReport& r) {
+  RoofSummary s;
+  const double sgemm = r.peaks.sgemm_gflops * 1e9, triad = r.peaks.triad_gbs * 1e9;
+  if (sgemm <= 0 || triad <= 0) return s;
+  s.ridge = sgemm / triad;
+  double model = 0;
+  for (const auto& [label, w] : r.work) {
+    const double bound = std::max(w.flops / sgemm, w.bytes / triad);
+    const bool compute = w.bytes <= 0 || w.flops >= s.ridge * w.bytes;
+    (compute ? s.compute_bound : s.memory_bound) += bound;
+    (compute ? s.compute_measured : s.memory_measured) += w.seconds;
+    model += w.model_flops;
+  }
+  if (s.bound() > 0) s.model_over_sgemm_bound = model / s.bound() / sgemm;
+  if (s.measured() > 0) s.model_over_sgemm_measured = model / s.measured() / sgemm;
+  return s;
+}
+
 void print_kernel_report(const KernelCounterReport& r, std::ostream& out) {
   std::ostringstream os;
   double flops = 0, model = 0, seconds = 0;
@@ -89,6 +107,21 @@ void print_kernel_report(const KernelCounterReport& r, std::ostream& out) {
                 r.peaks.backend.c_str(), r.peaks.sgemm_gflops, r.peaks.sgemm_n, r.peaks.triad_gbs,
                 static_cast<unsigned long long>(r.peaks.triad_elements));
   os << line;
+  const RoofSummary roof = roof_summary(r);
+  if (roof.ridge > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  at the roofline (each kernel at max(FLOP / sgemm, bytes / triad), ridge %.2f FLOP/B): %.3f ms, "
+                  "measured %.3f: %.3f of the roof's rate\n",
+                  roof.ridge, 1e3 * roof.bound(), 1e3 * roof.measured(),
+                  roof.measured() > 0 ? roof.bound() / roof.measured() : 0.0);
+    os << line;
+    std::snprintf(line, sizeof(line),
+                  "    above the ridge %.3f ms (measured %.3f), below %.3f ms (measured %.3f); model FLOP over the "
+                  "same-run sgemm: %.3f at the roof, %.3f measured\n",
+                  1e3 * roof.compute_bound, 1e3 * roof.compute_measured, 1e3 * roof.memory_bound,
+                  1e3 * roof.memory_measured, roof.model_over_sgemm_bound, roof.model_over_sgemm_measured);
+    os << line;
+  }
   os << "  fences of rank 0 by label, per step:";
   for (const auto& [label, n] : r.fence_labels)
     os << " " << label << " " << json_number(r.run_steps > 0 ? static_cast<double>(n) / r.run_steps : 0.0) << ";";
@@ -106,6 +139,14 @@ std::string kernel_counters_json(const KernelCounterReport& r) {
   peaks["backend"] = r.peaks.backend, peaks["sgemm_gflops"] = r.peaks.sgemm_gflops, peaks["sgemm_n"] = r.peaks.sgemm_n;
   peaks["triad_gbs"] = r.peaks.triad_gbs, peaks["triad_elements"] = r.peaks.triad_elements;
   j["peaks"] = peaks;
+  const RoofSummary roof = roof_summary(r);
+  Json rj;
+  rj["ridge_flops_per_byte"] = roof.ridge;
+  rj["compute_bound_seconds"] = roof.compute_bound, rj["compute_measured_seconds"] = roof.compute_measured;
+  rj["memory_bound_seconds"] = roof.memory_bound, rj["memory_measured_seconds"] = roof.memory_measured;
+  rj["model_over_sgemm_bound"] = roof.model_over_sgemm_bound;
+  rj["model_over_sgemm_measured"] = roof.model_over_sgemm_measured;
+  j["roofline"] = rj;
   j["kernels"] = Json::array();
   for (const auto& [label, w] : by_time(r)) {
     Json k;

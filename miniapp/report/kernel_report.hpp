@@ -29,7 +29,23 @@ struct KernelCounterReport {
 double gflops(const counters::WorkStats& w);
 double gbytes_per_second(const counters::WorkStats& w);
 
-// The per-kernel table (sorted by time), the peaks and each rank's synchronizations of the last step.
+// The kernel entries at the roofline of the same-run peaks: each entry's time bound is
+// max(FLOPs / sgemm, bytes / triad), the time it would take at its roof. Entries above the ridge
+// (FLOP/B >= sgemm / triad) are bound by the sgemm, the others by the triad. With the model FLOPs,
+// the rate over the same-run sgemm that the step's kernels would reach at the roof, against the one
+// they reached (both over the kernels' summed time). Zero everywhere without both peaks.
+struct RoofSummary {
+  double ridge = 0;                                // FLOP per byte where the two roofs meet
+  double compute_bound = 0, compute_measured = 0;  // seconds, entries at or above the ridge
+  double memory_bound = 0, memory_measured = 0;    // seconds, entries below it
+  double model_over_sgemm_bound = 0, model_over_sgemm_measured = 0;
+  double bound() const { return compute_bound + memory_bound; }
+  double measured() const { return compute_measured + memory_measured; }
+};
+RoofSummary roof_summary(const KernelCounterReport& r);
+
+// The per-kernel table (sorted by time), the roofline summary, the peaks and each rank's
+// synchronizations of the last step.
 void print_kernel_report(const KernelCounterReport& r, std::ostream& out);
 // The JSON object of the report's "kernel_counters" section.
 std::string kernel_counters_json(const KernelCounterReport& r);

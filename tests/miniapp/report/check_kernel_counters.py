@@ -96,6 +96,38 @@ def check_doc_row(doc, deck_name, p, schedule, m, measured):
     print(f"docs/benchmarking.md's row for {deck_name} p={p} {schedule} m={m}: as measured")
 
 
+def check_roofline(kc, stdout, where):
+    """The roofline summary (docs/benchmarking.md, "Kernel counters") from its definition: each entry
+    at max(FLOP / sgemm, bytes / triad), split at the ridge sgemm / triad; the model FLOPs over the
+    same-run sgemm at the bound's and at the measured time; and the printed line says the same."""
+    sgemm, triad = kc["peaks"]["sgemm_gflops"] * 1e9, kc["peaks"]["triad_gbs"] * 1e9
+    ridge = sgemm / triad
+    sums = {"compute_bound_seconds": 0.0, "compute_measured_seconds": 0.0, "memory_bound_seconds": 0.0,
+            "memory_measured_seconds": 0.0}
+    for k in kc["kernels"]:
+        part = "compute" if k["bytes"] <= 0 or k["flops"] >= ridge * k["bytes"] else "memory"
+        sums[f"{part}_bound_seconds"] += max(k["flops"] / sgemm, k["bytes"] / triad)
+        sums[f"{part}_measured_seconds"] += k["seconds"]
+    model = sum(k["model_flops"] for k in kc["kernels"])
+    bound = sums["compute_bound_seconds"] + sums["memory_bound_seconds"]
+    measured = sums["compute_measured_seconds"] + sums["memory_measured_seconds"]
+    want = dict(sums, ridge_flops_per_byte=ridge, model_over_sgemm_bound=model / bound / sgemm,
+                model_over_sgemm_measured=model / measured / sgemm)
+    got = kc.get("roofline", {})
+    for key, v in want.items():
+        if key not in got or abs(got[key] - v) > 1e-9 * max(abs(v), 1e-30):
+            fail(f"{where}: roofline {key} = {got.get(key)}, its definition gives {v}")
+    if not 0 < want["model_over_sgemm_bound"] <= 1.0 + 1e-12:
+        fail(f"{where}: at the roof the model FLOPs run at {want['model_over_sgemm_bound']} of the sgemm: "
+             "every entry's time bound is at least its FLOPs over the sgemm, so at most 1")
+    line = next((l for l in stdout.splitlines() if l.startswith("  at the roofline")), None)
+    if line is None or f"{1e3 * bound:.3f} ms, measured {1e3 * measured:.3f}" not in line:
+        fail(f"{where}: the printed roofline line {line!r} does not say {1e3 * bound:.3f} ms against "
+             f"{1e3 * measured:.3f} measured")
+    print(f"{where}: at the roofline {1e3 * bound:.3f} ms against {1e3 * measured:.3f} ms measured; model FLOP "
+          f"over the sgemm {want['model_over_sgemm_bound']:.3f} at the roof, {want['model_over_sgemm_measured']:.3f}")
+
+
 def check(exe, mpiexec, deck, out, p, m, schedule, doc=None):
     d = deck_values(deck)
     L, C, V, T = (int(d[k]) for k in ("model.n_layer", "model.channels", "model.vocab", "model.seq_len"))
@@ -179,6 +211,7 @@ def check(exe, mpiexec, deck, out, p, m, schedule, doc=None):
             fail(f"{k['kernel']} ran {k['calls']} times in no time")
     if kc["peaks"]["sgemm_gflops"] <= 0 or kc["peaks"]["triad_gbs"] <= 0:
         fail(f"no same-run peaks: {kc['peaks']}")
+    check_roofline(kc, r.stdout, f"p={p} m={m} {schedule}")
     if doc:
         check_doc_row(doc, Path(deck).stem, p, schedule, m, measured)
     svg = (out / f"roofline_p{p}_m{m}.svg").read_text()
