@@ -288,7 +288,7 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
 // exp_normal<float> (reduce_ln2, expm1_tail, fast_two_sum, the final sum), so every lane is its
 // bits; only the last step differs in form: v * 2^k through VSCALEFPS, where exp_normal builds 2^k
 // from its bits and multiplies (for x in exp_normal_range, v * 2^k is normal, both products are
-// exact). Written out so that softmax_row_fused's exp-and-sum loop keeps its lanes in registers.
+// exact). Written out so that softmax_row_exps's exp-and-sum loop keeps its lanes in registers.
 inline __m512 exp_normal16(__m512 x) {
   using Tr = det::detail::Traits<float>;
   const __m512 magic = _mm512_set1_ps(Tr::kRoundMagic);
@@ -337,13 +337,14 @@ inline __m512 exp_fast16(__m512 x) {
 }
 
 // A softmax row a[0..n) of the block buffer in place, given its max mx and every a - mx in
-// det::exp_normal_range (row_max's in_range): the exps and the lane sums of rowred::reduce<Sum> in
-// one pass (lane l adds e[l], e[l + 32], ... from +0, the last block under a mask, then the tree:
-// row_sum's order and value), then the division. kFast: fast mode's exp and a multiplication by
-// 1 / sum. Whole vectors up to n rounded up to 16 (or 32 in the exp pass; the buffer row has room):
-// the values past n are never read (store_att_row writes zeros there, P v stops at the diagonal).
+// det::exp_normal_range (row_max's in_range), in two steps: softmax_row_exps forms the exps and the
+// lane sums of rowred::reduce<Sum> in one pass (lane l adds e[l], e[l + 32], ... from +0, the last
+// block under a mask, then the tree: row_sum's order and value) and returns the sum;
+// softmax_row_divide divides. kFast: fast mode's exp and a multiplication by 1 / sum. Whole
+// vectors up to n rounded up to 16 (or 32 in the exp pass; the buffer row has room): the values
+// past n are never read (store_att_row writes zeros there, P v stops at the diagonal).
 template <bool kFast>
-inline void softmax_row_fused(float* a, int n, float mx) {
+inline float softmax_row_exps(float* a, int n, float mx) {
   const __m512 m = _mm512_set1_ps(mx);
   auto ex = [](__m512 x) { return kFast ? exp_fast16(x) : exp_normal16(x); };
   __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();  // lanes 0..15 and 16..31
@@ -368,7 +369,12 @@ inline void softmax_row_fused(float* a, int n, float mx) {
       p1 = _mm512_mask_add_ps(p1, k1, p1, e1);
     }
   }
-  const float sum = sum_tree(p0, p1);
+  return sum_tree(p0, p1);
+}
+
+// a[0..n) / sum (kFast: times 1 / sum), whole vectors.
+template <bool kFast>
+inline void softmax_row_divide(float* a, int n, float sum) {
   if (kFast) {
     const __m512 rs = _mm512_set1_ps(1.0f / sum);
     for (int c = 0; c < n; c += 16) _mm512_storeu_ps(a + c, _mm512_mul_ps(_mm512_loadu_ps(a + c), rs));
@@ -379,25 +385,40 @@ inline void softmax_row_fused(float* a, int n, float mx) {
 }
 
 // The rows t0 + q (q < nq) of a query block in the block buffer (row length a multiple of 32)
-// from their maxima mx and row_max's in_range: softmax_row_fused, or det::exp's own select paths
-// for a row with an exp outside exp_normal's range. slot.one() between the rows.
+// from their maxima mx and row_max's in_range: softmax_row_exps then softmax_row_divide, or
+// det::exp's own select paths for a row with an exp outside exp_normal's range. Each row's division
+// waits for its sum tree, which waits for its last exp: it runs after the next row's exps (the
+// same values), which the core overlaps with that wait. slot.one() between the rows.
 template <class Slot>
 inline void softmax_rows_fused(float* ab, int lda, int t0, int nq, const float* mx, const int* in_range, bool fast,
                                Slot& slot) {
+  float* prev = nullptr;  // the row whose division is pending, its length and sum
+  int prev_n = 0;
+  float prev_sum = 0;
+  auto divide_prev = [&] {
+    if (!prev) return;
+    if (fast)
+      softmax_row_divide<true>(prev, prev_n, prev_sum);
+    else
+      softmax_row_divide<false>(prev, prev_n, prev_sum);
+    prev = nullptr;
+  };
   for (int q = 0; q < nq; ++q) {
     float* a = ab + static_cast<std::size_t>(q) * lda;
     const int n = t0 + q + 1;
-    if (in_range[q] == 1 && fast)
-      softmax_row_fused<true>(a, n, mx[q]);
-    else if (in_range[q] == 1)
-      softmax_row_fused<false>(a, n, mx[q]);
-    else {
+    if (in_range[q] == 1) {
+      const float sum = fast ? softmax_row_exps<true>(a, n, mx[q]) : softmax_row_exps<false>(a, n, mx[q]);
+      divide_prev();
+      prev = a, prev_n = n, prev_sum = sum;
+    } else {
+      divide_prev();
       det::exp_array(a, mx[q], a, n, (n + 15) / 16 * 16, 0);
       const float sum = row_sum(a, n);
       for (int t2 = 0; t2 < n; ++t2) a[t2] = a[t2] / sum;
     }
     slot.one();  // the caller's other work (PendingRows) between the rows
   }
+  divide_prev();
 }
 #endif
 
