@@ -55,7 +55,8 @@ void bench_layernorm(benchmark::State& st, Mode mode, LnPass pass, int N, int C,
       LayerNorm<T>::forward(mode, xm, w, b, out, mean, rstd);
     fence("bench::layernorm");
   }
-  set_rates(st, 0, (pass == LnPass::forward ? 2.0 : 3.0 - (pass == LnPass::backward_weight)) * N * C * sizeof(T));
+  const double arrays = pass == LnPass::backward_input ? 3.0 : 2.0;  // (N, C) arrays read or written
+  set_rates(st, 0, arrays * N * C * sizeof(T));
 }
 #endif
 
