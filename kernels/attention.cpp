@@ -284,58 +284,6 @@ KOKKOS_INLINE_FUNCTION Real row_dot(const Real* x, const Real* y, int n) {
 }
 
 #ifdef MINIPIPE_HOST_AVX512
-// det::exp_normal of 16 floats: the same operations in the same order as detmath.hpp's
-// exp_normal<float> (reduce_ln2, expm1_tail, fast_two_sum, the final sum), so every lane is its
-// bits; only the last step differs in form: v * 2^k through VSCALEFPS, where exp_normal builds 2^k
-// from its bits and multiplies (for x in exp_normal_range, v * 2^k is normal, both products are
-// exact). Written out so that softmax_row_exps's exp-and-sum loop keeps its lanes in registers.
-inline __m512 exp_normal16(__m512 x) {
-  using Tr = det::detail::Traits<float>;
-  const __m512 magic = _mm512_set1_ps(Tr::kRoundMagic);
-  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(Tr::kInvLn2), magic);
-  const __m512 kf = _mm512_sub_ps(t, magic);
-  const __m512 hi = _mm512_sub_ps(x, _mm512_mul_ps(kf, _mm512_set1_ps(Tr::kLn2Hi)));
-  const __m512 lo = _mm512_mul_ps(kf, _mm512_set1_ps(Tr::kLn2Lo));
-  const __m512 nlo = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(lo), _mm512_set1_epi32(INT32_MIN)));
-  // two_sum(hi, -lo, r, rl)
-  const __m512 r = _mm512_add_ps(hi, nlo);
-  const __m512 bb = _mm512_sub_ps(r, hi);
-  const __m512 rl = _mm512_add_ps(_mm512_sub_ps(hi, _mm512_sub_ps(r, bb)), _mm512_sub_ps(nlo, bb));
-  __m512 p = _mm512_set1_ps(1.0f / 40320.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 5040.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  const __m512 tt = _mm512_mul_ps(_mm512_mul_ps(r, r), p);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 s = _mm512_add_ps(one, r);
-  const __m512 se = _mm512_sub_ps(r, _mm512_sub_ps(s, one));
-  const __m512 v = _mm512_add_ps(s, _mm512_add_ps(se, _mm512_add_ps(tt, _mm512_mul_ps(rl, s))));
-  return _mm512_scalef_ps(v, kf);
-}
-
-// Fast mode's exp of 16 floats in exp_normal_range: 2^k e^r with k = rint(x / ln2), r = x - k ln2
-// (two fused steps), e^r by its Taylor polynomial to r^7 (|r| <= ln2/2: truncation below 2^-26
-// relative): about an ulp from det::exp, at a third of its operations. det::exp_coarse is the same
-// steps per float (its rint and p 2^k are this roundscale and scalef), for element-wise kernels.
-inline __m512 exp_fast16(__m512 x) {
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(0x1.715476p+0f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0x1.62e430p-1f), x);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-0x1.05c610p-29f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, k);
-}
-
 // A softmax row a[0..n) of the block buffer in place, given its max mx and every a - mx in
 // det::exp_normal_range (row_max's in_range), in two steps: softmax_row_exps forms the exps and the
 // lane sums of rowred::reduce<Sum> in one pass (lane l adds e[l], e[l + 32], ... from +0, the last
@@ -346,7 +294,7 @@ inline __m512 exp_fast16(__m512 x) {
 template <bool kFast>
 inline float softmax_row_exps(float* a, int n, float mx) {
   const __m512 m = _mm512_set1_ps(mx);
-  auto ex = [](__m512 x) { return kFast ? exp_fast16(x) : exp_normal16(x); };
+  auto ex = [](__m512 x) { return kFast ? host_simd::exp_fast16(x) : host_simd::exp_normal16(x); };
   __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();  // lanes 0..15 and 16..31
   int c0 = 0;
   for (; c0 + 32 <= n; c0 += 32) {

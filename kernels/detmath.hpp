@@ -380,7 +380,7 @@ KOKKOS_FORCEINLINE_FUNCTION T exp_normal(T x) {
 // its Taylor polynomial to r^7 (|r| <= ln2/2: truncation below 2^-26 relative), then p 2^k with
 // one rounding. About an ulp from det::exp at a third of exp_normal's operations; still IEEE-exact
 // operations only, so every backend forms the same bits. The host attention's AVX-512 softmax runs
-// the same steps in intrinsics (attention.cpp, exp_fast16: roundscale and scalef are this rint and
+// the same steps in intrinsics (host_simd.hpp, exp_fast16: roundscale and scalef are this rint and
 // this p 2^k). Double has no coarse form: it is det::exp_normal.
 KOKKOS_FORCEINLINE_FUNCTION float exp_coarse(float x) {
   using Tr = detail::Traits<float>;

@@ -20,6 +20,7 @@
 #include "detmath_reference.hpp"
 #include "kernels/detmath.hpp"
 #include "kernels/gelu.hpp"
+#include "kernels/host_simd.hpp"
 #include "test_util.hpp"
 
 namespace minipipe {
@@ -289,6 +290,55 @@ TEST(DetmathBits, FloatExpNormalOverItsRange) {
     walk(e - (1u << 20), e + (1u << 14), 1, "near an end");
   }
   EXPECT_EQ(bad, 0u);
+}
+
+// The host softmax's 16-lane exps (host_simd.hpp) against their per-float definitions on every
+// float of exp_normal_range (2.2e9): exp_normal16 must give det::exp_normal's bits (checked above
+// against the reference), exp_fast16 det::exp_coarse's. exp_normal16 takes fewer steps than
+// det::exp_normal, so only a walk over every float can show it equal (a few seconds).
+TEST(DetmathBits, FloatExp16LanesOverTheRange) {
+#ifdef MINIPIPE_HOST_AVX512
+  using R = det::ExpNormal<float>;
+  const std::size_t chunk = std::size_t(1) << 22;
+  std::vector<float> x(chunk), normal(chunk), coarse(chunk);
+  std::size_t bad_normal = 0, bad_coarse = 0, n = 0;
+  for (const float end : {R::kLo, R::kHi}) {
+    const std::uint32_t b1 = bits(end);
+    for (std::uint64_t b0 = bits(std::copysign(0.0f, end)); b0 <= b1; b0 += chunk) {
+      const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, b1 - b0 + 1));
+      for (std::size_t i = 0; i < m; ++i) x[i] = of_bits<float>(static_cast<std::uint32_t>(b0 + i));
+      for (std::size_t i = 0; i < m; ++i) normal[i] = det::exp_normal(x[i]);  // loops that vectorize
+      for (std::size_t i = 0; i < m; ++i) coarse[i] = det::exp_coarse(x[i]);
+      for (std::size_t i = 0; i < m; i += 16) {
+        const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xFFFFu : (1u << (m - i)) - 1u);
+        const __m512 v = _mm512_maskz_loadu_ps(lanes, x.data() + i);
+        const __m512 en = host_simd::exp_normal16(v), ec = host_simd::exp_fast16(v);
+        const __m512i rn = _mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, normal.data() + i));
+        const __m512i rc = _mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, coarse.data() + i));
+        const __mmask16 dn = _mm512_mask_cmpneq_epi32_mask(lanes, _mm512_castps_si512(en), rn);
+        const __mmask16 dc = _mm512_mask_cmpneq_epi32_mask(lanes, _mm512_castps_si512(ec), rc);
+        if (dn == 0 && dc == 0) continue;
+        alignas(64) float gn[16], gc[16];
+        _mm512_store_ps(gn, en);
+        _mm512_store_ps(gc, ec);
+        for (int l = 0; l < 16; ++l) {
+          if (((dn >> l) & 1) && bad_normal++ < 8)
+            std::printf("  exp_normal16 x=%a got=%a ref=%a\n", static_cast<double>(x[i + l]),
+                        static_cast<double>(gn[l]), static_cast<double>(normal[i + l]));
+          if (((dc >> l) & 1) && bad_coarse++ < 8)
+            std::printf("  exp_fast16 x=%a got=%a ref=%a\n", static_cast<double>(x[i + l]), static_cast<double>(gc[l]),
+                        static_cast<double>(coarse[i + l]));
+        }
+      }
+      n += m;
+    }
+  }
+  EXPECT_GT(n, std::size_t(2000000000));  // every float of [-87, 88]: 2.24e9
+  EXPECT_EQ(bad_normal, 0u);
+  EXPECT_EQ(bad_coarse, 0u);
+#else
+  GTEST_SKIP() << "a build without AVX-512F compiles no 16-lane exps";
+#endif
 }
 
 TEST(DetmathBits, DoubleExpNormalOverItsRange) {
