@@ -131,6 +131,7 @@ struct GradAccum {
       exact_zero = true;
       floats_ready = false;
       words_missing = floats_only = false;
+      unread_samples = 0;
     } else {
       Kokkos::deep_copy(ExecSpace(), sum, T(0));
     }
@@ -147,11 +148,14 @@ struct GradAccum {
   // (gemm_det_exact on the host): the zeros zero_values() deferred are left to it (unfilled).
   // With a final view (finalize_into) and the accumulators known to be zero, the target also asks
   // for the floats there; the caller says floats_stored() if the kernel stored them.
-  // With words_unread, that kernel may store the floats alone (then exact() is an error until zero).
-  ExactTarget exact_target_overwrite() const {
+  // With words_unread, that kernel may store the floats alone (then exact() is an error until zero):
+  // any call, or with words_unread(samples) only a call that adds all `samples` (call_samples).
+  ExactTarget exact_target_overwrite(int call_samples = 0) const {
     if (words_missing) throw_words_missing();
     float* const floats = exact_zero && final_view.extent(0) == exact_words.extent(0) ? final_view.data() : nullptr;
-    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending, floats, floats && floats_only};
+    const bool whole = floats_only && (unread_samples == 0 || call_samples == unread_samples);
+    const ExactTarget t{exact_words, overflow, exact_zero, fill_pending, floats, floats && whole};
+    call_floats_only = t.floats_only;
     exact_zero = false;
     fill_pending = false;
     floats_ready = false;
@@ -168,13 +172,17 @@ struct GradAccum {
   }
   void floats_stored() const {
     floats_ready = true;
-    words_missing = floats_only;  // the kernel was allowed to leave them unwritten
+    words_missing = call_floats_only;  // the kernel was allowed to leave them unwritten
   }
-  // The owner's promise until the next zero_values(): one kernel forms this step's whole sum (one
-  // call with every sample) and nothing but finalize reads it (no data-parallel all-reduce, no sum
-  // of model copies). The exact GEMM then writes the gradient's floats and not its words.
-  void words_unread() {
-    if (mode == Mode::deterministic) floats_only = true;
+  // The owner's promise until the next zero_values(): nothing but finalize reads this step's sum
+  // (no data-parallel all-reduce, no sum of model copies), and either one kernel forms it (one call
+  // with every sample: samples = 0) or the step adds `samples` samples in all (samples > 0), where
+  // only a call that adds all of them to zero accumulators forms the whole sum. The exact GEMM then
+  // writes the gradient's floats and not its words.
+  void words_unread(int samples = 0) {
+    if (mode != Mode::deterministic) return;
+    floats_only = true;
+    unread_samples = samples;
   }
 
   // Writes the accumulated gradient into g (length size()) and returns g's first non-finite
@@ -230,11 +238,13 @@ struct GradAccum {
 
  private:
   ExactView exact_words;
-  mutable bool fill_pending = false;   // zero_values() ran and the zeros are not written yet
-  View1<float> final_view;             // finalize_into's view (float only)
-  mutable bool floats_ready = false;   // final_view holds every sum's float, the words unchanged since
-  bool floats_only = false;            // words_unread() this step
-  mutable bool words_missing = false;  // the floats were stored without the words
+  mutable bool fill_pending = false;      // zero_values() ran and the zeros are not written yet
+  View1<float> final_view;                // finalize_into's view (float only)
+  mutable bool floats_ready = false;      // final_view holds every sum's float, the words unchanged since
+  bool floats_only = false;               // words_unread() this step
+  int unread_samples = 0;                 // its sample count (0: one call with every sample)
+  mutable bool call_floats_only = false;  // the last exact_target_overwrite's floats_only
+  mutable bool words_missing = false;     // the floats were stored without the words
 };
 
 }  // namespace minipipe

@@ -92,7 +92,7 @@ void gemm_det_exact_any(KernelWorkspace& ws, int M, int N, int K, int S, Strided
                         StridedMat<T> B, std::ptrdiff_t b_step, const GradAccum<T>& dW,
                         const ExactTarget* row_target = nullptr) {
   if constexpr (std::is_same<T, float>::value) {
-    if (gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, dW.exact_target_overwrite(), row_target))
+    if (gemm_det_exact(ws, GemmOptions{}, M, N, K, S, A, a_step, B, b_step, dW.exact_target_overwrite(S), row_target))
       dW.floats_stored();
   } else {
     throw std::logic_error("gemm_det_exact_any: float only");

@@ -469,7 +469,11 @@ void Stage<T>::begin_step(int microbatches, bool ends_with_split_w, int first_sa
   for (auto& p : params_) {
     p.acc.defer_weight_samples(hold);
     share_packed_weights(p, share);
+    // Nothing else reads the sums: the exact GEMM call that adds all the step's samples to zero
+    // accumulators (the one call at m = 1, the held samples' one call where they are held) may
+    // store the gradient's floats alone.
     if (!sums_read_ && microbatches == 1) p.acc.words_unread();
+    if (!sums_read_ && hold && samples > 0) p.acc.words_unread(samples);
   }
   // The blocks' Linear weights hold their samples by reference in the step-wide operand rows:
   // where deterministic mode holds them, and in fast mode on a stage that is the whole model (its

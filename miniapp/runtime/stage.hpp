@@ -134,9 +134,10 @@ class Stage {
   // the step's rows at its last W, the chain it runs micro-batch by micro-batch).
   void begin_step(int microbatches, bool ends_with_split_w = false, int first_sample = 0, int samples = 0);
   // Whether anything reads the exact gradient sums between the step's last W and finalize_grads
-  // (the data-parallel all-reduce, the sum of two model copies; the default, true). Off, a step of
-  // one micro-batch lets the exact weight GEMM store the gradient's floats without its sums
-  // (GradAccum::words_unread): each weight's one call forms the whole sum.
+  // (the data-parallel all-reduce, the sum of two model copies; the default, true). Off, the exact
+  // weight GEMM call that adds all the step's samples to zero accumulators (each weight's one call
+  // at one micro-batch; the held samples' one call where deterministic mode holds them) may store
+  // the gradient's floats without its sums (GradAccum::words_unread).
   void set_sums_read(bool read) { sums_read_ = read; }
   // Gradients of the step into Param::grad (throws naming the parameter on accumulator overflow).
   // Every parameter's overflow flag is read back with one copy. Returns, in params() order, each

@@ -437,6 +437,59 @@ TEST(GemmDetExact, FloatsOnlyWhenNothingReadsTheSums) {
   }
 }
 
+// words_unread(samples): only the call that adds all `samples` may leave the words out. A step of
+// held samples added in two calls (samples 0-1, then the rest) stores every word and converts as
+// usual; the same step in one call stores the floats alone.
+TEST(GemmDetExact, FloatsOnlyForTheCallWithEveryPromisedSample) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
+    GTEST_SKIP() << "the fused path is host-only";
+  const ExactProblem p(29, 45, 13, 5, 47);
+  int ref_ov = 0;
+  const auto ref = p.reference(ref_ov);
+  ASSERT_EQ(ref_ov, 0);
+  KernelWorkspace ws;
+  const auto dy = to_device(p.dy), x = to_device(p.x);
+  const std::ptrdiff_t as = static_cast<std::ptrdiff_t>(p.K) * p.M, bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
+  const std::size_t n = static_cast<std::size_t>(p.M) * p.N;
+  std::vector<float> expected(n);
+  for (std::size_t e = 0; e < n; ++e) expected[e] = static_cast<float>(ExactSum::to_double(ref[e]));
+  GradAccum<float> g("whole_step", n, Mode::deterministic);
+  View1<float> stored("stored", n);
+  g.finalize_into(stored);
+  auto call = [&](int s0, int S) {
+    const ExactTarget t = g.exact_target_overwrite(S);
+    const bool floats = gemm_det_exact(ws, GemmOptions{}, p.M, p.N, p.K, S, transposed(dy.data() + s0 * as, p.M), as,
+                                       row_major(x.data() + s0 * bs, p.N), bs, t);
+    if (floats) g.floats_stored();
+    return t.floats_only;
+  };
+  auto floats_now = [&] {
+    g.finalize_unchecked(stored);
+    auto f = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), stored);
+    return std::memcmp(f.data(), expected.data(), n * sizeof(float)) == 0;
+  };
+  g.zero();
+  g.words_unread(p.S);
+  EXPECT_FALSE(call(0, 2)) << "two of five samples: not the whole sum";
+  EXPECT_FALSE(call(2, p.S - 2)) << "accumulators no longer zero";
+  EXPECT_NO_THROW(g.exact());
+  auto words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact());
+  std::size_t wrong = 0;
+  for (std::size_t e = 0; e < n; ++e) wrong += words(e).lo != ref[e].lo || words(e).hi != ref[e].hi;
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_TRUE(floats_now());
+  g.zero_values();
+  g.words_unread(p.S);
+  EXPECT_TRUE(call(0, p.S)) << "every promised sample in one call";
+  EXPECT_TRUE(floats_now());
+  EXPECT_THROW(g.exact(), std::logic_error);
+  g.zero_values();
+  g.words_unread(p.S + 1);
+  EXPECT_FALSE(call(0, p.S)) << "a sample short of the promise";
+  EXPECT_NO_THROW(g.exact());
+  EXPECT_TRUE(floats_now());
+}
+
 TEST(KernelWorkspace, GrowsOnceAndReportsItsBytes) {
   KernelWorkspace ws;
   EXPECT_EQ(ws.bytes(), 0u);
