@@ -369,6 +369,29 @@ TEST(GemmDetExact, OneFoldAlsoStoresFinalizesFloatsBitwise) {
   }
 }
 
+// The floats-only tests' problem (5 samples of 13 rows, 29 x 45 outputs): its operands on the
+// device, the reference sums and the floats finalize forms from them.
+struct FloatsOnlyProblem {
+  ExactProblem p;
+  std::vector<Fixed128> ref;
+  View1<float> dy, x;
+  std::ptrdiff_t as, bs;  // one sample's dy and x
+  std::size_t n;          // outputs
+  std::vector<float> expected;
+  explicit FloatsOnlyProblem(std::uint64_t seed) : p(29, 45, 13, 5, seed) {
+    int ov = 0;
+    ref = p.reference(ov);
+    EXPECT_EQ(ov, 0);
+    dy = to_device(p.dy);
+    x = to_device(p.x);
+    as = static_cast<std::ptrdiff_t>(p.K) * p.M;
+    bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
+    n = static_cast<std::size_t>(p.M) * p.N;
+    expected.resize(n);
+    for (std::size_t e = 0; e < n; ++e) expected[e] = static_cast<float>(ExactSum::to_double(ref[e]));
+  }
+};
+
 // With GradAccum::words_unread (nothing but finalize reads this step's sums), the call that stores
 // the floats may leave the words unwritten: the floats are still those of the reference sums
 // (ExactSum::to_double, then float), the words it did write (a row's scalar tail) are right, and
@@ -377,21 +400,19 @@ TEST(GemmDetExact, OneFoldAlsoStoresFinalizesFloatsBitwise) {
 TEST(GemmDetExact, FloatsOnlyWhenNothingReadsTheSums) {
   if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
     GTEST_SKIP() << "the fused path is host-only";
-  const ExactProblem p(29, 45, 13, 5, 43);
-  int ref_ov = 0;
-  const auto ref = p.reference(ref_ov);
-  ASSERT_EQ(ref_ov, 0);
+  const FloatsOnlyProblem f(43);
+  const ExactProblem& p = f.p;
+  const auto& ref = f.ref;
+  const auto &dy = f.dy, &x = f.x;
+  const std::ptrdiff_t as = f.as, bs = f.bs;
+  const std::size_t n = f.n;
+  const std::vector<float>& expected = f.expected;
   KernelWorkspace ws;
-  const auto dy = to_device(p.dy), x = to_device(p.x);
-  const std::ptrdiff_t as = static_cast<std::ptrdiff_t>(p.K) * p.M, bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
-  const std::size_t n = static_cast<std::size_t>(p.M) * p.N;
   // The AVX-512 fold stores 8 sums at a time and leaves them out; a scalar fold stores each anyway.
   const bool vector_fold = std::string(gemm_det_microkernel()).rfind("AVX-512F", 0) == 0;
   Fixed128 dirty;  // a word none of these sums has: where it stays, nothing was written
   dirty.lo = 0x0123456789abcdefULL;
   dirty.hi = 0x7edcba98;
-  std::vector<float> expected(n);
-  for (std::size_t e = 0; e < n; ++e) expected[e] = static_cast<float>(ExactSum::to_double(ref[e]));
   for (const auto& [name, opt] : exact_configs()) {
     const bool one_fold = opt.group == 0 || opt.group >= p.S;
     GradAccum<float> g("floats_only", n, Mode::deterministic);
@@ -443,30 +464,24 @@ TEST(GemmDetExact, FloatsOnlyWhenNothingReadsTheSums) {
 TEST(GemmDetExact, FloatsOnlyForTheCallWithEveryPromisedSample) {
   if (!Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, MemSpace>::accessible)
     GTEST_SKIP() << "the fused path is host-only";
-  const ExactProblem p(29, 45, 13, 5, 47);
-  int ref_ov = 0;
-  const auto ref = p.reference(ref_ov);
-  ASSERT_EQ(ref_ov, 0);
+  const FloatsOnlyProblem f(47);
+  const ExactProblem& p = f.p;
+  const std::size_t n = f.n;
   KernelWorkspace ws;
-  const auto dy = to_device(p.dy), x = to_device(p.x);
-  const std::ptrdiff_t as = static_cast<std::ptrdiff_t>(p.K) * p.M, bs = static_cast<std::ptrdiff_t>(p.K) * p.N;
-  const std::size_t n = static_cast<std::size_t>(p.M) * p.N;
-  std::vector<float> expected(n);
-  for (std::size_t e = 0; e < n; ++e) expected[e] = static_cast<float>(ExactSum::to_double(ref[e]));
   GradAccum<float> g("whole_step", n, Mode::deterministic);
   View1<float> stored("stored", n);
   g.finalize_into(stored);
   auto call = [&](int s0, int S) {
     const ExactTarget t = g.exact_target_overwrite(S);
-    const bool floats = gemm_det_exact(ws, GemmOptions{}, p.M, p.N, p.K, S, transposed(dy.data() + s0 * as, p.M), as,
-                                       row_major(x.data() + s0 * bs, p.N), bs, t);
+    const bool floats = gemm_det_exact(ws, GemmOptions{}, p.M, p.N, p.K, S, transposed(f.dy.data() + s0 * f.as, p.M),
+                                       f.as, row_major(f.x.data() + s0 * f.bs, p.N), f.bs, t);
     if (floats) g.floats_stored();
     return t.floats_only;
   };
   auto floats_now = [&] {
     g.finalize_unchecked(stored);
-    auto f = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), stored);
-    return std::memcmp(f.data(), expected.data(), n * sizeof(float)) == 0;
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), stored);
+    return std::memcmp(h.data(), f.expected.data(), n * sizeof(float)) == 0;
   };
   g.zero();
   g.words_unread(p.S);
@@ -475,7 +490,7 @@ TEST(GemmDetExact, FloatsOnlyForTheCallWithEveryPromisedSample) {
   EXPECT_NO_THROW(g.exact());
   auto words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.exact());
   std::size_t wrong = 0;
-  for (std::size_t e = 0; e < n; ++e) wrong += words(e).lo != ref[e].lo || words(e).hi != ref[e].hi;
+  for (std::size_t e = 0; e < n; ++e) wrong += words(e).lo != f.ref[e].lo || words(e).hi != f.ref[e].hi;
   EXPECT_EQ(wrong, 0u);
   EXPECT_TRUE(floats_now());
   g.zero_values();
