@@ -1383,6 +1383,10 @@ bool gemm_det_has_simd() {
 #endif
 }
 
+std::string gemm_det_label() {
+  return std::string("miniPipe gemm_det, ") + (use_device_path() ? "device path" : gemm_det_microkernel());
+}
+
 const char* gemm_det_microkernel() {
 #if defined(MINIPIPE_GEMM_AVX512)
   return "AVX-512F 12x32 (float) / 12x16 (double)";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "gemm_blocking.hpp"
 #include "grad_accum.hpp"
@@ -160,6 +161,8 @@ std::size_t gemm_det_device_scratch_bytes();
 // else the scalar fma_exact microkernel, same bits), and a one-line description for reports.
 bool gemm_det_has_simd();
 const char* gemm_det_microkernel();
+// "miniPipe gemm_det, " and where it runs now: the microkernel, or the device path.
+std::string gemm_det_label();
 
 extern template void gemm_det_batched<float>(KernelWorkspace&, int, int, int, int, StridedMat<float>, std::ptrdiff_t,
                                              StridedMat<float>, std::ptrdiff_t, float*, std::ptrdiff_t, std::ptrdiff_t,

@@ -120,16 +120,27 @@ SyncCounts sync_now();
 // Called by the fence shims of kernels/types.hpp: Kokkos before 3.5 reports no fence event.
 void note_program_fence(const char* label);
 
-// Same-run peaks the kernels are set against: a device sgemm (Kokkos Kernels' gemm: the vendor
-// BLAS where the build has one) and a STREAM triad a(i) = b(i) + s c(i) on ExecSpace, best of
-// `repeat` timed runs after a warm-up. n: the square GEMM size; elements: the triad's length.
+// Same-run peaks the kernels are set against: the fastest square sgemm this build runs on
+// ExecSpace's memory and a STREAM triad a(i) = b(i) + s c(i) on ExecSpace, each the best of
+// `repeat` timed runs after a warm-up. n: the GEMM size; elements: the triad's length. The GEMMs
+// timed are KokkosBlas::gemm (the vendor BLAS where Kokkos Kernels has its TPL, else Kokkos
+// Kernels' own GEMM, a few percent of a tuned one on a CPU) and gemm_det's plain GEMM (what fast
+// mode runs where it takes gemm_det); sgemm_gflops is the faster, sgemm_probes has both.
+// A slow reference would put kernels above their roof and inflate every ratio to the sgemm.
+struct GemmProbe {
+  std::string library;
+  double gflops = 0.0;
+};
 struct Peaks {
   double sgemm_gflops = 0.0;
+  std::string sgemm_library;
+  std::vector<GemmProbe> sgemm_probes;
   int sgemm_n = 0;
   double triad_gbs = 0.0;
   std::uint64_t triad_elements = 0;
   std::string backend;
 };
-Peaks measure_peaks(int sgemm_n, std::uint64_t triad_elements, int repeat);
+// blas_label names what KokkosBlas::gemm calls (the caller knows the library and its core).
+Peaks measure_peaks(int sgemm_n, std::uint64_t triad_elements, int repeat, const std::string& blas_label);
 
 }  // namespace minipipe::counters

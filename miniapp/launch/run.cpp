@@ -703,7 +703,8 @@ void report_kernel_counters(const Deck& deck, const RunSetup& su, const Plan& pl
                             RunReport& rep, std::ostream& out) {
   const bool host_memory = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
   r.dw_exact_group = gemm_det_exact_group(su.shape.seq_len);
-  r.peaks = counters::measure_peaks(host_memory ? 512 : 4096, host_memory ? (1u << 22) : (1u << 26), 5);
+  r.peaks = counters::measure_peaks(host_memory ? 512 : 4096, host_memory ? (1u << 22) : (1u << 26), 5,
+                                    kokkosblas_gemm_string());
   print_kernel_report(r, out);
   rep.kernel_counters_json = kernel_counters_json(r);
   const std::string svg = deck.config().output.roofline;

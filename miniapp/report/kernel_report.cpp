@@ -103,10 +103,15 @@ void print_kernel_report(const KernelCounterReport& r, std::ostream& out) {
                 1e3 * seconds, flops / 1e9, model / 1e9);
   os << line;
   std::snprintf(line, sizeof(line),
-                "  same run on %s: sgemm %.2f GFLOP/s (n = %d, Kokkos Kernels gemm), triad %.2f GB/s (%llu floats)\n",
-                r.peaks.backend.c_str(), r.peaks.sgemm_gflops, r.peaks.sgemm_n, r.peaks.triad_gbs,
-                static_cast<unsigned long long>(r.peaks.triad_elements));
+                "  same run on %s: sgemm %.2f GFLOP/s (n = %d, %s), triad %.2f GB/s (%llu floats)\n",
+                r.peaks.backend.c_str(), r.peaks.sgemm_gflops, r.peaks.sgemm_n, r.peaks.sgemm_library.c_str(),
+                r.peaks.triad_gbs, static_cast<unsigned long long>(r.peaks.triad_elements));
   os << line;
+  for (const counters::GemmProbe& g : r.peaks.sgemm_probes) {  // the slower GEMMs timed beside it
+    if (g.library == r.peaks.sgemm_library) continue;
+    std::snprintf(line, sizeof(line), "    beside it: %s %.2f GFLOP/s\n", g.library.c_str(), g.gflops);
+    os << line;
+  }
   const RoofSummary roof = roof_summary(r);
   if (roof.ridge > 0) {
     std::snprintf(line, sizeof(line),
@@ -137,6 +142,13 @@ std::string kernel_counters_json(const KernelCounterReport& r) {
   j["timed"] = r.timed, j["steps"] = r.steps, j["dw_exact_group"] = r.dw_exact_group;
   Json peaks;
   peaks["backend"] = r.peaks.backend, peaks["sgemm_gflops"] = r.peaks.sgemm_gflops, peaks["sgemm_n"] = r.peaks.sgemm_n;
+  peaks["sgemm_library"] = r.peaks.sgemm_library;
+  peaks["sgemm_probes"] = Json::array();
+  for (const counters::GemmProbe& g : r.peaks.sgemm_probes) {
+    Json gj;
+    gj["library"] = g.library, gj["gflops"] = g.gflops;
+    peaks["sgemm_probes"].push_back(gj);
+  }
   peaks["triad_gbs"] = r.peaks.triad_gbs, peaks["triad_elements"] = r.peaks.triad_elements;
   j["peaks"] = peaks;
   const RoofSummary roof = roof_summary(r);

@@ -56,9 +56,11 @@ std::string gemm_string(Mode mode) {
   if (mode == Mode::deterministic)
     return std::string("miniPipe deterministic GEMM (one fixed k-order per output, every backend); ") +
            (use_device_path() ? "device" : "host") + " kernel path";
-  if (fast_gemm_on_gemm_det())
-    return std::string("miniPipe gemm_det, ") + (use_device_path() ? "device path" : gemm_det_microkernel()) +
-           " (train.fast_gemm = " + to_string(fast_gemm()) + ")";
+  if (fast_gemm_on_gemm_det()) return gemm_det_label() + " (train.fast_gemm = " + to_string(fast_gemm()) + ")";
+  return kokkosblas_gemm_string();
+}
+
+std::string kokkosblas_gemm_string() {
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   const bool host = Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, Mem>::accessible;
   std::string lib = "Kokkos Kernels' own GEMM (no vendor BLAS TPL for this memory space)";

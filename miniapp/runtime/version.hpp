@@ -15,6 +15,8 @@ std::string blas_string();
 // Kernels calls (cuBLAS, rocBLAS, the host BLAS, or its own kernel where the install has no such
 // TPL); in deterministic mode miniPipe's own, whose bits do not depend on the backend.
 std::string gemm_string(Mode mode);
+// "KokkosBlas::gemm -> " and the library it calls on the default execution space.
+std::string kokkosblas_gemm_string();
 // The host GEMM's cache blocking and the CPU description it was chosen from
 // (kernels/gemm_blocking.hpp); empty when the device path runs the GEMMs.
 std::string gemm_blocking_string();
